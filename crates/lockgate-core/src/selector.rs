@@ -1,0 +1,865 @@
+//! Label selectors: the Kubernetes label-selector string grammar, as `kubectl get -l`
+//! accepts it (design `policy.md`, "Node limits").
+//!
+//! ```text
+//! selector    := "" | requirement ("," requirement)*
+//! requirement := key ("=" | "==" | "!=") value
+//!              | key ("in" | "notin") "(" value ("," value)* ")"
+//!              | key                  (exists)
+//!              | "!" key              (does not exist)
+//! ```
+//! Whitespace is allowed around every token. A comma is AND; the empty selector matches
+//! everything. As in Kubernetes, `k!=v` and `k notin (..)` match when `k` is absent.
+//!
+//! Two parsing modes share the grammar and differ only in what a key and a value may be:
+//! - [`Selector::parse_labels`] (node rules, node selectors) checks Kubernetes' syntax: a key
+//!   is an optional DNS-subdomain prefix (at most 253 characters) and `/`, then a name of at
+//!   most 63 characters that begins and ends with a letter or digit and holds only letters,
+//!   digits, `-`, `_` and `.`; a value is empty or follows the name rules.
+//! - [`Selector::parse_jobs`] (limit and conflict `match`, block rules) selects over a job's
+//!   `kind`, `owner`, `node` and attributes: a key or value is any non-empty string without
+//!   whitespace, `,`, `(`, `)`, `=` or `!` (`group=vm/100` is fine).
+//!
+//! Differences from `kubectl`, on purpose: the numeric `<`/`>` operators are refused (no
+//! policy needs them), and a value list must hold at least one value and no empty ones
+//! (Kubernetes reads `k in ()` and `k in (a,)` as containing the empty string, which is
+//! almost always a typo).
+//!
+//! Invariant: a [`Selector`] only exists parsed, so its requirements are well-formed for
+//! the mode it was parsed in, and [`Selector::text`] is the trimmed text it came from.
+
+use serde::{Serialize, Serializer};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// A parsed selector: the requirements (all must hold) and the text they came from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Selector {
+    requirements: Vec<Requirement>,
+    text: String,
+}
+
+/// One requirement of a selector.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Requirement {
+    /// `key=value` or `key==value`: the key is present with this value.
+    Equals {
+        /// The key.
+        key: String,
+        /// The value it must have.
+        value: String,
+    },
+    /// `key!=value`: the key is absent or has another value.
+    NotEquals {
+        /// The key.
+        key: String,
+        /// The value it must not have.
+        value: String,
+    },
+    /// `key in (a,b)`: the key is present with one of the values.
+    In {
+        /// The key.
+        key: String,
+        /// The admitted values (never empty).
+        values: BTreeSet<String>,
+    },
+    /// `key notin (a,b)`: the key is absent or has none of the values.
+    NotIn {
+        /// The key.
+        key: String,
+        /// The excluded values (never empty).
+        values: BTreeSet<String>,
+    },
+    /// `key`: the key is present.
+    Exists {
+        /// The key.
+        key: String,
+    },
+    /// `!key`: the key is absent.
+    NotExists {
+        /// The key.
+        key: String,
+    },
+}
+
+impl Requirement {
+    /// The key this requirement is about.
+    pub fn key(&self) -> &str {
+        match self {
+            Requirement::Equals { key, .. }
+            | Requirement::NotEquals { key, .. }
+            | Requirement::In { key, .. }
+            | Requirement::NotIn { key, .. }
+            | Requirement::Exists { key }
+            | Requirement::NotExists { key } => key,
+        }
+    }
+
+    /// Whether the requirement holds for the key's value (`None`: the key is absent).
+    pub fn matches(&self, value: Option<&str>) -> bool {
+        match (self, value) {
+            (Requirement::Equals { value: want, .. }, Some(v)) => v == want,
+            (Requirement::NotEquals { value: not, .. }, Some(v)) => v != not,
+            (Requirement::In { values, .. }, Some(v)) => values.contains(v),
+            (Requirement::NotIn { values, .. }, Some(v)) => !values.contains(v),
+            (Requirement::Exists { .. }, Some(_)) | (Requirement::NotExists { .. }, None) => true,
+            (Requirement::NotEquals { .. } | Requirement::NotIn { .. }, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Requirement {
+    /// The canonical form: `k=v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |values: &BTreeSet<String>| values.iter().cloned().collect::<Vec<_>>().join(",");
+        match self {
+            Requirement::Equals { key, value } => write!(f, "{key}={value}"),
+            Requirement::NotEquals { key, value } => write!(f, "{key}!={value}"),
+            Requirement::In { key, values } => write!(f, "{key} in ({})", list(values)),
+            Requirement::NotIn { key, values } => write!(f, "{key} notin ({})", list(values)),
+            Requirement::Exists { key } => write!(f, "{key}"),
+            Requirement::NotExists { key } => write!(f, "!{key}"),
+        }
+    }
+}
+
+/// Why a selector did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("column {}: {message}", position + 1)]
+pub struct SelectorError {
+    /// 0-based character index, in the text as given, of the offending part.
+    pub position: usize,
+    /// Names the offending part and what was expected.
+    pub message: String,
+}
+
+impl Selector {
+    /// Parses a selector over Kubernetes labels (node rules, node selectors), checking
+    /// Kubernetes' key and value syntax.
+    ///
+    /// # Errors
+    /// A [`SelectorError`] naming the offending part and what was expected.
+    pub fn parse_labels(text: &str) -> Result<Selector, SelectorError> {
+        Parser::parse(text, Mode::Labels)
+    }
+
+    /// Parses a selector over jobs (`kind`, `owner`, `node` and attribute names); values
+    /// are any non-empty string without whitespace, `,`, `(`, `)`, `=` or `!`.
+    ///
+    /// # Errors
+    /// A [`SelectorError`] naming the offending part and what was expected.
+    pub fn parse_jobs(text: &str) -> Result<Selector, SelectorError> {
+        Parser::parse(text, Mode::Jobs)
+    }
+
+    /// The empty selector, which matches everything.
+    pub fn everything() -> Selector {
+        Selector {
+            requirements: Vec::new(),
+            text: String::new(),
+        }
+    }
+
+    /// Whether the selector has no requirements (matches everything).
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// The requirements, in the order written.
+    pub fn requirements(&self) -> &[Requirement] {
+        &self.requirements
+    }
+
+    /// The text the selector was parsed from, trimmed.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether every requirement holds, looking keys up with `lookup`.
+    pub fn matches<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.requirements.iter().all(|r| r.matches(lookup(r.key())))
+    }
+
+    /// Whether every requirement holds for a label map.
+    pub fn matches_map(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches(|k| labels.get(k).map(String::as_str))
+    }
+
+    /// True when some requirement on `key` is `=`/`==`/`in` and admits `value` (used for
+    /// "a limit whose match names the job's kind").
+    pub fn names_value(&self, key: &str, value: &str) -> bool {
+        self.requirements.iter().any(|r| match r {
+            Requirement::Equals { key: k, value: v } => k == key && v == value,
+            Requirement::In { key: k, values } => k == key && values.contains(value),
+            _ => false,
+        })
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for Selector {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+// Implementation details: a lexer in the manner of Kubernetes' (identifiers are runs of
+// anything but whitespace and special symbols; `in`/`notin` are keywords only where an
+// operator is expected), then a recursive-descent parser over the tokens.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Labels,
+    Jobs,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Ident(String),
+    Not,
+    Eq,
+    DoubleEq,
+    NotEq,
+    Gt,
+    Lt,
+    Open,
+    Close,
+    Comma,
+    End,
+}
+
+impl Tok {
+    fn describe(&self) -> String {
+        match self {
+            Tok::Ident(s) => format!("{s:?}"),
+            Tok::Not => "'!'".into(),
+            Tok::Eq => "'='".into(),
+            Tok::DoubleEq => "'=='".into(),
+            Tok::NotEq => "'!='".into(),
+            Tok::Gt => "'>'".into(),
+            Tok::Lt => "'<'".into(),
+            Tok::Open => "'('".into(),
+            Tok::Close => "')'".into(),
+            Tok::Comma => "','".into(),
+            Tok::End => "the end of the selector".into(),
+        }
+    }
+}
+
+fn is_special(c: char, mode: Mode) -> bool {
+    matches!(c, '!' | '=' | '(' | ')' | ',') || (mode == Mode::Labels && matches!(c, '<' | '>'))
+}
+
+fn lex(text: &str, mode: Mode) -> Vec<(Tok, usize)> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        let next = chars.get(i + 1).copied();
+        let (tok, len) = match (c, next) {
+            ('!', Some('=')) => (Tok::NotEq, 2),
+            ('=', Some('=')) => (Tok::DoubleEq, 2),
+            ('!', _) => (Tok::Not, 1),
+            ('=', _) => (Tok::Eq, 1),
+            ('(', _) => (Tok::Open, 1),
+            (')', _) => (Tok::Close, 1),
+            (',', _) => (Tok::Comma, 1),
+            ('<', _) if mode == Mode::Labels => (Tok::Lt, 1),
+            ('>', _) if mode == Mode::Labels => (Tok::Gt, 1),
+            _ => {
+                let end = (i..chars.len())
+                    .find(|&j| chars[j].is_whitespace() || is_special(chars[j], mode))
+                    .unwrap_or(chars.len());
+                (Tok::Ident(chars[i..end].iter().collect()), end - i)
+            }
+        };
+        out.push((tok, i));
+        i += len;
+    }
+    out.push((Tok::End, chars.len()));
+    out
+}
+
+struct Parser {
+    tokens: Vec<(Tok, usize)>,
+    pos: usize,
+    mode: Mode,
+}
+
+fn err<T>(position: usize, message: impl Into<String>) -> Result<T, SelectorError> {
+    Err(SelectorError {
+        position,
+        message: message.into(),
+    })
+}
+
+impl Parser {
+    fn parse(text: &str, mode: Mode) -> Result<Selector, SelectorError> {
+        let mut p = Parser {
+            tokens: lex(text, mode),
+            pos: 0,
+            mode,
+        };
+        let mut requirements = Vec::new();
+        if p.peek() != &Tok::End {
+            loop {
+                requirements.push(p.requirement()?);
+                let (tok, at) = p.next();
+                match tok {
+                    Tok::End => break,
+                    Tok::Comma => {
+                        if !matches!(p.peek(), Tok::Ident(_) | Tok::Not) {
+                            let (tok, at) = p.next();
+                            return err(
+                                at,
+                                format!("found {} after ',', expected a requirement (a key or '!key')", tok.describe()),
+                            );
+                        }
+                    }
+                    other => {
+                        return err(
+                            at,
+                            format!(
+                                "found {}, expected ',' or the end of the selector (requirements are joined by commas)",
+                                other.describe()
+                            ),
+                        )
+                    }
+                }
+            }
+        }
+        Ok(Selector {
+            requirements,
+            text: text.trim().to_string(),
+        })
+    }
+
+    fn peek(&self) -> &Tok {
+        &self.tokens[self.pos].0
+    }
+
+    fn next(&mut self) -> (Tok, usize) {
+        let item = self.tokens[self.pos].clone();
+        if item.0 != Tok::End {
+            self.pos += 1;
+        }
+        item
+    }
+
+    fn requirement(&mut self) -> Result<Requirement, SelectorError> {
+        let (mut tok, mut at) = self.next();
+        let negated = tok == Tok::Not;
+        if negated {
+            (tok, at) = self.next();
+        }
+        let Tok::Ident(key) = tok else {
+            let after = if negated { " after '!'" } else { "" };
+            return err(
+                at,
+                format!("found {}{after}, expected a key", tok.describe()),
+            );
+        };
+        self.check_key(&key, at)?;
+        if matches!(self.peek(), Tok::End | Tok::Comma) {
+            return Ok(if negated {
+                Requirement::NotExists { key }
+            } else {
+                Requirement::Exists { key }
+            });
+        }
+        let (op, op_at) = self.next();
+        if negated {
+            return err(
+                op_at,
+                format!(
+                    "found {} after \"!{key}\", expected ',' or the end of the selector ('!key' takes no operator or value)",
+                    op.describe()
+                ),
+            );
+        }
+        match op {
+            Tok::Eq | Tok::DoubleEq => Ok(Requirement::Equals { value: self.exact_value(&op)?, key }),
+            Tok::NotEq => Ok(Requirement::NotEquals { value: self.exact_value(&op)?, key }),
+            Tok::Ident(ref w) if w == "in" => Ok(Requirement::In { values: self.value_list("in")?, key }),
+            Tok::Ident(ref w) if w == "notin" => Ok(Requirement::NotIn { values: self.value_list("notin")?, key }),
+            Tok::Gt | Tok::Lt => err(
+                op_at,
+                format!(
+                    "operator {} is not supported, expected one of =, ==, !=, in, notin",
+                    op.describe()
+                ),
+            ),
+            other => err(
+                op_at,
+                format!(
+                    "found {} after key {key:?}, expected an operator (=, ==, !=, in, notin), ',' or the end of the selector",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    fn exact_value(&mut self, op: &Tok) -> Result<String, SelectorError> {
+        let at = self.tokens[self.pos].1;
+        match self.peek() {
+            Tok::End | Tok::Comma if self.mode == Mode::Labels => Ok(String::new()),
+            Tok::End | Tok::Comma => err(
+                at,
+                format!("expected a value after {}, found none", op.describe()),
+            ),
+            Tok::Ident(_) => {
+                let (Tok::Ident(value), at) = self.next() else {
+                    unreachable!()
+                };
+                self.check_value(&value, at)?;
+                Ok(value)
+            }
+            other => err(
+                at,
+                format!(
+                    "found {} after {}, expected a value",
+                    other.describe(),
+                    op.describe()
+                ),
+            ),
+        }
+    }
+
+    fn value_list(&mut self, op: &str) -> Result<BTreeSet<String>, SelectorError> {
+        let (tok, at) = self.next();
+        if tok != Tok::Open {
+            return err(
+                at,
+                format!(
+                    "found {} after '{op}', expected '(' and a list of values",
+                    tok.describe()
+                ),
+            );
+        }
+        let mut values = BTreeSet::new();
+        loop {
+            let (tok, at) = self.next();
+            match tok {
+                Tok::Ident(value) => {
+                    self.check_value(&value, at)?;
+                    values.insert(value);
+                }
+                Tok::Close if values.is_empty() => {
+                    return err(at, format!("empty list after '{op}', expected at least one value inside ( )"))
+                }
+                Tok::Comma | Tok::Close => {
+                    return err(at, format!("found {} in the list after '{op}', expected a value (values may not be empty)", tok.describe()))
+                }
+                other => return err(at, format!("found {} in the list after '{op}', expected a value", other.describe())),
+            }
+            let (tok, at) = self.next();
+            match tok {
+                Tok::Comma => continue,
+                Tok::Close => return Ok(values),
+                Tok::End => {
+                    return err(
+                        at,
+                        format!("unbalanced parentheses: the list after '{op}' has no closing ')'"),
+                    )
+                }
+                other => {
+                    return err(
+                        at,
+                        format!(
+                            "found {} in the list after '{op}', expected ',' or ')'",
+                            other.describe()
+                        ),
+                    )
+                }
+            }
+        }
+    }
+
+    fn check_key(&self, key: &str, at: usize) -> Result<(), SelectorError> {
+        if self.mode == Mode::Jobs {
+            return Ok(()); // the lexer already excludes whitespace and `,()=!`
+        }
+        validate_label_key(key).map_err(|m| SelectorError {
+            position: at,
+            message: format!("key {key:?}: {m}"),
+        })
+    }
+
+    fn check_value(&self, value: &str, at: usize) -> Result<(), SelectorError> {
+        if self.mode == Mode::Jobs {
+            return Ok(());
+        }
+        validate_label_value(value).map_err(|m| SelectorError {
+            position: at,
+            message: format!("value {value:?}: {m}"),
+        })
+    }
+}
+
+/// Checks a Kubernetes label key (`[prefix/]name`).
+///
+/// # Errors
+/// A message saying what was expected.
+pub fn validate_label_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            return Err(
+                "the prefix before '/' is empty, expected a DNS subdomain such as \"example.com\""
+                    .into(),
+            );
+        }
+        if prefix.len() > 253 {
+            return Err(format!(
+                "the prefix is {} characters long, expected at most 253",
+                prefix.len()
+            ));
+        }
+        for part in prefix.split('.') {
+            let ok = !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-');
+            if !ok {
+                return Err(format!(
+                    "the prefix {prefix:?} is not a DNS subdomain, expected lowercase letters, digits, '-' and '.', each dot-separated part beginning and ending with a letter or digit"
+                ));
+            }
+        }
+    }
+    if name.is_empty() {
+        return Err("the name is empty, expected 1 to 63 characters".into());
+    }
+    if name.contains('/') {
+        return Err("expected at most one '/' (between the prefix and the name)".into());
+    }
+    check_name(name, "the name")
+}
+
+/// Checks a Kubernetes label value (empty, or a name of at most 63 characters).
+///
+/// # Errors
+/// A message saying what was expected.
+pub fn validate_label_value(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Ok(());
+    }
+    check_name(value, "it")
+}
+
+fn check_name(name: &str, what: &str) -> Result<(), String> {
+    let len = name.chars().count();
+    if len > 63 {
+        return Err(format!(
+            "{what} is {len} characters long, expected at most 63"
+        ));
+    }
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    if let Some(bad) = name
+        .chars()
+        .find(|&c| !(alnum(c) || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(format!(
+            "{what} holds {bad:?}, expected only letters, digits, '-', '_' and '.'"
+        ));
+    }
+    if !name.starts_with(alnum) || !name.ends_with(alnum) {
+        return Err(format!("{what} must begin and end with a letter or digit"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn set(values: &[&str]) -> BTreeSet<String> {
+        values.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn eq(k: &str, v: &str) -> Requirement {
+        Requirement::Equals {
+            key: k.into(),
+            value: v.into(),
+        }
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[rstest]
+    #[case("", vec![])]
+    #[case("   ", vec![])]
+    #[case("a=b", vec![eq("a", "b")])]
+    #[case("a==b", vec![eq("a", "b")])]
+    #[case(" a = b ", vec![eq("a", "b")])]
+    #[case("a=", vec![eq("a", "")])]
+    #[case("a= ,b=c", vec![eq("a", ""), eq("b", "c")])]
+    #[case("a!=b", vec![Requirement::NotEquals { key: "a".into(), value: "b".into() }])]
+    #[case("a != ", vec![Requirement::NotEquals { key: "a".into(), value: "".into() }])]
+    #[case("env in (prod, qa)", vec![Requirement::In { key: "env".into(), values: set(&["prod", "qa"]) }])]
+    #[case("env in(prod)", vec![Requirement::In { key: "env".into(), values: set(&["prod"]) }])]
+    #[case("env notin ( a , b )", vec![Requirement::NotIn { key: "env".into(), values: set(&["a", "b"]) }])]
+    #[case("gpu", vec![Requirement::Exists { key: "gpu".into() }])]
+    #[case("!gpu", vec![Requirement::NotExists { key: "gpu".into() }])]
+    #[case("! gpu", vec![Requirement::NotExists { key: "gpu".into() }])]
+    #[case("in in (in)", vec![Requirement::In { key: "in".into(), values: set(&["in"]) }])]
+    #[case(
+        "kubernetes.io/hostname in (node-1, node-2), !gpu",
+        vec![
+            Requirement::In { key: "kubernetes.io/hostname".into(), values: set(&["node-1", "node-2"]) },
+            Requirement::NotExists { key: "gpu".into() },
+        ]
+    )]
+    #[case(
+        "beta.kubernetes.io/instance-type=Standard_B4ms",
+        vec![eq("beta.kubernetes.io/instance-type", "Standard_B4ms")]
+    )]
+    #[case("a=b,c,!d,e!=f", vec![
+        eq("a", "b"),
+        Requirement::Exists { key: "c".into() },
+        Requirement::NotExists { key: "d".into() },
+        Requirement::NotEquals { key: "e".into(), value: "f".into() },
+    ])]
+    #[case("A.b-c_d=X_1.y", vec![eq("A.b-c_d", "X_1.y")])]
+    #[case("x\t=\ty\n", vec![eq("x", "y")])]
+    fn parses_label_selectors(#[case] text: &str, #[case] want: Vec<Requirement>) {
+        let sel = Selector::parse_labels(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_eq!(sel.requirements(), &want[..], "{text:?}");
+        assert_eq!(sel.text(), text.trim());
+        assert_eq!(sel.is_empty(), want.is_empty());
+    }
+
+    #[rstest]
+    #[case("kind in ()", 9, "empty list")]
+    #[case("kind in (a,)", 11, "values may not be empty")]
+    #[case("kind in (,a)", 9, "values may not be empty")]
+    #[case("kind in (a,,b)", 11, "values may not be empty")]
+    #[case("kind in (a b)", 11, "expected ',' or ')'")]
+    #[case("kind in (a", 10, "no closing ')'")]
+    #[case("kind in a,b", 8, "expected '('")]
+    #[case("kind in (a))", 11, "expected ',' or the end")]
+    #[case("a=b c=d", 4, "expected ',' or the end")]
+    #[case("a=b,", 4, "after ','")]
+    #[case(",a=b", 0, "expected a key")]
+    #[case("a=b,,c=d", 4, "after ','")]
+    #[case("=b", 0, "expected a key")]
+    #[case(" = b", 1, "expected a key")]
+    #[case("!a=b", 2, "takes no operator or value")]
+    #[case("!a in (b)", 3, "takes no operator or value")]
+    #[case("!", 1, "after '!'")]
+    #[case("!!a", 1, "after '!'")]
+    #[case("a==b==c", 4, "expected ',' or the end")]
+    #[case("a===b", 3, "expected a value")]
+    #[case("a=!b", 2, "expected a value")]
+    #[case("a=(b)", 2, "expected a value")]
+    #[case("a b", 2, "expected an operator")]
+    #[case("a>1", 1, "not supported")]
+    #[case("a<1", 1, "not supported")]
+    #[case("a||b", 0, "holds '|'")]
+    #[case("Kube.io/a=b", 0, "not a DNS subdomain")]
+    #[case("/a=b", 0, "prefix before '/' is empty")]
+    #[case("example.com/=b", 0, "the name is empty")]
+    #[case("a/b/c=d", 0, "at most one '/'")]
+    #[case("-a=b", 0, "begin and end")]
+    #[case("a_=b", 0, "begin and end")]
+    #[case("a=b_", 2, "begin and end")]
+    #[case("a=vm/100", 2, "holds '/'")]
+    #[case("a=b:c", 2, "holds ':'")]
+    #[case("a..b.example.com/x", 0, "not a DNS subdomain")]
+    #[case("héllo=b", 0, "holds 'é'")]
+    fn rejects_bad_label_selectors(
+        #[case] text: &str,
+        #[case] position: usize,
+        #[case] needle: &str,
+    ) {
+        let e = Selector::parse_labels(text).expect_err(text);
+        assert!(
+            e.message.contains(needle),
+            "{text:?}: {e} (wanted {needle:?})"
+        );
+        assert_eq!(e.position, position, "{text:?}: {e}");
+    }
+
+    #[rstest]
+    #[case(&"a".repeat(63), true)]
+    #[case(&"a".repeat(64), false)]
+    #[case(&format!("{}/a", "b".repeat(253)), true)]
+    #[case(&format!("{}/a", "b".repeat(254)), false)]
+    #[case(&format!("{}.{}/a", "b".repeat(63), "c".repeat(63)), true)]
+    fn label_key_lengths(#[case] key: &str, #[case] ok: bool) {
+        assert_eq!(Selector::parse_labels(key).is_ok(), ok, "{key}");
+        assert_eq!(
+            Selector::parse_labels(&format!("{key}=v")).is_ok(),
+            ok,
+            "{key}"
+        );
+    }
+
+    #[rstest]
+    #[case(&"v".repeat(63), true)]
+    #[case(&"v".repeat(64), false)]
+    fn label_value_lengths(#[case] value: &str, #[case] ok: bool) {
+        let r = Selector::parse_labels(&format!("k={value}"));
+        assert_eq!(r.is_ok(), ok, "{r:?}");
+        if let Err(e) = r {
+            assert!(e.message.contains("at most 63"), "{e}");
+        }
+    }
+
+    #[rstest]
+    #[case("group=vm/100", vec![eq("group", "vm/100")])]
+    #[case("kind in (restore, data-download)", vec![Requirement::In { key: "kind".into(), values: set(&["restore", "data-download"]) }])]
+    #[case("owner=schedule:verify-ds1", vec![eq("owner", "schedule:verify-ds1")])]
+    #[case("kind=Pod, app.kubernetes.io/managed-by=cass-operator", vec![eq("kind", "Pod"), eq("app.kubernetes.io/managed-by", "cass-operator")])]
+    #[case("path=/srv/a_b-", vec![eq("path", "/srv/a_b-")])]
+    #[case("size=<big>", vec![eq("size", "<big>")])]
+    #[case("node, !namespaces", vec![Requirement::Exists { key: "node".into() }, Requirement::NotExists { key: "namespaces".into() }])]
+    #[case("", vec![])]
+    fn parses_job_selectors(#[case] text: &str, #[case] want: Vec<Requirement>) {
+        let sel = Selector::parse_jobs(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_eq!(sel.requirements(), &want[..], "{text:?}");
+    }
+
+    #[rstest]
+    #[case("kind=", 5, "expected a value")]
+    #[case("kind!=", 6, "expected a value")]
+    #[case("kind=,a=b", 5, "expected a value")]
+    #[case("kind in ()", 9, "empty list")]
+    #[case("kind in (a,)", 11, "values may not be empty")]
+    #[case("=backup", 0, "expected a key")]
+    #[case("kind=a=b", 6, "expected ',' or the end")]
+    #[case("kind=back up", 10, "expected ',' or the end")]
+    #[case("kind=backup(x)", 11, "expected ',' or the end")]
+    fn rejects_bad_job_selectors(
+        #[case] text: &str,
+        #[case] position: usize,
+        #[case] needle: &str,
+    ) {
+        let e = Selector::parse_jobs(text).expect_err(text);
+        assert!(
+            e.message.contains(needle),
+            "{text:?}: {e} (wanted {needle:?})"
+        );
+        assert_eq!(e.position, position, "{text:?}: {e}");
+    }
+
+    #[rstest]
+    #[case("", &[], true)]
+    #[case("", &[("a", "b")], true)]
+    #[case("a=b", &[("a", "b")], true)]
+    #[case("a=b", &[("a", "c")], false)]
+    #[case("a=b", &[], false)]
+    #[case("a=", &[("a", "")], true)]
+    #[case("a=", &[], false)]
+    #[case("a!=b", &[("a", "c")], true)]
+    #[case("a!=b", &[("a", "b")], false)]
+    #[case("a!=b", &[], true)]
+    #[case("a in (b,c)", &[("a", "c")], true)]
+    #[case("a in (b,c)", &[("a", "d")], false)]
+    #[case("a in (b,c)", &[], false)]
+    #[case("a notin (b,c)", &[("a", "d")], true)]
+    #[case("a notin (b,c)", &[("a", "b")], false)]
+    #[case("a notin (b,c)", &[], true)]
+    #[case("a", &[("a", "")], true)]
+    #[case("a", &[("b", "x")], false)]
+    #[case("!a", &[("b", "x")], true)]
+    #[case("!a", &[("a", "x")], false)]
+    #[case("a=b,c", &[("a", "b"), ("c", "x")], true)]
+    #[case("a=b,c", &[("a", "b")], false)]
+    #[case("kubernetes.io/hostname in (node-1, node-2), !gpu", &[("kubernetes.io/hostname", "node-2")], true)]
+    #[case("kubernetes.io/hostname in (node-1, node-2), !gpu", &[("kubernetes.io/hostname", "node-2"), ("gpu", "true")], false)]
+    fn matches_labels(#[case] text: &str, #[case] pairs: &[(&str, &str)], #[case] want: bool) {
+        let sel = Selector::parse_labels(text).unwrap();
+        assert_eq!(
+            sel.matches_map(&labels(pairs)),
+            want,
+            "{text:?} over {pairs:?}"
+        );
+        let map = labels(pairs);
+        assert_eq!(sel.matches(|k| map.get(k).map(String::as_str)), want);
+    }
+
+    #[test]
+    fn matches_jobs_through_a_lookup() {
+        let sel = Selector::parse_jobs("kind=backup, group=vm/100, node notin (db-1)").unwrap();
+        let job = |k: &str| match k {
+            "kind" => Some("backup"),
+            "group" => Some("vm/100"),
+            _ => None,
+        };
+        assert!(sel.matches(job));
+        let pinned = |k: &str| match k {
+            "kind" => Some("backup"),
+            "group" => Some("vm/100"),
+            "node" => Some("db-1"),
+            _ => None,
+        };
+        assert!(!sel.matches(pinned));
+    }
+
+    #[rstest]
+    #[case("kind in (restore, data-download)", "kind", "restore", true)]
+    #[case("kind in (restore, data-download)", "kind", "backup", false)]
+    #[case("kind=resource-backup", "kind", "resource-backup", true)]
+    #[case("kind==resource-backup", "kind", "resource-backup", true)]
+    #[case("kind!=backup", "kind", "restore", false)]
+    #[case("kind notin (backup)", "kind", "restore", false)]
+    #[case("kind", "kind", "restore", false)]
+    #[case("owner=restore", "kind", "restore", false)]
+    #[case("", "kind", "restore", false)]
+    fn names_value(#[case] text: &str, #[case] key: &str, #[case] value: &str, #[case] want: bool) {
+        assert_eq!(
+            Selector::parse_jobs(text).unwrap().names_value(key, value),
+            want
+        );
+    }
+
+    #[test]
+    fn everything_is_the_empty_selector() {
+        let all = Selector::everything();
+        assert!(all.is_empty());
+        assert_eq!(all, Selector::parse_labels("").unwrap());
+        assert_eq!(all, Selector::parse_jobs("  ").unwrap());
+        assert!(all.matches(|_| None));
+    }
+
+    #[test]
+    fn displays_and_serializes_as_its_text() {
+        let sel = Selector::parse_labels("  a in (x, y) ,!b ").unwrap();
+        assert_eq!(sel.to_string(), "a in (x, y) ,!b");
+        assert_eq!(serde_json::to_string(&sel).unwrap(), r#""a in (x, y) ,!b""#);
+        let canonical: Vec<String> = sel.requirements().iter().map(|r| r.to_string()).collect();
+        assert_eq!(canonical, ["a in (x,y)", "!b"]);
+    }
+
+    #[test]
+    fn error_display_names_the_column() {
+        let e = Selector::parse_labels("a=b c").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "column 5: found \"c\", expected ',' or the end of the selector (requirements are joined by commas)"
+        );
+    }
+}
