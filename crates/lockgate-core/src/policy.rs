@@ -1,0 +1,453 @@
+//! The validated policy: what a limit means (design `policy.md`).
+//!
+//! A policy document is parsed in two phases. [`raw`] holds serde structs that mirror the
+//! TOML/JSON document key for key (`deny_unknown_fields`, snake_case); [`validate`] turns a
+//! raw document into a [`Policy`], checking every field and reporting the first problem as a
+//! [`PolicyError`] that names the file, line, field, the value given and what was expected.
+//! Everything downstream (the engine, the simulator, the server) takes only [`Policy`], so an
+//! invalid policy can never reach the engine.
+//!
+//! Invariants of a [`Policy`]:
+//! - limit names are unique; a limit with `values` has a non-empty `per`; `per` never holds
+//!   `node`;
+//! - every selector parsed (label selectors for node rules, job selectors for `match`);
+//! - every pool named in a `cost` is declared in `[resources]` or `[nodes.resources]`;
+//! - owner weights are at least 1.
+
+pub mod raw;
+mod validate;
+
+use crate::selector::Selector;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub use validate::PolicyError;
+
+/// Default lease TTL (`[leases].ttl`).
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// Default node TTL (`[nodes].ttl`).
+pub const DEFAULT_NODE_TTL: Duration = Duration::from_secs(30);
+/// Default `[queue].reserve_after`.
+pub const DEFAULT_RESERVE_AFTER: Duration = Duration::from_secs(300);
+/// Default per-kind `prepare_timeout`.
+pub const DEFAULT_PREPARE_TIMEOUT: Duration = Duration::from_secs(1800);
+/// Default `[retention].days`.
+pub const DEFAULT_RETENTION_DAYS: u32 = 14;
+/// The kind of an item-block backup; a coordinator kind unless the policy says otherwise.
+pub const RESOURCE_BACKUP_KIND: &str = "resource-backup";
+
+/// A validated policy. Build one with [`Policy::from_toml`] or [`Policy::from_json`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// `[global]`.
+    pub global: GlobalPolicy,
+    /// `[[limit]]`, in document order.
+    pub limits: Vec<Limit>,
+    /// `[nodes]` with its rules.
+    pub nodes: NodesPolicy,
+    /// `[resources]`: global pools and their capacity.
+    pub resources: BTreeMap<String, u64>,
+    /// `[[conflict]]`, in document order.
+    pub conflicts: Vec<Conflict>,
+    /// `[leases]`.
+    pub leases: LeasesPolicy,
+    /// `[queue]`.
+    pub queue: QueuePolicy,
+    /// `[owners.<name>]`.
+    pub owners: BTreeMap<String, OwnerPolicy>,
+    /// `[kinds.<kind>]`.
+    pub kinds: BTreeMap<String, KindPolicy>,
+    /// `[retention]`.
+    pub retention: RetentionPolicy,
+    /// `[[schedule]]`.
+    pub schedules: Vec<ScheduleSpec>,
+    /// `[blocks]`.
+    pub blocks: BlocksPolicy,
+    /// The raw document this policy was validated from (for `policy show` and diffs).
+    pub raw: raw::RawPolicy,
+}
+
+/// `[global]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GlobalPolicy {
+    /// At most this many jobs hold slots at once (coordinator kinds excluded). `None`:
+    /// unlimited.
+    pub max_running: Option<u32>,
+    /// Cluster-wide cap on jobs in `preparing` or `prepared` (scope `global-prepare`).
+    pub prepare_queue: Option<u32>,
+}
+
+/// A key a limit is partitioned by (`per`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum PerKey {
+    /// The job's kind.
+    Kind,
+    /// The job's owner.
+    Owner,
+    /// An attribute by name.
+    Attr(String),
+}
+
+impl PerKey {
+    /// The name as written in the policy (`kind`, `owner` or the attribute's name).
+    pub fn name(&self) -> &str {
+        match self {
+            PerKey::Kind => "kind",
+            PerKey::Owner => "owner",
+            PerKey::Attr(a) => a,
+        }
+    }
+}
+
+/// One `[[limit]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    /// Unique name; scopes are `limit:<name>` or `limit:<name>[k=v,..]`.
+    pub name: String,
+    /// Partition keys; empty means one counter for every matching job.
+    pub per: Vec<PerKey>,
+    /// Which jobs the limit applies to; `None`: every job except coordinator kinds.
+    pub matcher: Option<Selector>,
+    /// The number for a partition without an override; `None`: unlimited.
+    pub max: Option<u32>,
+    /// Per-value overrides. The key holds one value per `per` key, in `per` order (the
+    /// document writes them comma-joined: `values = { "ds1,backup" = 3 }`).
+    pub values: BTreeMap<Vec<String>, u32>,
+}
+
+impl Limit {
+    /// The number for one partition (values in `per` order), `None` when unlimited.
+    pub fn limit_for(&self, values: &[String]) -> Option<u32> {
+        self.values.get(values).copied().or(self.max)
+    }
+}
+
+/// `[nodes]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodesPolicy {
+    /// Every node's number unless a rule matches; `None`: unlimited.
+    pub max_running: Option<u32>,
+    /// Per node: jobs that may hold prepared resources beyond `max_running` (default 0).
+    pub prepare_queue: u32,
+    /// A node whose agent is silent this long is lost (default 30 s).
+    pub ttl: Duration,
+    /// `[[nodes.rule]]` in document order; the smallest matching number wins.
+    pub rules: Vec<NodeRule>,
+    /// `[nodes.resources]`: per-node pools with their default capacity; an agent's
+    /// registration may report its own capacity.
+    pub resources: BTreeMap<String, u64>,
+}
+
+impl Default for NodesPolicy {
+    fn default() -> Self {
+        NodesPolicy {
+            max_running: None,
+            prepare_queue: 0,
+            ttl: DEFAULT_NODE_TTL,
+            rules: Vec::new(),
+            resources: BTreeMap::new(),
+        }
+    }
+}
+
+/// One `[[nodes.rule]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRule {
+    /// Kubernetes label selector over the node's labels.
+    pub selector: Selector,
+    /// The node's number when this is the smallest matching rule (0 allowed).
+    pub max_running: u32,
+}
+
+/// One `[[conflict]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conflict {
+    /// Two jobs with equal values for all keys never hold slots together (`kind`, `owner`
+    /// or attribute names). May be empty when `overlap` is set.
+    pub keys: Vec<PerKey>,
+    /// A list-valued attribute (`"a,b"`, `"*"` for all): jobs whose sets overlap conflict
+    /// (and, when `keys` is non-empty, whose keys are also equal).
+    pub overlap: Option<String>,
+    /// Which jobs take part; `None`: every job that has the keys.
+    pub matcher: Option<Selector>,
+}
+
+/// `[leases]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeasesPolicy {
+    /// A holder must renew within this (default 30 s).
+    pub ttl: Duration,
+}
+
+impl Default for LeasesPolicy {
+    fn default() -> Self {
+        LeasesPolicy { ttl: DEFAULT_LEASE_TTL }
+    }
+}
+
+/// `[queue]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuePolicy {
+    /// Adds 1 to the effective priority for every `aging` of waiting; `None`: no aging.
+    pub aging: Option<Duration>,
+    /// StrictFIFO: a blocked job stops every lower-ranked job (default false).
+    pub strict: bool,
+    /// A capacity-blocked top job reserves its scope after waiting this long (default 5 min).
+    pub reserve_after: Duration,
+    /// `fair_share = "owner"`.
+    pub fair_share: bool,
+}
+
+impl Default for QueuePolicy {
+    fn default() -> Self {
+        QueuePolicy {
+            aging: None,
+            strict: false,
+            reserve_after: DEFAULT_RESERVE_AFTER,
+            fair_share: false,
+        }
+    }
+}
+
+/// `[owners.<name>]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerPolicy {
+    /// Fair-share weight (default 1, at least 1).
+    pub weight: u32,
+    /// Highest priority this owner may submit with; `None`: the role's default.
+    pub max_priority: Option<i64>,
+}
+
+impl Default for OwnerPolicy {
+    fn default() -> Self {
+        OwnerPolicy { weight: 1, max_priority: None }
+    }
+}
+
+/// A retry rule (`retry = { times = 3, interval = "30s" }`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retry {
+    /// How many times a failed or lost job is queued again (default 0).
+    pub times: u32,
+    /// How long after the failure it is queued again.
+    pub interval: Duration,
+}
+
+/// `[kinds.<kind>]`: defaults for jobs of one kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KindPolicy {
+    /// Default priority.
+    pub priority: Option<i64>,
+    /// Default cost per pool.
+    pub cost: BTreeMap<String, u64>,
+    /// Whether jobs of this kind are two-stage by default.
+    pub two_stage: Option<bool>,
+    /// Bound on `preparing` (default 30 min).
+    pub prepare_timeout: Option<Duration>,
+    /// Retries for failed or lost jobs.
+    pub retry: Option<Retry>,
+    /// Coordinator kind: counted only by limits whose `match` names the kind, and by
+    /// conflicts.
+    pub coordinator: Option<bool>,
+}
+
+/// `[retention]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    /// Finished jobs, events and idempotency keys are kept this many days (default 14).
+    pub days: u32,
+}
+
+impl Default for RetentionPolicy {
+    fn default() -> Self {
+        RetentionPolicy { days: DEFAULT_RETENTION_DAYS }
+    }
+}
+
+/// What to do when a schedule's previous run is still queued or running.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Duplicates {
+    /// Record the new run as skipped.
+    #[default]
+    Skip,
+    /// Keep both.
+    Queue,
+    /// Cancel the queued previous run, submit the new one.
+    CancelQueued,
+    /// Cancel the previous run even if running, submit the new one.
+    CancelRunning,
+}
+
+/// What to do after the server was down across planned times.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Misfire {
+    /// Submit one catch-up run.
+    #[default]
+    RunOnce,
+    /// Wait for the next planned time.
+    Skip,
+}
+
+/// Who runs a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Executor {
+    /// The submitter holds the lease and does the work.
+    Client,
+    /// The agent on the job's node runs its configured handler.
+    Agent,
+}
+
+/// The job a schedule submits.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobTemplate {
+    /// Job kind.
+    pub kind: String,
+    /// Attributes.
+    pub attrs: BTreeMap<String, String>,
+    /// Priority; `None`: the kind's default.
+    pub priority: Option<i64>,
+    /// Pinned node.
+    pub node: Option<String>,
+    /// Node selector for a movable job (label-selector syntax, `""` = any node).
+    pub node_selector: Option<String>,
+    /// Executor; `None`: the default rule of policy.md.
+    pub executor: Option<Executor>,
+    /// Cost per pool; empty: the kind's default.
+    pub cost: BTreeMap<String, u64>,
+    /// Two-stage; `None`: the kind's default.
+    pub two_stage: Option<bool>,
+    /// Give up after waiting this long.
+    pub max_wait: Option<Duration>,
+    /// Request cancellation after running this long.
+    pub max_run: Option<Duration>,
+}
+
+/// One `[[schedule]]` (design `schedules.md`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleSpec {
+    /// Unique name; runs are owned by `schedule:<name>`.
+    pub name: String,
+    /// Calendar event or cron expression, validated by [`crate::calendar`].
+    pub when: String,
+    /// The job each run submits.
+    pub job: JobTemplate,
+    /// Default `skip`.
+    pub duplicates: Duplicates,
+    /// Default `run-once`.
+    pub misfire: Misfire,
+    /// A run not admitted by then ends `expired`.
+    pub max_start_delay: Option<Duration>,
+    /// Spread runs by up to this much.
+    pub jitter: Option<Duration>,
+    /// Retries of failed runs.
+    pub retry: Option<Retry>,
+}
+
+/// One `[[blocks.rule]]`: items matching `matcher` are grouped by the `group_by` values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockRule {
+    /// Job-style selector over an item's `kind` and its labels.
+    pub matcher: Selector,
+    /// `label:<name>` or `field:<dotted.path>` entries; items with equal values form one block.
+    pub group_by: Vec<String>,
+}
+
+/// `[blocks]` (design `item-blocks.md`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlocksPolicy {
+    /// Configured grouping rules.
+    pub rules: Vec<BlockRule>,
+    /// Hook exec template as an argv; `{namespace}`, `{pod}`, `{container}` are replaced and
+    /// `{command}` expands to the hook's own argv.
+    pub exec_template: Vec<String>,
+    /// PVCs sharing this label's value form one block (default `lockgate.io/volume-group`).
+    pub volume_group_label: String,
+    /// Node selector of the data-upload jobs (default `""`: any node).
+    pub data_upload_selector: String,
+}
+
+impl Default for BlocksPolicy {
+    fn default() -> Self {
+        BlocksPolicy {
+            rules: Vec::new(),
+            exec_template: [
+                "kubectl", "exec", "-n", "{namespace}", "{pod}", "-c", "{container}", "--", "{command}",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            volume_group_label: "lockgate.io/volume-group".to_string(),
+            data_upload_selector: String::new(),
+        }
+    }
+}
+
+impl Policy {
+    /// The empty policy: no limits at all, every default.
+    pub fn unlimited() -> Policy {
+        Policy::from_toml("", None).expect("the empty policy is valid")
+    }
+
+    /// The kind's settings, if the policy has a `[kinds.<kind>]` table.
+    pub fn kind(&self, kind: &str) -> Option<&KindPolicy> {
+        self.kinds.get(kind)
+    }
+
+    /// Default priority of a kind (0 when unset).
+    pub fn kind_priority(&self, kind: &str) -> i64 {
+        self.kind(kind).and_then(|k| k.priority).unwrap_or(0)
+    }
+
+    /// Default cost of a kind (empty when unset).
+    pub fn kind_cost(&self, kind: &str) -> BTreeMap<String, u64> {
+        self.kind(kind).map(|k| k.cost.clone()).unwrap_or_default()
+    }
+
+    /// Whether jobs of this kind are two-stage by default.
+    pub fn kind_two_stage(&self, kind: &str) -> bool {
+        self.kind(kind).and_then(|k| k.two_stage).unwrap_or(false)
+    }
+
+    /// The kind's prepare timeout (default 30 min).
+    pub fn prepare_timeout(&self, kind: &str) -> Duration {
+        self.kind(kind)
+            .and_then(|k| k.prepare_timeout)
+            .unwrap_or(DEFAULT_PREPARE_TIMEOUT)
+    }
+
+    /// The kind's retry rule (default: no retries).
+    pub fn retry(&self, kind: &str) -> Retry {
+        self.kind(kind).and_then(|k| k.retry).unwrap_or_default()
+    }
+
+    /// Whether the kind is a coordinator kind (`resource-backup` is by default).
+    pub fn is_coordinator(&self, kind: &str) -> bool {
+        self.kind(kind)
+            .and_then(|k| k.coordinator)
+            .unwrap_or(kind == RESOURCE_BACKUP_KIND)
+    }
+
+    /// Fair-share weight of an owner (default 1).
+    pub fn owner_weight(&self, owner: &str) -> u32 {
+        self.owners.get(owner).map(|o| o.weight).unwrap_or(1)
+    }
+
+    /// A node's number and the index of the rule that set it: the smallest `max_running`
+    /// among matching rules, else `[nodes].max_running` (rule `None`), else unlimited.
+    pub fn node_number(&self, labels: &BTreeMap<String, String>) -> (Option<u32>, Option<usize>) {
+        let mut best: Option<(u32, usize)> = None;
+        for (i, rule) in self.nodes.rules.iter().enumerate() {
+            if rule.selector.matches_map(labels) && best.is_none_or(|(n, _)| rule.max_running < n) {
+                best = Some((rule.max_running, i));
+            }
+        }
+        match best {
+            Some((n, i)) => (Some(n), Some(i)),
+            None => (self.nodes.max_running, None),
+        }
+    }
+}
