@@ -8,3 +8,13 @@ pub mod calendar;
 pub mod policy;
 pub mod selector;
 pub mod time;
+pub mod engine;
+pub mod event;
+pub mod explain;
+pub mod job;
+pub mod scope;
+
+pub use engine::{Engine, Mode};
+pub use job::{Job, JobId, JobSpec, JobState, Outcome};
+pub use policy::Policy;
+pub use time::Timestamp;

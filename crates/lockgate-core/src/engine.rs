@@ -1,0 +1,543 @@
+//! The engine: a deterministic state machine that decides which jobs run now, where, and
+//! why the others wait.
+//!
+//! The caller drives it: every operation takes `now`; effects come out of
+//! [`Engine::poll_event`]; [`Engine::next_deadline`] says when to call
+//! [`Engine::handle_timeout`] again. It never reads a clock, a file or the environment, so
+//! the server, the simulator and the property tests run the same code.
+//!
+//! # Admission
+//! After every operation the engine runs an admission pass. Prepared two-stage jobs are
+//! started on nodes with a free run slot first (oldest first), then queued jobs are admitted
+//! in rank order while they fit. In [`Mode::Indexed`] (the default) the pass only looks at
+//! class heads that something woke (see [`queue`](self) docs in `engine/queue.rs`): when a
+//! scope gains room, its best-ranked waiting class is woken, and the next one only if the
+//! scope still has room after that. [`Mode::Rescan`] walks every queued job on every pass;
+//! it is kept as the test oracle and the benchmark baseline.
+//!
+//! # Costs
+//! With s = scopes a job touches (a handful), c = classes, n = queued jobs,
+//! N = nodes eligible for a selector:
+//! - submit: O(s log c + log n) (plus O(s) to evaluate the job if its class is woken);
+//! - finish / cancel / lease expiry: O(s log c) to release, plus O(s + log N) per job the
+//!   freed room admits, plus O(log c) per woken class that turns out to be blocked
+//!   elsewhere (each such class moves to the scope that blocks it);
+//! - heartbeat: O(1) (the lease timer is re-armed lazily when it fires);
+//! - node change: O(k log N) for the k placement keys the node belongs to;
+//! - policy change, restore: O(n log n) (every job is re-indexed);
+//! - explain: O(n) (the position counts competing jobs; not on the admission path).
+//!
+//! # Invariants (checked by [`Engine::check_invariants`] in the property tests)
+//! - no scope is ever taken past its limit by an admission (a lowered limit may leave a
+//!   scope *over limit*; it then admits nothing until it drains);
+//! - a job is admitted at most once per attempt, and holds exactly what it took;
+//! - after every operation, no queued job is admissible unless strict order or a
+//!   reservation holds it.
+
+mod admission;
+mod describe;
+mod invariants;
+mod needs;
+mod nodes;
+mod queue;
+mod snapshot;
+mod timers;
+
+use crate::event::{Event, JobChange};
+use crate::job::{Job, JobId, JobSpec, JobState, Lease, Outcome};
+use crate::policy::{Executor, Policy};
+use crate::scope::{Interner, ScopeId, ScopeKey};
+use crate::selector::Selector;
+use crate::time::Timestamp;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+pub use nodes::{Node, NodeRegistration, NodeState};
+pub use snapshot::Snapshot;
+
+use needs::Needs;
+use queue::{Class, ClassId, ClassSig, Rank};
+use timers::Timer;
+
+/// How the admission pass finds candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Wake only what a change can have unblocked (the production engine).
+    #[default]
+    Indexed,
+    /// Walk every queued job on every pass (oracle and baseline).
+    Rescan,
+}
+
+/// Why a submit was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// A field is invalid; `field` names it.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The offending field (`kind`, `attrs.kind`, `node_selector`, ...).
+        field: String,
+        /// What was wrong and what was expected.
+        message: String,
+    },
+}
+
+/// Why a lease operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// No live job has this id.
+    #[error("job {0} not found")]
+    NotFound(JobId),
+    /// The token is stale or the lease ran out: the caller no longer holds the job.
+    #[error("lease lost for job {0}: the token is stale or the lease expired")]
+    LeaseLost(JobId),
+    /// The job is not in a state that allows this call.
+    #[error("job {id} is {state}: {message}")]
+    WrongState {
+        /// Job id.
+        id: JobId,
+        /// Its state.
+        state: JobState,
+        /// What was expected.
+        message: String,
+    },
+}
+
+/// Why a cancel was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CancelError {
+    /// No live job has this id.
+    #[error("job {0} not found")]
+    NotFound(JobId),
+    /// The job already ended.
+    #[error("job {id} already ended ({state})")]
+    AlreadyEnded {
+        /// Job id.
+        id: JobId,
+        /// Its final state.
+        state: JobState,
+    },
+}
+
+/// Answer to a heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatAnswer {
+    /// The renewed lease.
+    pub lease: Lease,
+    /// The holder should stop.
+    pub cancel_requested: bool,
+}
+
+/// Result of a submit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// The job (its state right after the admission pass).
+    pub job: Job,
+    /// An idempotent resubmission returned an existing job.
+    pub existing: bool,
+}
+
+/// Result of applying (or dry-running) a policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApplyReport {
+    /// Scopes whose count exceeds their new limit.
+    pub over_limit: Vec<String>,
+    /// Jobs the new policy admits at once.
+    pub admitted_now: Vec<JobId>,
+}
+
+/// One scope's count against its limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeUsage {
+    /// Scope name (policy.md, "Scope names").
+    pub scope: String,
+    /// Units in use.
+    pub used: u64,
+    /// Limit; `None` when unlimited.
+    pub limit: Option<u64>,
+    /// Highest count reached since the policy was applied.
+    pub peak: u64,
+}
+
+/// Counter and waiters of one scope.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ScopeState {
+    pub used: u64,
+    pub limit: Option<u64>,
+    pub peak: u64,
+    pub holders: BTreeSet<JobId>,
+    pub waiters: BTreeSet<(Rank, ClassId)>,
+    pub reserved_by: Option<JobId>,
+}
+
+/// Engine-private bookkeeping of a live job.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub job: Job,
+    pub needs: Needs,
+    /// Scopes and amounts it took at admission; given back exactly at the end.
+    pub held: Vec<(ScopeId, u64)>,
+    pub class: Option<ClassId>,
+    pub rank: Rank,
+    pub placement: Option<ScopeId>,
+    pub reserving: Vec<ScopeId>,
+}
+
+/// The scheduling engine. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    policy: Policy,
+    mode: Mode,
+    next_id: JobId,
+    next_token: u64,
+    entries: HashMap<JobId, Entry>,
+    idempotency: HashMap<(String, String), JobId>,
+    nodes: BTreeMap<String, Node>,
+    interner: Interner,
+    scopes: Vec<ScopeState>,
+    classes: Vec<Class>,
+    free_classes: Vec<ClassId>,
+    class_ids: HashMap<ClassSig, ClassId>,
+    ready: BTreeSet<(Rank, ClassId)>,
+    heads: BTreeSet<(Rank, ClassId)>,
+    owner_running: HashMap<String, u64>,
+    owner_classes: HashMap<String, BTreeSet<ClassId>>,
+    placement_nodes: HashMap<ScopeId, BTreeSet<nodes::RoomKey>>,
+    placement_keys: HashMap<ScopeId, nodes::PlacementKey>,
+    timers: BTreeSet<(Timestamp, Timer)>,
+    events: VecDeque<Event>,
+    /// Nodes whose prepared jobs may be able to start.
+    dirty_nodes: BTreeSet<String>,
+}
+
+impl Engine {
+    /// A new, empty engine.
+    pub fn new(policy: Policy, mode: Mode) -> Engine {
+        Engine {
+            policy,
+            mode,
+            next_id: 1,
+            next_token: 1,
+            entries: HashMap::new(),
+            idempotency: HashMap::new(),
+            nodes: BTreeMap::new(),
+            interner: Interner::default(),
+            scopes: Vec::new(),
+            classes: Vec::new(),
+            free_classes: Vec::new(),
+            class_ids: HashMap::new(),
+            ready: BTreeSet::new(),
+            heads: BTreeSet::new(),
+            owner_running: HashMap::new(),
+            owner_classes: HashMap::new(),
+            placement_nodes: HashMap::new(),
+            placement_keys: HashMap::new(),
+            timers: BTreeSet::new(),
+            events: VecDeque::new(),
+            dirty_nodes: BTreeSet::new(),
+        }
+    }
+
+    /// The active policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The admission mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// A live job (queued, admitted, or waiting for a retry).
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.entries.get(&id).map(|e| &e.job)
+    }
+
+    /// Every live job, in no particular order.
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.entries.values().map(|e| &e.job)
+    }
+
+    /// Number of live jobs.
+    pub fn live_jobs(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Every registered node.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values()
+    }
+
+    /// One node.
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    /// The next queued event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Engine::handle_timeout`] should be called next.
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        self.timers.first().map(|(t, _)| *t)
+    }
+
+    /// Every scope the current policy has counted, with its usage and peak.
+    pub fn scope_usage(&self) -> Vec<ScopeUsage> {
+        (0..self.scopes.len())
+            .filter(|&i| !matches!(self.interner.key(i as ScopeId), ScopeKey::Placement(_)))
+            .map(|i| {
+                let s = &self.scopes[i];
+                ScopeUsage {
+                    scope: self.interner.key(i as ScopeId).to_string(),
+                    used: s.used,
+                    limit: s.limit,
+                    peak: s.peak,
+                }
+            })
+            .collect()
+    }
+
+    /// Submits a job.
+    ///
+    /// # Errors
+    /// [`SubmitError::Invalid`] names the field: an empty kind, a reserved attribute name,
+    /// an invalid selector, a pool the policy does not declare, both `node` and
+    /// `node_selector`.
+    pub fn submit(&mut self, spec: JobSpec, now: Timestamp) -> Result<Submitted, SubmitError> {
+        if let Some(key) = &spec.idempotency_key {
+            if let Some(&id) = self.idempotency.get(&(spec.owner.clone(), key.clone())) {
+                if let Some(e) = self.entries.get(&id) {
+                    return Ok(Submitted { job: e.job.clone(), existing: true });
+                }
+            }
+        }
+        let job = self.job_from_spec(spec, now)?;
+        let id = job.id;
+        if let Some(key) = &job.idempotency_key {
+            self.idempotency.insert((job.owner.clone(), key.clone()), id);
+        }
+        self.emit(JobChange::Submitted, &job);
+        self.insert_entry(job, now);
+        self.run_pass(now);
+        Ok(Submitted { job: self.entries[&id].job.clone(), existing: false })
+    }
+
+    /// Registers an idempotency key for a job the caller keeps elsewhere (the server's
+    /// store): a later submit with the same owner and key returns `Ok(id)` from here.
+    pub fn idempotent_job(&self, owner: &str, key: &str) -> Option<JobId> {
+        self.idempotency
+            .get(&(owner.to_string(), key.to_string()))
+            .copied()
+    }
+
+    fn job_from_spec(&mut self, spec: JobSpec, now: Timestamp) -> Result<Job, SubmitError> {
+        let invalid = |field: &str, message: String| SubmitError::Invalid { field: field.into(), message };
+        if spec.kind.trim().is_empty() || spec.kind.contains(char::is_whitespace) {
+            return Err(invalid("kind", format!("expected a non-empty kind without spaces, got {:?}", spec.kind)));
+        }
+        for (k, v) in &spec.attrs {
+            if matches!(k.as_str(), "kind" | "owner" | "node") {
+                return Err(invalid(&format!("attrs.{k}"), format!("{k:?} is reserved and cannot be an attribute")));
+            }
+            if k.is_empty() || k.contains(|c: char| c.is_whitespace() || ",()=!".contains(c)) {
+                return Err(invalid("attrs", format!("invalid attribute name {k:?}")));
+            }
+            if v.contains(char::is_whitespace) {
+                return Err(invalid(&format!("attrs.{k}"), format!("attribute values may not contain whitespace, got {v:?}")));
+            }
+        }
+        if spec.node.is_some() && spec.node_selector.is_some() {
+            return Err(invalid("node_selector", "give either node (pinned) or node_selector (movable), not both".into()));
+        }
+        if let Some(sel) = &spec.node_selector {
+            Selector::parse_labels(sel).map_err(|e| invalid("node_selector", format!("invalid selector {sel:?}: {e}")))?;
+        }
+        let cost = spec.cost.unwrap_or_else(|| self.policy.kind_cost(&spec.kind));
+        for pool in cost.keys() {
+            if !self.policy.resources.contains_key(pool) && !self.policy.nodes.resources.contains_key(pool) {
+                return Err(invalid(
+                    &format!("cost.{pool}"),
+                    format!("pool {pool:?} is not declared in [resources] or [nodes.resources]"),
+                ));
+            }
+        }
+        let executor = spec.executor.unwrap_or(if spec.node_selector.is_some() {
+            Executor::Agent
+        } else {
+            Executor::Client
+        });
+        let id = self.next_id;
+        self.next_id += 1;
+        Ok(Job {
+            id,
+            priority: spec.priority.unwrap_or_else(|| self.policy.kind_priority(&spec.kind)),
+            two_stage: spec.two_stage.unwrap_or_else(|| self.policy.kind_two_stage(&spec.kind)),
+            kind: spec.kind,
+            attrs: spec.attrs,
+            owner: spec.owner,
+            executor,
+            state: JobState::Queued,
+            pinned: spec.node.is_some(),
+            node: spec.node,
+            node_selector: spec.node_selector,
+            cost,
+            attempt: 1,
+            lease: None,
+            cancel_requested: false,
+            submitted_at: now,
+            queued_at: now,
+            prepare_started_at: None,
+            prepared_at: None,
+            started_at: None,
+            finished_at: None,
+            outcome: None,
+            message: None,
+            not_before: spec.not_before,
+            max_wait_ms: spec.max_wait_ms,
+            max_run_ms: spec.max_run_ms,
+            idempotency_key: spec.idempotency_key,
+            retry_at: None,
+        })
+    }
+
+    /// Renews a lease.
+    ///
+    /// # Errors
+    /// [`LeaseError::LeaseLost`] when the token is stale or the lease ran out.
+    pub fn heartbeat(&mut self, id: JobId, token: u64, now: Timestamp) -> Result<HeartbeatAnswer, LeaseError> {
+        self.handle_timeout(now);
+        let ttl = self.policy.leases.ttl;
+        let e = self.entries.get_mut(&id).ok_or(LeaseError::NotFound(id))?;
+        match &mut e.job.lease {
+            Some(lease) if lease.token == token && e.job.state.is_admitted() => {
+                lease.expires_at = now.plus(ttl);
+                Ok(HeartbeatAnswer { lease: *lease, cancel_requested: e.job.cancel_requested })
+            }
+            _ => Err(LeaseError::LeaseLost(id)),
+        }
+    }
+
+    fn holder(&mut self, id: JobId, token: u64) -> Result<&mut Entry, LeaseError> {
+        let e = self.entries.get_mut(&id).ok_or(LeaseError::NotFound(id))?;
+        match e.job.lease {
+            Some(l) if l.token == token && e.job.state.is_admitted() => Ok(e),
+            _ => Err(LeaseError::LeaseLost(id)),
+        }
+    }
+
+    /// A two-stage job's holder reports its prepare step done.
+    ///
+    /// # Errors
+    /// [`LeaseError`] for a stale token, or a job that is not `preparing`.
+    pub fn prepared(&mut self, id: JobId, token: u64, now: Timestamp) -> Result<Job, LeaseError> {
+        self.handle_timeout(now);
+        let e = self.holder(id, token)?;
+        if e.job.state != JobState::Preparing {
+            return Err(LeaseError::WrongState {
+                id,
+                state: e.job.state,
+                message: "only a preparing job can report prepared".into(),
+            });
+        }
+        e.job.state = JobState::Prepared;
+        e.job.prepared_at = Some(now);
+        let node = e.job.node.clone();
+        let job = e.job.clone();
+        self.emit(JobChange::Prepared, &job);
+        match node {
+            Some(node) => self.node_prepared(&node, id, now),
+            None => self.promote(id, None, now),
+        }
+        self.run_pass(now);
+        Ok(self.entries.get(&id).map(|e| e.job.clone()).unwrap_or(job))
+    }
+
+    /// The holder ends its job.
+    ///
+    /// # Errors
+    /// [`LeaseError`] for a stale token or an expired lease.
+    pub fn finish(
+        &mut self,
+        id: JobId,
+        token: u64,
+        outcome: Outcome,
+        message: Option<String>,
+        now: Timestamp,
+    ) -> Result<Job, LeaseError> {
+        self.handle_timeout(now);
+        self.holder(id, token)?;
+        let job = self.end_job(id, outcome.state(), message, now);
+        self.run_pass(now);
+        Ok(job)
+    }
+
+    /// Cancels a job: a queued one at once; an admitted one gets `cancel_requested`, or
+    /// with `force` its lease is revoked and it ends `cancelled` at once.
+    ///
+    /// # Errors
+    /// [`CancelError`] when the job is unknown or already ended.
+    pub fn cancel(&mut self, id: JobId, force: bool, now: Timestamp) -> Result<Job, CancelError> {
+        self.handle_timeout(now);
+        let state = self.entries.get(&id).ok_or(CancelError::NotFound(id))?.job.state;
+        let job = if state == JobState::Queued || state.is_terminal() || force {
+            let msg = if force && state.is_admitted() { "force-cancelled" } else { "cancelled" };
+            self.end_job(id, JobState::Cancelled, Some(msg.into()), now)
+        } else {
+            let e = self.entries.get_mut(&id).expect("live");
+            let first = !e.job.cancel_requested;
+            e.job.cancel_requested = true;
+            let job = e.job.clone();
+            if first {
+                self.emit(JobChange::CancelRequested, &job);
+            }
+            job
+        };
+        self.run_pass(now);
+        Ok(job)
+    }
+
+    /// Fires every timer due at `now`: lease expiry, `not_before`, `max_wait`, `max_run`,
+    /// prepare timeouts, retries, reservations, node TTLs. Then runs an admission pass.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        if self.fire_timers(now) {
+            self.run_pass(now);
+        }
+    }
+
+    fn emit(&mut self, change: JobChange, job: &Job) {
+        self.events.push_back(Event::Job { change, job: Box::new(job.clone()) });
+    }
+
+    fn intern(&mut self, key: ScopeKey) -> ScopeId {
+        let id = self.interner.intern(key);
+        if id as usize == self.scopes.len() {
+            let limit = self.scope_limit(self.interner.key(id));
+            self.scopes.push(ScopeState { limit, ..ScopeState::default() });
+        }
+        id
+    }
+
+    /// A scope's limit under the current policy and node registrations.
+    fn scope_limit(&self, key: &ScopeKey) -> Option<u64> {
+        let p = &self.policy;
+        match key {
+            ScopeKey::Global => p.global.max_running.map(u64::from),
+            ScopeKey::GlobalPrepare => p.global.prepare_queue.map(u64::from),
+            ScopeKey::Limit { name, parts } => {
+                let limit = p.limits.iter().find(|l| &l.name == name)?;
+                let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
+                limit.limit_for(&values).map(u64::from)
+            }
+            ScopeKey::Pool(pool) => p.resources.get(pool).copied(),
+            ScopeKey::NodePool { pool, node } => Some(self.node_pool_capacity(node, pool)),
+            ScopeKey::Node(n) => self.nodes.get(n).and_then(|n| n.number).map(u64::from),
+            ScopeKey::NodePrepare(n) => self
+                .nodes
+                .get(n)
+                .and_then(|n| n.number)
+                .map(|m| u64::from(m) + u64::from(p.nodes.prepare_queue)),
+            ScopeKey::Conflict { .. } | ScopeKey::Placement(_) => None,
+        }
+    }
+}

@@ -1,0 +1,828 @@
+//! Admission: evaluating a job against every scope, taking and giving back room, and the
+//! admission pass.
+//!
+//! Implementation details. A job's verdict is computed by [`Engine::evaluate`] from its
+//! needs, its reservation checks and its node; it never changes state. Taking room is
+//! [`Engine::admit`], giving it back is [`Engine::end_job`]; both touch exactly the scopes
+//! recorded in the job's `held` list, so a policy change between the two cannot unbalance a
+//! counter. Every release wakes the scope it frees; a woken scope hands its best waiting
+//! class to the pass, and the next one only while it still has room.
+
+use super::needs::{Check, Need};
+use super::queue::{ClassId, ClassSig, PlacementSig, Rank};
+use super::timers::Timer;
+use super::{Engine, Entry, Mode};
+use crate::event::JobChange;
+use crate::job::{Job, JobId, JobState, Lease};
+use crate::policy::Executor;
+use crate::scope::{ScopeId, ScopeKey};
+use crate::selector::Selector;
+use crate::time::Timestamp;
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+/// Why a job cannot be admitted now.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum BlockKind {
+    /// The scope is full.
+    Capacity,
+    /// The scope's limit is 0.
+    Zero,
+    /// The scope holds more than its (lowered) limit and drains.
+    OverLimit,
+    /// A conflicting job holds the key.
+    Conflict,
+    /// The scope is reserved for a better-ranked job.
+    Reserved(JobId),
+    /// The pinned node is not registered.
+    NodeMissing,
+    /// The pinned node is lost.
+    NodeLost,
+    /// The pinned node is cordoned.
+    NodeCordoned,
+    /// The pinned node's agent does not run this kind.
+    NoAgent,
+    /// The pinned node's number is 0.
+    NodeZero,
+    /// The node's run slots are full.
+    NodeFull,
+    /// The node's prepare bound is reached.
+    NodePrepareFull,
+    /// No ready node matches a movable job's selector.
+    NoEligibleNode,
+    /// Eligible nodes exist but none has room.
+    NoRoom,
+    /// `not_before` has not passed.
+    NotBefore(Timestamp),
+}
+
+impl BlockKind {
+    /// Blocked only by a full scope (the kind of wait that may reserve).
+    pub fn is_capacity(&self) -> bool {
+        matches!(
+            self,
+            BlockKind::Capacity | BlockKind::NodeFull | BlockKind::NodePrepareFull | BlockKind::NoRoom
+        )
+    }
+}
+
+/// One holding condition.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Block {
+    pub scope: Option<ScopeId>,
+    pub kind: BlockKind,
+    /// Units the job needs from the scope.
+    pub need: u64,
+}
+
+/// Where an admissible job goes: `Some(node)` or no node.
+pub(crate) type Placement = Option<String>;
+
+impl Engine {
+    /// The fair-share shift of an owner's ranks.
+    fn fair_term(&self, owner: &str) -> f64 {
+        if !self.policy.queue.fair_share {
+            return 0.0;
+        }
+        let running = self.owner_running.get(owner).copied().unwrap_or(0) as f64;
+        let scale = self.policy.queue.aging.map_or(1.0, |a| a.as_millis() as f64);
+        running / f64::from(self.policy.owner_weight(owner)) * scale
+    }
+
+    /// Base rank of a job (without fair share).
+    pub(crate) fn base_rank(&self, job: &Job) -> Rank {
+        let primary = match self.policy.queue.aging {
+            Some(a) => job.queued_at.0 as f64 - job.priority as f64 * a.as_millis() as f64,
+            None => -(job.priority as f64),
+        };
+        Rank { primary, queued_at: job.queued_at.0, id: job.id }
+    }
+
+    /// Effective rank of a live job.
+    pub(crate) fn eff_rank(&self, id: JobId) -> Rank {
+        let e = &self.entries[&id];
+        e.rank.shifted(self.fair_term(&e.job.owner))
+    }
+
+    /// Effective priority at `now` (policy.md, Queue).
+    pub(crate) fn effective_priority(&self, id: JobId, now: Timestamp) -> f64 {
+        let e = &self.entries[&id];
+        let mut p = e.job.priority as f64;
+        if let Some(a) = self.policy.queue.aging {
+            p += now.since(e.job.queued_at) as f64 / a.as_millis() as f64;
+        }
+        if self.policy.queue.fair_share {
+            let running = self.owner_running.get(&e.job.owner).copied().unwrap_or(0) as f64;
+            p -= running / f64::from(self.policy.owner_weight(&e.job.owner));
+        }
+        p
+    }
+
+    // ----- filing jobs and classes -----
+
+    /// Adds a job to the engine (a new submit or a retry), with its timers.
+    pub(crate) fn insert_entry(&mut self, job: Job, now: Timestamp) {
+        let id = job.id;
+        let needs = self.compute_needs(&job);
+        let placement = self.job_placement_scope(&job);
+        let rank = self.base_rank(&job);
+        let queued_at = job.queued_at;
+        let attempt = job.attempt;
+        let not_before = job.not_before.filter(|&t| t > now);
+        if let Some(ms) = job.max_wait_ms {
+            self.timers.insert((queued_at.plus(std::time::Duration::from_millis(ms)), Timer::MaxWait(id, attempt)));
+        }
+        self.timers.insert((queued_at.plus(self.policy.queue.reserve_after), Timer::Reserve(id, attempt)));
+        self.entries.insert(id, Entry { job, needs, held: Vec::new(), class: None, rank, placement, reserving: Vec::new() });
+        match not_before {
+            Some(t) => {
+                self.timers.insert((t, Timer::NotBefore(id, attempt)));
+            }
+            None => self.enqueue(id),
+        }
+    }
+
+    pub(crate) fn job_placement_scope(&mut self, job: &Job) -> Option<ScopeId> {
+        if job.pinned {
+            return None;
+        }
+        let text = job.node_selector.as_ref()?;
+        let selector = Selector::parse_labels(text).unwrap_or_else(|_| Selector::everything());
+        let agent_kind = (job.executor == Executor::Agent).then(|| job.kind.clone());
+        Some(self.placement_scope(super::nodes::PlacementKey { selector, agent_kind, two_stage: job.two_stage }))
+    }
+
+    fn class_sig(&self, e: &Entry) -> ClassSig {
+        let placement = match (e.job.pinned, e.placement) {
+            (true, _) => PlacementSig::Pinned(e.job.node.clone().unwrap_or_default()),
+            (false, Some(p)) => PlacementSig::Movable(p),
+            (false, None) => PlacementSig::None,
+        };
+        ClassSig {
+            needs: e.needs.clone(),
+            placement,
+            two_stage: e.job.two_stage,
+            agent_kind: (e.job.executor == Executor::Agent).then(|| e.job.kind.clone()),
+            owner: self.policy.queue.fair_share.then(|| e.job.owner.clone()),
+        }
+    }
+
+    /// Puts a queued job into its class.
+    pub(crate) fn enqueue(&mut self, id: JobId) {
+        let sig = self.class_sig(&self.entries[&id]);
+        let cid = match self.class_ids.get(&sig) {
+            Some(&c) => c,
+            None => self.new_class(sig),
+        };
+        let rank = self.entries[&id].rank;
+        self.entries.get_mut(&id).expect("live").class = Some(cid);
+        let class = &mut self.classes[cid as usize];
+        let was_head = class.jobs.first().copied();
+        class.jobs.insert((rank, id));
+        if class.jobs.first().copied() != was_head {
+            self.detach(cid);
+            self.file(cid, true);
+        }
+    }
+
+    fn new_class(&mut self, sig: ClassSig) -> ClassId {
+        let class = super::Class { sig: sig.clone(), jobs: BTreeSet::new(), parked: None, ready: false, key: None, woken_from: None };
+        let cid = match self.free_classes.pop() {
+            Some(c) => {
+                self.classes[c as usize] = class;
+                c
+            }
+            None => {
+                self.classes.push(class);
+                (self.classes.len() - 1) as ClassId
+            }
+        };
+        if let Some(owner) = &sig.owner {
+            self.owner_classes.entry(owner.clone()).or_default().insert(cid);
+        }
+        self.class_ids.insert(sig, cid);
+        cid
+    }
+
+    /// Takes a queued job out of its class.
+    pub(crate) fn dequeue(&mut self, id: JobId) {
+        let Some(cid) = self.entries.get_mut(&id).and_then(|e| e.class.take()) else { return };
+        let rank = self.entries[&id].rank;
+        let class = &mut self.classes[cid as usize];
+        let was_head = class.head() == Some(id);
+        class.jobs.remove(&(rank, id));
+        if was_head {
+            let (ready, parked) = (class.ready, class.parked);
+            self.detach(cid);
+            if self.classes[cid as usize].jobs.is_empty() {
+                self.drop_class(cid);
+            } else if ready {
+                self.file(cid, true);
+            } else if let Some(s) = parked {
+                self.park_on(cid, s);
+            } else {
+                self.file(cid, false);
+            }
+        }
+        self.clear_reservations(id);
+    }
+
+    fn drop_class(&mut self, cid: ClassId) {
+        let sig = self.classes[cid as usize].sig.clone();
+        if let Some(owner) = &sig.owner {
+            if let Some(set) = self.owner_classes.get_mut(owner) {
+                set.remove(&cid);
+            }
+        }
+        self.class_ids.remove(&sig);
+        self.free_classes.push(cid);
+    }
+
+    /// The key a class is filed under: its head's effective rank.
+    fn class_key(&self, cid: ClassId) -> Option<Rank> {
+        let class = &self.classes[cid as usize];
+        let &(rank, _) = class.jobs.first()?;
+        Some(match &class.sig.owner {
+            Some(owner) => rank.shifted(self.fair_term(owner)),
+            None => rank,
+        })
+    }
+
+    /// Removes a class from `heads`, `ready` and its waiter set.
+    pub(crate) fn detach(&mut self, cid: ClassId) {
+        let class = &mut self.classes[cid as usize];
+        let Some(key) = class.key.take() else { return };
+        self.heads.remove(&(key, cid));
+        if class.ready {
+            self.ready.remove(&(key, cid));
+        }
+        if let Some(s) = class.parked.take() {
+            self.scopes[s as usize].waiters.remove(&(key, cid));
+        }
+        class.ready = false;
+    }
+
+    /// Files a detached, non-empty class in `heads`, and in `ready` when asked.
+    pub(crate) fn file(&mut self, cid: ClassId, ready: bool) {
+        let Some(key) = self.class_key(cid) else { return };
+        let class = &mut self.classes[cid as usize];
+        class.key = Some(key);
+        class.ready = ready;
+        self.heads.insert((key, cid));
+        if ready {
+            self.ready.insert((key, cid));
+        }
+    }
+
+    fn park_on(&mut self, cid: ClassId, scope: ScopeId) {
+        self.file(cid, false);
+        let class = &mut self.classes[cid as usize];
+        if let Some(key) = class.key {
+            class.parked = Some(scope);
+            self.scopes[scope as usize].waiters.insert((key, cid));
+        }
+    }
+
+    /// An owner's running count changed: re-key its classes (fair share). When it went
+    /// down, its classes rank better and are evaluated again.
+    fn owner_count_changed(&mut self, owner: &str, delta: i64) {
+        let count = self.owner_running.entry(owner.to_string()).or_insert(0);
+        *count = count.saturating_add_signed(delta);
+        if !self.policy.queue.fair_share {
+            return;
+        }
+        let cids: Vec<ClassId> = self.owner_classes.get(owner).map(|s| s.iter().copied().collect()).unwrap_or_default();
+        for cid in cids {
+            let class = &self.classes[cid as usize];
+            let (ready, parked) = (class.ready, class.parked);
+            if class.key.is_none() {
+                continue;
+            }
+            self.detach(cid);
+            match parked {
+                Some(s) if delta > 0 => self.park_on(cid, s),
+                _ => self.file(cid, ready || parked.is_some()),
+            }
+        }
+    }
+
+    // ----- waking -----
+
+    /// Whether a scope has room for at least some waiter.
+    fn has_room(&self, scope: ScopeId) -> bool {
+        let s = &self.scopes[scope as usize];
+        match self.interner.key(scope) {
+            ScopeKey::Conflict { .. } => s.used == 0,
+            ScopeKey::Placement(_) => self
+                .placement_nodes
+                .get(&scope)
+                .and_then(|set| set.first())
+                .is_some_and(|(room, _, _)| room.0 > 0),
+            _ => s.limit.is_none_or(|l| s.used < l),
+        }
+    }
+
+    /// A scope may have gained room: hand its best waiter (after `after`, if given) to the
+    /// pass. A reserved scope wakes nobody ranked below its reservation.
+    pub(crate) fn wake(&mut self, scope: ScopeId, after: Option<(Rank, ClassId)>) {
+        if self.mode == Mode::Rescan || !self.has_room(scope) {
+            return;
+        }
+        let s = &self.scopes[scope as usize];
+        let next = match after {
+            None => s.waiters.first().copied(),
+            Some(a) => s.waiters.range((Bound::Excluded(a), Bound::Unbounded)).next().copied(),
+        };
+        let Some((key, cid)) = next else { return };
+        if let Some(r) = s.reserved_by {
+            let head = self.classes[cid as usize].head();
+            if head != Some(r) && self.entries.contains_key(&r) && self.eff_rank(r) < key {
+                return;
+            }
+        }
+        self.scopes[scope as usize].waiters.remove(&(key, cid));
+        let class = &mut self.classes[cid as usize];
+        class.parked = None;
+        class.ready = true;
+        class.woken_from = Some(scope);
+        self.ready.insert((key, cid));
+    }
+
+    // ----- evaluation -----
+
+    fn check_scope(&self, id: JobId, scope: ScopeId, take: u64, check: Check, out: &mut Vec<Block>) {
+        let s = &self.scopes[scope as usize];
+        let kind = match check {
+            Check::Free if s.used > 0 => Some(BlockKind::Conflict),
+            Check::Free => None,
+            Check::Fits => match s.limit {
+                Some(0) if take > 0 => Some(BlockKind::Zero),
+                Some(l) if s.used > l => Some(BlockKind::OverLimit),
+                Some(l) if s.used + take > l => Some(BlockKind::Capacity),
+                _ => None,
+            },
+        };
+        let kind = kind.or_else(|| {
+            let r = s.reserved_by.filter(|&r| r != id && self.entries.contains_key(&r))?;
+            (self.eff_rank(r) < self.eff_rank(id)).then_some(BlockKind::Reserved(r))
+        });
+        if let Some(kind) = kind {
+            out.push(Block { scope: Some(scope), kind, need: take });
+        }
+    }
+
+    /// Whether a job fits on a node; pushes what holds it there.
+    fn check_node(&mut self, id: JobId, node: &str, out: &mut Vec<Block>) {
+        let e = &self.entries[&id];
+        let (two_stage, agent, kind) = (e.job.two_stage, e.job.executor == Executor::Agent, e.job.kind.clone());
+        let cost = e.needs.node_cost.clone();
+        let run_scope = self.intern(ScopeKey::Node(node.to_string()));
+        let prep_scope = self.intern(ScopeKey::NodePrepare(node.to_string()));
+        let block = |kind, scope| Block { scope: Some(scope), kind, need: 1 };
+        let Some(n) = self.nodes.get(node) else {
+            out.push(block(BlockKind::NodeMissing, run_scope));
+            return;
+        };
+        if n.state == super::NodeState::Lost {
+            out.push(block(BlockKind::NodeLost, run_scope));
+            return;
+        }
+        if n.cordoned {
+            out.push(block(BlockKind::NodeCordoned, run_scope));
+            return;
+        }
+        if agent && !n.kinds.contains(&kind) {
+            out.push(block(BlockKind::NoAgent, run_scope));
+            return;
+        }
+        if n.number == Some(0) {
+            out.push(block(BlockKind::NodeZero, run_scope));
+            return;
+        }
+        let before = out.len();
+        self.check_scope(id, prep_scope, 1, Check::Fits, out);
+        if !two_stage {
+            self.check_scope(id, run_scope, 1, Check::Fits, out);
+        }
+        for b in &mut out[before..] {
+            b.kind = match (&b.kind, b.scope == Some(run_scope)) {
+                (BlockKind::Capacity | BlockKind::OverLimit, true) => BlockKind::NodeFull,
+                (BlockKind::Capacity | BlockKind::OverLimit, false) => BlockKind::NodePrepareFull,
+                (k, _) => k.clone(),
+            };
+        }
+        for (pool, amount) in cost {
+            let scope = self.intern(ScopeKey::NodePool { pool, node: node.to_string() });
+            self.check_scope(id, scope, amount, Check::Fits, out);
+        }
+    }
+
+    /// Everything that holds a queued job now (all of it, or the first thing when `all` is
+    /// false), or where it goes when nothing does.
+    pub(crate) fn evaluate(&mut self, id: JobId, now: Timestamp, all: bool) -> Result<Placement, Vec<Block>> {
+        let mut out = Vec::new();
+        let e = &self.entries[&id];
+        if let Some(t) = e.job.not_before.filter(|&t| t > now) {
+            out.push(Block { scope: None, kind: BlockKind::NotBefore(t), need: 0 });
+            if !all {
+                return Err(out);
+            }
+        }
+        let needs: Vec<Need> = e.needs.common.clone();
+        let prepare = e.needs.prepare;
+        let (pinned, node, placement) = (e.job.pinned, e.job.node.clone(), e.placement);
+        for n in needs {
+            self.check_scope(id, n.scope, n.take, n.check, &mut out);
+            if !all && !out.is_empty() {
+                return Err(out);
+            }
+        }
+        if let Some(p) = prepare {
+            self.check_scope(id, p, 1, Check::Fits, &mut out);
+        }
+        if !all && !out.is_empty() {
+            return Err(out);
+        }
+        let placed = if pinned {
+            let node = node.unwrap_or_default();
+            self.check_node(id, &node, &mut out);
+            Some(node)
+        } else if let Some(scope) = placement {
+            self.place(id, scope, &mut out)
+        } else {
+            None
+        };
+        if out.is_empty() {
+            Ok(placed)
+        } else {
+            Err(out)
+        }
+    }
+
+    /// Picks the best eligible node with room for a movable job.
+    fn place(&mut self, id: JobId, scope: ScopeId, out: &mut Vec<Block>) -> Option<String> {
+        let candidates: Vec<String> = self.placement_candidates(scope).map(str::to_string).collect();
+        if candidates.is_empty() {
+            out.push(Block { scope: Some(scope), kind: BlockKind::NoEligibleNode, need: 1 });
+            return None;
+        }
+        for node in candidates {
+            let mut held = Vec::new();
+            self.check_node(id, &node, &mut held);
+            if held.is_empty() {
+                let mut reserved = Vec::new();
+                self.check_scope(id, scope, 0, Check::Fits, &mut reserved);
+                if reserved.is_empty() {
+                    return Some(node);
+                }
+                out.extend(reserved);
+                return None;
+            }
+            if held.iter().all(|b| !b.kind.is_capacity()) {
+                continue;
+            }
+        }
+        out.push(Block { scope: Some(scope), kind: BlockKind::NoRoom, need: 1 });
+        None
+    }
+
+    // ----- taking and giving back -----
+
+    pub(crate) fn take(&mut self, id: JobId, scope: ScopeId, amount: u64) {
+        let s = &mut self.scopes[scope as usize];
+        s.used += amount;
+        s.peak = s.peak.max(s.used);
+        s.holders.insert(id);
+        self.entries.get_mut(&id).expect("live").held.push((scope, amount));
+    }
+
+    fn give_back(&mut self, id: JobId, scope: ScopeId, amount: u64) {
+        let s = &mut self.scopes[scope as usize];
+        s.used -= amount;
+        s.holders.remove(&id);
+        self.wake(scope, None);
+    }
+
+    fn grant_lease(&mut self, id: JobId, now: Timestamp) -> Lease {
+        let lease = Lease { token: self.next_token, expires_at: now.plus(self.policy.leases.ttl) };
+        self.next_token += 1;
+        self.timers.insert((lease.expires_at, Timer::Lease(id, lease.token)));
+        lease
+    }
+
+    /// Admits a queued job: to prepare (two-stage) or to run.
+    pub(crate) fn admit(&mut self, id: JobId, node: Placement, now: Timestamp) {
+        self.dequeue(id);
+        let e = &self.entries[&id];
+        let (needs, two_stage, owner) = (e.needs.clone(), e.job.two_stage, e.job.owner.clone());
+        for n in &needs.common {
+            self.take(id, n.scope, n.take);
+        }
+        if let Some(node) = &node {
+            let prep = self.intern(ScopeKey::NodePrepare(node.clone()));
+            self.take(id, prep, 1);
+            if !two_stage {
+                let run = self.intern(ScopeKey::Node(node.clone()));
+                self.take(id, run, 1);
+            }
+            for (pool, amount) in &needs.node_cost {
+                let scope = self.intern(ScopeKey::NodePool { pool: pool.clone(), node: node.clone() });
+                self.take(id, scope, *amount);
+            }
+            let n = self.nodes.get_mut(node).expect("placed on a registered node");
+            if two_stage {
+                n.preparing += 1;
+            } else {
+                n.running += 1;
+            }
+        }
+        if two_stage {
+            if let Some(p) = needs.prepare {
+                self.take(id, p, 1);
+            }
+        }
+        let lease = self.grant_lease(id, now);
+        let timeout = self.policy.prepare_timeout(&self.entries[&id].job.kind);
+        let e = self.entries.get_mut(&id).expect("live");
+        e.job.node = node.clone();
+        e.job.lease = Some(lease);
+        let change = if two_stage {
+            e.job.state = JobState::Preparing;
+            e.job.prepare_started_at = Some(now);
+            self.timers.insert((now.plus(timeout), Timer::PrepareTimeout(id, lease.token)));
+            JobChange::AdmittedPrepare
+        } else {
+            e.job.state = JobState::Running;
+            e.job.started_at = Some(now);
+            self.arm_max_run(id, now);
+            JobChange::Started
+        };
+        if let Some(node) = &node {
+            self.node_counts_changed(node);
+        }
+        self.owner_count_changed(&owner, 1);
+        let job = self.entries[&id].job.clone();
+        self.emit(change, &job);
+    }
+
+    fn arm_max_run(&mut self, id: JobId, now: Timestamp) {
+        let e = &self.entries[&id];
+        if let (Some(ms), Some(lease)) = (e.job.max_run_ms, e.job.lease) {
+            self.timers.insert((now.plus(std::time::Duration::from_millis(ms)), Timer::MaxRun(id, lease.token)));
+        }
+    }
+
+    /// Starts a prepared job on its node's run slot.
+    pub(crate) fn promote(&mut self, id: JobId, node: Option<&str>, now: Timestamp) {
+        if let Some(node) = node {
+            let run = self.intern(ScopeKey::Node(node.to_string()));
+            self.take(id, run, 1);
+            if let Some(n) = self.nodes.get_mut(node) {
+                n.prepared = n.prepared.saturating_sub(1);
+                n.running += 1;
+            }
+        }
+        let prepare = self.entries[&id].needs.prepare;
+        if let Some(p) = prepare {
+            let e = self.entries.get_mut(&id).expect("live");
+            if let Some(pos) = e.held.iter().position(|&(s, _)| s == p) {
+                e.held.remove(pos);
+                self.give_back(id, p, 1);
+            }
+        }
+        let e = self.entries.get_mut(&id).expect("live");
+        e.job.state = JobState::Running;
+        e.job.started_at = Some(now);
+        self.arm_max_run(id, now);
+        if let Some(node) = node {
+            self.node_counts_changed(node);
+        }
+        let job = self.entries[&id].job.clone();
+        self.emit(JobChange::Started, &job);
+    }
+
+    /// Starts prepared jobs (oldest first) on nodes whose run slots have room, and prepared
+    /// jobs without a node at once.
+    fn promote_prepared(&mut self, now: Timestamp) {
+        let dirty = std::mem::take(&mut self.dirty_nodes);
+        for name in dirty {
+            loop {
+                let Some(n) = self.nodes.get(&name) else { break };
+                if n.state != super::NodeState::Ready || n.number.is_some_and(|m| n.running >= m) {
+                    break;
+                }
+                let Some(&(t, id)) = n.prepared_queue.first() else { break };
+                self.nodes.get_mut(&name).expect("exists").prepared_queue.remove(&(t, id));
+                if self.entries.get(&id).is_some_and(|e| e.job.state == JobState::Prepared) {
+                    self.promote(id, Some(&name), now);
+                }
+            }
+        }
+    }
+
+    /// Ends a job in `state`, giving back everything it held; a failed or lost job with
+    /// retries left is queued again after its kind's interval.
+    pub(crate) fn end_job(&mut self, id: JobId, state: JobState, message: Option<String>, now: Timestamp) -> Job {
+        let Some(e) = self.entries.get(&id) else { unreachable!("end_job on a live job") };
+        let prev = e.job.state;
+        if prev == JobState::Queued {
+            self.dequeue(id);
+        }
+        if prev.is_admitted() {
+            let held = std::mem::take(&mut self.entries.get_mut(&id).expect("live").held);
+            for (scope, amount) in held {
+                self.give_back(id, scope, amount);
+            }
+            let e = &self.entries[&id];
+            let owner = e.job.owner.clone();
+            if let Some(node) = e.job.node.clone() {
+                if let Some(n) = self.nodes.get_mut(&node) {
+                    match prev {
+                        JobState::Preparing => n.preparing = n.preparing.saturating_sub(1),
+                        JobState::Prepared => {
+                            n.prepared = n.prepared.saturating_sub(1);
+                            n.prepared_queue.retain(|&(_, j)| j != id);
+                        }
+                        _ => n.running = n.running.saturating_sub(1),
+                    }
+                }
+                self.dirty_nodes.insert(node.clone());
+                self.node_counts_changed(&node);
+            }
+            self.owner_count_changed(&owner, -1);
+        }
+        let retry = self.policy.retry(&self.entries[&id].job.kind);
+        let e = self.entries.get_mut(&id).expect("live");
+        e.job.state = state;
+        e.job.finished_at = Some(now);
+        e.job.outcome = Some(state);
+        e.job.lease = None;
+        e.job.retry_at = None;
+        if message.is_some() {
+            e.job.message = message;
+        }
+        let retries = matches!(state, JobState::Failed | JobState::Lost) && e.job.attempt <= retry.times;
+        if retries {
+            let at = now.plus(retry.interval);
+            e.job.retry_at = Some(at);
+            self.timers.insert((at, Timer::Retry(id, e.job.attempt)));
+        }
+        let job = e.job.clone();
+        self.emit(JobChange::Finished, &job);
+        if !retries {
+            self.entries.remove(&id);
+            if let Some(key) = &job.idempotency_key {
+                self.idempotency.remove(&(job.owner.clone(), key.clone()));
+            }
+        }
+        job
+    }
+
+    /// Queues a failed or lost job again (a retry): same id, `attempt + 1`.
+    pub(crate) fn requeue(&mut self, id: JobId, now: Timestamp) {
+        let Some(e) = self.entries.remove(&id) else { return };
+        let mut job = e.job;
+        job.state = JobState::Queued;
+        job.attempt += 1;
+        job.queued_at = now;
+        job.retry_at = None;
+        job.cancel_requested = false;
+        job.finished_at = None;
+        job.outcome = None;
+        job.prepare_started_at = None;
+        job.prepared_at = None;
+        job.started_at = None;
+        if !job.pinned {
+            job.node = None;
+        }
+        self.emit(JobChange::Requeued, &job);
+        self.insert_entry(job, now);
+    }
+
+    // ----- reservations -----
+
+    fn clear_reservations(&mut self, id: JobId) {
+        let Some(e) = self.entries.get_mut(&id) else { return };
+        let scopes = std::mem::take(&mut e.reserving);
+        for s in scopes {
+            if self.scopes[s as usize].reserved_by == Some(id) {
+                self.scopes[s as usize].reserved_by = None;
+                self.wake(s, None);
+            }
+        }
+    }
+
+    /// A blocked job that has waited `reserve_after` and is held only by full scopes
+    /// reserves them (or takes a reservation over from a worse-ranked job).
+    fn maybe_reserve(&mut self, id: JobId, now: Timestamp) {
+        let e = &self.entries[&id];
+        if now.since(e.job.queued_at) < self.policy.queue.reserve_after.as_millis() as u64 {
+            return;
+        }
+        let Err(blocks) = self.evaluate(id, now, true) else { return };
+        if !blocks.iter().all(|b| b.kind.is_capacity()) {
+            return;
+        }
+        let rank = self.eff_rank(id);
+        for b in blocks {
+            let Some(s) = b.scope else { continue };
+            let current = self.scopes[s as usize].reserved_by;
+            let take = match current {
+                None => true,
+                Some(r) if r == id => false,
+                Some(r) => !self.entries.contains_key(&r) || rank < self.eff_rank(r),
+            };
+            if take {
+                if let Some(r) = current.filter(|r| self.entries.contains_key(r)) {
+                    self.entries.get_mut(&r).expect("live").reserving.retain(|&x| x != s);
+                }
+                self.scopes[s as usize].reserved_by = Some(id);
+                self.entries.get_mut(&id).expect("live").reserving.push(s);
+            }
+        }
+    }
+
+    // ----- the pass -----
+
+    /// Admits everything that fits now, in rank order.
+    pub(crate) fn run_pass(&mut self, now: Timestamp) {
+        self.promote_prepared(now);
+        match (self.mode, self.policy.queue.strict) {
+            (_, true) => self.strict_pass(now),
+            (Mode::Indexed, false) => self.indexed_pass(now),
+            (Mode::Rescan, false) => self.rescan_pass(now),
+        }
+    }
+
+    fn indexed_pass(&mut self, now: Timestamp) {
+        while let Some((key, cid)) = self.ready.pop_first() {
+            let class = &mut self.classes[cid as usize];
+            class.ready = false;
+            let from = class.woken_from.take();
+            let Some(head) = class.head() else { continue };
+            match self.evaluate(head, now, false) {
+                Ok(node) => {
+                    self.admit(head, node, now);
+                    if self.classes[cid as usize].key.is_some() && !self.classes[cid as usize].ready {
+                        self.detach(cid);
+                        self.file(cid, true);
+                    }
+                }
+                Err(blocks) => {
+                    self.detach(cid);
+                    let scope = blocks[0].scope.expect("queued jobs in classes are past not_before");
+                    self.park_on(cid, scope);
+                    self.maybe_reserve(head, now);
+                }
+            }
+            if let Some(s) = from {
+                let parked_here = self.classes[cid as usize].parked == Some(s);
+                self.wake(s, parked_here.then_some((key, cid)));
+            }
+        }
+    }
+
+    fn strict_pass(&mut self, now: Timestamp) {
+        while let Some(&(_, cid)) = self.heads.first() {
+            let head = self.classes[cid as usize].head().expect("non-empty");
+            match self.evaluate(head, now, false) {
+                Ok(node) => self.admit(head, node, now),
+                Err(blocks) => {
+                    self.detach(cid);
+                    let scope = blocks[0].scope.expect("in a class");
+                    self.park_on(cid, scope);
+                    self.maybe_reserve(head, now);
+                    break;
+                }
+            }
+        }
+    }
+
+    fn rescan_pass(&mut self, now: Timestamp) {
+        loop {
+            let mut order: Vec<(Rank, JobId)> = self
+                .entries
+                .values()
+                .filter(|e| e.class.is_some())
+                .map(|e| (self.eff_rank(e.job.id), e.job.id))
+                .collect();
+            order.sort_unstable();
+            let mut restart = false;
+            for (_, id) in order {
+                match self.evaluate(id, now, false) {
+                    Ok(node) => {
+                        self.admit(id, node, now);
+                        if self.policy.queue.fair_share {
+                            restart = true;
+                            break;
+                        }
+                    }
+                    Err(_) => self.maybe_reserve(id, now),
+                }
+            }
+            if !restart {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Self-checks for the property tests and the simulator: O(n), never on the admission path.
+
+use super::{Engine, Mode};
+use crate::job::{JobId, JobState};
+use std::collections::HashMap;
+
+impl Engine {
+    /// Queued jobs that could be admitted right now (not held by strict order). After
+    /// every operation this is empty; a non-empty answer is an engine bug.
+    pub fn admissible_waiting(&mut self, now: crate::time::Timestamp) -> Vec<JobId> {
+        let mut ids: Vec<JobId> = self
+            .entries
+            .values()
+            .filter(|e| e.job.state == JobState::Queued && e.class.is_some())
+            .map(|e| e.job.id)
+            .collect();
+        ids.sort_by_key(|&id| self.eff_rank(id));
+        let mut out = Vec::new();
+        for id in ids {
+            if self.evaluate(id, now, false).is_ok() {
+                out.push(id);
+            } else if self.policy.queue.strict {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Checks the engine's bookkeeping: every scope's count equals what its holders took,
+    /// every queued job past `not_before` is in exactly one class, and every non-empty
+    /// class is filed exactly once.
+    ///
+    /// # Errors
+    /// A description of the first broken invariant.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut counted: HashMap<u32, u64> = HashMap::new();
+        for e in self.entries.values() {
+            if !e.job.state.is_admitted() && !e.held.is_empty() {
+                return Err(format!("job {} is {} but holds {:?}", e.job.id, e.job.state, e.held));
+            }
+            for &(s, amount) in &e.held {
+                *counted.entry(s).or_insert(0) += amount;
+            }
+            let queued = e.job.state == JobState::Queued;
+            if !queued && e.class.is_some() {
+                return Err(format!("job {} is {} but still in a class", e.job.id, e.job.state));
+            }
+            if let Some(cid) = e.class {
+                if !self.classes[cid as usize].jobs.contains(&(e.rank, e.job.id)) {
+                    return Err(format!("job {} is not in its class {cid}", e.job.id));
+                }
+            }
+        }
+        for (i, s) in self.scopes.iter().enumerate() {
+            let c = counted.get(&(i as u32)).copied().unwrap_or(0);
+            if c != s.used {
+                return Err(format!("scope {} counts {} but its holders took {c}", self.interner.key(i as u32), s.used));
+            }
+        }
+        for (cid, class) in self.classes.iter().enumerate() {
+            if class.jobs.is_empty() || self.free_classes.contains(&(cid as u32)) {
+                continue;
+            }
+            let Some(key) = class.key else { return Err(format!("class {cid} is not filed")) };
+            let cid = cid as u32;
+            if !self.heads.contains(&(key, cid)) {
+                return Err(format!("class {cid} is missing from heads"));
+            }
+            let in_waiters = class
+                .parked
+                .is_some_and(|s| self.scopes[s as usize].waiters.contains(&(key, cid)));
+            let in_ready = class.ready && self.ready.contains(&(key, cid));
+            if self.mode == Mode::Indexed && !self.policy.queue.strict && !(in_waiters ^ in_ready) {
+                return Err(format!("class {cid} is filed {in_ready} ready / {in_waiters} parked"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,271 @@
+//! Rebuilding the engine: after a policy change, and from an exported [`Snapshot`] (the
+//! server's store keeps one's worth of rows and restores from them at start).
+//!
+//! A rebuild re-derives every index from the jobs and nodes alone: scopes are interned
+//! again, every admitted job takes again exactly what the new policy says it holds (so a
+//! lowered limit leaves its scope over limit, never stops a job), and every queued job is
+//! filed again. Cost O(n log n).
+
+use super::timers::Timer;
+use super::{ApplyReport, Engine, Entry, Mode, NodeRegistration, NodeState};
+use crate::event::Event;
+use crate::job::{Job, JobId, JobState};
+use crate::policy::Policy;
+use crate::scope::{Interner, ScopeKey};
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// A node as exported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    /// What it registered.
+    pub registration: NodeRegistration,
+    /// Cordoned.
+    pub cordoned: bool,
+}
+
+/// Everything needed to rebuild an engine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The next job id.
+    pub next_id: JobId,
+    /// The next lease token.
+    pub next_token: u64,
+    /// Every live job.
+    pub jobs: Vec<Job>,
+    /// Every registered node.
+    pub nodes: Vec<NodeRecord>,
+}
+
+impl Engine {
+    /// Exports the live state.
+    pub fn export(&self) -> Snapshot {
+        let mut jobs: Vec<Job> = self.entries.values().map(|e| e.job.clone()).collect();
+        jobs.sort_by_key(|j| j.id);
+        Snapshot {
+            next_id: self.next_id,
+            next_token: self.next_token,
+            jobs,
+            nodes: self
+                .nodes
+                .values()
+                .map(|n| NodeRecord {
+                    registration: NodeRegistration {
+                        name: n.name.clone(),
+                        labels: n.labels.clone(),
+                        resources: n.resources.clone(),
+                        kinds: n.kinds.clone(),
+                    },
+                    cordoned: n.cordoned,
+                })
+                .collect(),
+        }
+    }
+
+    /// Rebuilds an engine from a snapshot. Holders could not renew while the caller was
+    /// down, so every lease gets a fresh TTL from `now`; nodes count as seen at `now`.
+    pub fn restore(policy: Policy, snapshot: Snapshot, now: Timestamp, mode: Mode) -> Engine {
+        let mut engine = Engine::new(policy, mode);
+        engine.next_id = snapshot.next_id.max(1);
+        engine.next_token = snapshot.next_token.max(1);
+        let ttl = engine.policy.leases.ttl;
+        for rec in snapshot.nodes {
+            let name = rec.registration.name.clone();
+            engine.nodes.insert(name.clone(), super::nodes::fresh_node(rec.registration, rec.cordoned, now));
+            engine.timers.insert((now.plus(engine.policy.nodes.ttl), Timer::NodeTtl(name)));
+        }
+        for mut job in snapshot.jobs {
+            if let Some(lease) = &mut job.lease {
+                lease.expires_at = now.plus(ttl);
+            }
+            engine.next_id = engine.next_id.max(job.id + 1);
+            if let Some(token) = job.lease.map(|l| l.token) {
+                engine.next_token = engine.next_token.max(token + 1);
+            }
+            if let Some(key) = &job.idempotency_key {
+                engine.idempotency.insert((job.owner.clone(), key.clone()), job.id);
+            }
+            let id = job.id;
+            let rank = engine.base_rank(&job);
+            engine.entries.insert(
+                id,
+                Entry { job, needs: Default::default(), held: Vec::new(), class: None, rank, placement: None, reserving: Vec::new() },
+            );
+            engine.arm_timers(id, now);
+        }
+        engine.rebuild(now);
+        engine.run_pass(now);
+        engine
+    }
+
+    fn arm_timers(&mut self, id: JobId, now: Timestamp) {
+        let job = &self.entries[&id].job;
+        let ms = Duration::from_millis;
+        let mut timers = Vec::new();
+        match job.state {
+            JobState::Queued => {
+                if let Some(w) = job.max_wait_ms {
+                    timers.push((job.queued_at.plus(ms(w)), Timer::MaxWait(id, job.attempt)));
+                }
+                if let Some(t) = job.not_before.filter(|&t| t > now) {
+                    timers.push((t, Timer::NotBefore(id, job.attempt)));
+                }
+                timers.push((job.queued_at.plus(self.policy.queue.reserve_after), Timer::Reserve(id, job.attempt)));
+            }
+            s if s.is_admitted() => {
+                let lease = job.lease.expect("admitted jobs hold a lease");
+                timers.push((lease.expires_at, Timer::Lease(id, lease.token)));
+                if let (Some(max), Some(start)) = (job.max_run_ms, job.started_at) {
+                    timers.push((start.plus(ms(max)), Timer::MaxRun(id, lease.token)));
+                }
+                if let (JobState::Preparing, Some(start)) = (s, job.prepare_started_at) {
+                    let timeout = self.policy.prepare_timeout(&job.kind);
+                    timers.push((start.plus(timeout), Timer::PrepareTimeout(id, lease.token)));
+                }
+            }
+            _ => {
+                if let Some(at) = job.retry_at {
+                    timers.push((at, Timer::Retry(id, job.attempt)));
+                }
+            }
+        }
+        self.timers.extend(timers);
+    }
+
+    /// Applies a validated policy atomically: running jobs are untouched, over-limit scopes
+    /// drain, queued jobs are evaluated again at once.
+    pub fn apply_policy(&mut self, policy: Policy, now: Timestamp) -> ApplyReport {
+        self.handle_timeout(now);
+        let before: BTreeSet<JobId> = self.admitted_ids();
+        self.policy = policy;
+        self.rebuild(now);
+        let over_limit: Vec<String> = (0..self.scopes.len())
+            .filter(|&i| self.scopes[i].limit.is_some_and(|l| self.scopes[i].used > l))
+            .map(|i| self.interner.key(i as u32).to_string())
+            .collect();
+        self.run_pass(now);
+        let admitted_now = self.admitted_ids().difference(&before).copied().collect();
+        self.events.push_back(Event::PolicyApplied { over_limit: over_limit.clone() });
+        ApplyReport { over_limit, admitted_now }
+    }
+
+    /// What [`Engine::apply_policy`] would do, without doing it.
+    pub fn dry_run_policy(&self, policy: Policy, now: Timestamp) -> ApplyReport {
+        let mut copy = self.clone();
+        copy.apply_policy(policy, now)
+    }
+
+    fn admitted_ids(&self) -> BTreeSet<JobId> {
+        self.entries
+            .values()
+            .filter(|e| e.job.state.is_admitted())
+            .map(|e| e.job.id)
+            .collect()
+    }
+
+    /// Re-derives every index from the jobs and nodes under the current policy.
+    pub(crate) fn rebuild(&mut self, _now: Timestamp) {
+        self.interner = Interner::default();
+        self.scopes.clear();
+        self.classes.clear();
+        self.free_classes.clear();
+        self.class_ids.clear();
+        self.ready.clear();
+        self.heads.clear();
+        self.owner_running.clear();
+        self.owner_classes.clear();
+        self.placement_nodes.clear();
+        self.placement_keys.clear();
+        let names: Vec<String> = self.nodes.keys().cloned().collect();
+        for name in &names {
+            let (number, rule) = self.policy.node_number(&self.nodes[name].labels);
+            let rule = rule.map(|i| self.policy.nodes.rules[i].selector.text().to_string());
+            let n = self.nodes.get_mut(name).expect("listed");
+            (n.number, n.rule) = (number, rule);
+            (n.running, n.preparing, n.prepared) = (0, 0, 0);
+            n.prepared_queue.clear();
+        }
+        let mut ids: Vec<JobId> = self.entries.keys().copied().collect();
+        ids.sort_unstable();
+        for &id in &ids {
+            let job = self.entries[&id].job.clone();
+            let needs = self.compute_needs(&job);
+            let placement = self.job_placement_scope(&job);
+            let rank = self.base_rank(&job);
+            let e = self.entries.get_mut(&id).expect("listed");
+            (e.needs, e.placement, e.rank) = (needs, placement, rank);
+            e.held.clear();
+            e.class = None;
+            e.reserving.clear();
+            if job.state.is_admitted() {
+                self.retake(id, &job);
+            }
+        }
+        for &id in &ids {
+            let job = &self.entries[&id].job;
+            if job.state == JobState::Queued && job.not_before.is_none_or(|t| t <= _now) {
+                self.enqueue(id);
+            }
+        }
+        for name in names {
+            if self.nodes[&name].state == NodeState::Lost {
+                continue;
+            }
+            self.dirty_nodes.insert(name.clone());
+            for key in [ScopeKey::Node(name.clone()), ScopeKey::NodePrepare(name.clone())] {
+                self.intern(key);
+            }
+        }
+    }
+
+    /// An admitted job takes again what it holds under the current policy.
+    fn retake(&mut self, id: JobId, job: &Job) {
+        let needs = self.entries[&id].needs.clone();
+        for n in &needs.common {
+            self.take(id, n.scope, n.take);
+        }
+        let staged = matches!(job.state, JobState::Preparing | JobState::Prepared);
+        if staged {
+            if let Some(p) = needs.prepare {
+                self.take(id, p, 1);
+            }
+        }
+        if let Some(node) = &job.node {
+            let prep = self.intern(ScopeKey::NodePrepare(node.clone()));
+            self.take(id, prep, 1);
+            if !staged {
+                let run = self.intern(ScopeKey::Node(node.clone()));
+                self.take(id, run, 1);
+            }
+            for (pool, amount) in &needs.node_cost {
+                let scope = self.intern(ScopeKey::NodePool { pool: pool.clone(), node: node.clone() });
+                self.take(id, scope, *amount);
+            }
+            if let Some(n) = self.nodes.get_mut(node) {
+                match job.state {
+                    JobState::Preparing => n.preparing += 1,
+                    JobState::Prepared => {
+                        n.prepared += 1;
+                        n.prepared_queue.insert((job.prepared_at.unwrap_or_default(), id));
+                    }
+                    _ => n.running += 1,
+                }
+            }
+        }
+        *self.owner_running.entry(job.owner.clone()).or_insert(0) += 1;
+    }
+
+    /// Wakes the class of a queued job if the job is its head (a reservation may be due).
+    pub(crate) fn wake_class_of(&mut self, id: JobId) {
+        let Some(cid) = self.entries.get(&id).and_then(|e| e.class) else { return };
+        if self.classes[cid as usize].head() != Some(id) || self.mode == Mode::Rescan {
+            return;
+        }
+        if self.classes[cid as usize].parked.is_some() {
+            self.detach(cid);
+            self.file(cid, true);
+        }
+    }
+}

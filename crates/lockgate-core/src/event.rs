@@ -1,0 +1,59 @@
+//! Effects the engine reports: every state change, as a value (`Engine::poll_event`).
+
+use crate::job::Job;
+use serde::Serialize;
+
+/// What changed about a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobChange {
+    /// Accepted into the queue.
+    Submitted,
+    /// Admitted to prepare (two-stage).
+    AdmittedPrepare,
+    /// Reported its prepare step done.
+    Prepared,
+    /// Admitted to run.
+    Started,
+    /// The holder was asked to stop (cancel or `max_run`).
+    CancelRequested,
+    /// Ended: succeeded, failed, cancelled, lost or expired.
+    Finished,
+    /// Queued again by a retry.
+    Requeued,
+}
+
+/// One effect.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A job changed; `job` is its state after the change.
+    Job {
+        /// What happened.
+        change: JobChange,
+        /// The job after the change.
+        job: Box<Job>,
+    },
+    /// A node registered, changed, was cordoned or uncordoned, or recovered.
+    NodeChanged {
+        /// Node name.
+        node: String,
+        /// `ready`, `cordoned` or `lost`.
+        state: String,
+    },
+    /// A node was lost (silent past the node TTL).
+    NodeLost {
+        /// Node name.
+        node: String,
+    },
+    /// A node was removed.
+    NodeRemoved {
+        /// Node name.
+        node: String,
+    },
+    /// A new policy took effect.
+    PolicyApplied {
+        /// Scopes whose count now exceeds their limit (they drain).
+        over_limit: Vec<String>,
+    },
+}

@@ -1,0 +1,253 @@
+//! Jobs: what is submitted, what the engine keeps, and their life cycle.
+//!
+//! Life cycle: `queued -> [preparing -> prepared ->] running -> succeeded | failed |
+//! cancelled | lost | expired`. A retried job goes from `failed` or `lost` back to `queued`
+//! with `attempt + 1` and keeps its id.
+
+use crate::policy::Executor;
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A job's id; ids grow with every submit.
+pub type JobId = u64;
+
+/// A job's state (api.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting for admission.
+    Queued,
+    /// Admitted to prepare (two-stage jobs).
+    Preparing,
+    /// Prepare step done, waiting for its node's run slot.
+    Prepared,
+    /// Admitted to run.
+    Running,
+    /// Finished successfully.
+    Succeeded,
+    /// Finished with a failure (or a prepare timeout, or `max_run` exceeded).
+    Failed,
+    /// Cancelled.
+    Cancelled,
+    /// Its lease ran out.
+    Lost,
+    /// Waited longer than `max_wait`.
+    Expired,
+}
+
+impl JobState {
+    /// Every state, in life-cycle order.
+    pub const ALL: [JobState; 9] = [
+        JobState::Queued,
+        JobState::Preparing,
+        JobState::Prepared,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Lost,
+        JobState::Expired,
+    ];
+
+    /// The state's name as the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Preparing => "preparing",
+            JobState::Prepared => "prepared",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::Lost => "lost",
+            JobState::Expired => "expired",
+        }
+    }
+
+    /// Parses an API state name.
+    pub fn parse(text: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Holding slots: admitted and not yet ended.
+    pub fn is_admitted(self) -> bool {
+        matches!(self, JobState::Preparing | JobState::Prepared | JobState::Running)
+    }
+
+    /// Ended (a failed or lost job may still be retried).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled | JobState::Lost | JobState::Expired
+        )
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a holder ends its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The work succeeded.
+    Succeeded,
+    /// The work failed.
+    Failed,
+    /// The holder gave up on request.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The state a job ends in with this outcome.
+    pub fn state(self) -> JobState {
+        match self {
+            Outcome::Succeeded => JobState::Succeeded,
+            Outcome::Failed => JobState::Failed,
+            Outcome::Cancelled => JobState::Cancelled,
+        }
+    }
+}
+
+/// A lease: the right to hold a job's slots until `expires_at` unless renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// Fencing token; grows with every grant, so a stale holder is always told apart.
+    pub token: u64,
+    /// When the lease runs out unless renewed.
+    pub expires_at: Timestamp,
+}
+
+/// What a submitter asks for. Fields left `None` take the kind's defaults from the policy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Job kind (`backup`, `data-upload`, ...).
+    pub kind: String,
+    /// Attributes (`datastore`, `group`, ...).
+    #[serde(default)]
+    pub attrs: BTreeMap<String, String>,
+    /// The authenticated principal; set by the server from the token, never from a body.
+    #[serde(default)]
+    pub owner: String,
+    /// Priority; default from `[kinds.<kind>]`, else 0.
+    #[serde(default)]
+    pub priority: Option<i64>,
+    /// Pinned node.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Node selector of a movable job (`""` means any node).
+    #[serde(default)]
+    pub node_selector: Option<String>,
+    /// Who runs it; default: `agent` with a node selector, else `client`.
+    #[serde(default)]
+    pub executor: Option<Executor>,
+    /// Pool costs; default from the kind.
+    #[serde(default)]
+    pub cost: Option<BTreeMap<String, u64>>,
+    /// Two-stage; default from the kind.
+    #[serde(default)]
+    pub two_stage: Option<bool>,
+    /// Do not start before.
+    #[serde(default)]
+    pub not_before: Option<Timestamp>,
+    /// Give up (`expired`) after waiting this many milliseconds.
+    #[serde(default)]
+    pub max_wait_ms: Option<u64>,
+    /// Request cancellation after running this many milliseconds.
+    #[serde(default)]
+    pub max_run_ms: Option<u64>,
+    /// Per owner: a resubmission with the same key returns the existing job.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// A job as the engine keeps it (and as the API shows it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Id.
+    pub id: JobId,
+    /// Kind.
+    pub kind: String,
+    /// Attributes.
+    pub attrs: BTreeMap<String, String>,
+    /// Owner (principal).
+    pub owner: String,
+    /// Priority after defaults.
+    pub priority: i64,
+    /// Who runs it.
+    pub executor: Executor,
+    /// Current state.
+    pub state: JobState,
+    /// Pinned node, or the node a movable job was placed on.
+    pub node: Option<String>,
+    /// Whether `node` was given by the submitter (pinned).
+    pub pinned: bool,
+    /// Selector of a movable job.
+    pub node_selector: Option<String>,
+    /// Pool costs after defaults.
+    pub cost: BTreeMap<String, u64>,
+    /// Two-stage job.
+    pub two_stage: bool,
+    /// Attempt number, from 1.
+    pub attempt: u32,
+    /// The current lease, while admitted.
+    pub lease: Option<Lease>,
+    /// The holder has been asked to stop.
+    pub cancel_requested: bool,
+    /// Submit time.
+    pub submitted_at: Timestamp,
+    /// When it last entered `queued` (ranking and waits count from here).
+    pub queued_at: Timestamp,
+    /// When it was admitted to prepare.
+    pub prepare_started_at: Option<Timestamp>,
+    /// When it reported `prepared`.
+    pub prepared_at: Option<Timestamp>,
+    /// When it was admitted to run.
+    pub started_at: Option<Timestamp>,
+    /// When it ended.
+    pub finished_at: Option<Timestamp>,
+    /// How it ended.
+    pub outcome: Option<JobState>,
+    /// Last message (failure reason, holder message).
+    pub message: Option<String>,
+    /// Do not start before.
+    pub not_before: Option<Timestamp>,
+    /// Waiting bound in milliseconds.
+    pub max_wait_ms: Option<u64>,
+    /// Run-time bound in milliseconds.
+    pub max_run_ms: Option<u64>,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+    /// When a pending retry will queue it again.
+    pub retry_at: Option<Timestamp>,
+}
+
+impl Job {
+    /// The value a `per` key or selector key has for this job: `kind`, `owner`, `node` (the
+    /// pinned node) or an attribute.
+    pub fn key_value(&self, key: &str) -> Option<&str> {
+        match key {
+            "kind" => Some(&self.kind),
+            "owner" => Some(&self.owner),
+            "node" => {
+                if self.pinned {
+                    self.node.as_deref()
+                } else {
+                    None
+                }
+            }
+            attr => self.attrs.get(attr).map(String::as_str),
+        }
+    }
+
+    /// Whether the job runs on a node at all (pinned or movable).
+    pub fn on_node(&self) -> bool {
+        self.pinned || self.node_selector.is_some()
+    }
+}
