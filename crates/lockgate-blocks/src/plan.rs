@@ -1,0 +1,433 @@
+//! A backup plan: the items a backup takes, grouped into blocks, in start order.
+//!
+//! [`Plan::load`] reads the input once ([`index`]), keeps only names, kinds, namespaces and
+//! file locations, applies the [`Filters`], relates items and forms blocks ([`order`]).
+//! Item contents are read again when a block runs ([`Plan::load_item`]).
+//!
+//! Invariants of a [`Plan`]:
+//! - every taken item is in exactly one block; item names are unique (a duplicate is an
+//!   [`InputError`] and only its first occurrence is taken);
+//! - built-in relations: a pod and every PVC its volumes name; a PVC and its bound PV; PVCs
+//!   with equal volume-group label values in one namespace; configured rules: matching
+//!   items with equal `group_by` values in one namespace. Blocks are the connected groups;
+//! - the first [`Plan::ordered_block_count`] blocks hold the ordered items, in listed order;
+//! - the same input and options give the same blocks in the same order.
+
+mod index;
+mod order;
+
+use crate::filter::Filters;
+use crate::names::{item_name, KindInfo, DEFAULT_NAMESPACE};
+use crate::source::{InputError, LoadError, Sources};
+use index::{Entry, Index, NO_NS};
+use lockgate_core::policy::{BlockRule, BlocksPolicy};
+use order::{ItemKey, UnionFind};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+/// The default volume-group label: PVCs with equal values form one block.
+pub const DEFAULT_VOLUME_GROUP_LABEL: &str = "lockgate.io/volume-group";
+
+/// How to take items and form blocks.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Which items to take (default: all).
+    pub filters: Filters,
+    /// Configured grouping rules (`[[blocks.rule]]`, default none). `matcher` is matched
+    /// against the item's labels plus a `kind` key; `group_by` entries are
+    /// `label:<name>` or `field:<dotted.path>`.
+    pub rules: Vec<BlockRule>,
+    /// PVCs with equal values of this label (in one namespace) form one block; default
+    /// [`DEFAULT_VOLUME_GROUP_LABEL`].
+    pub volume_group_label: String,
+    /// Item names whose blocks run first, one at a time, in this order (default none).
+    pub ordered: Vec<String>,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            filters: Filters::default(),
+            rules: Vec::new(),
+            volume_group_label: DEFAULT_VOLUME_GROUP_LABEL.to_string(),
+            ordered: Vec::new(),
+        }
+    }
+}
+
+impl PlanOptions {
+    /// The rules and volume-group label of a validated `[blocks]` policy; no filters, no
+    /// ordered items.
+    pub fn from_policy(policy: &BlocksPolicy) -> PlanOptions {
+        PlanOptions {
+            rules: policy.rules.clone(),
+            volume_group_label: policy.volume_group_label.clone(),
+            ..PlanOptions::default()
+        }
+    }
+
+    fn validate(&self) -> Result<(), LoadError> {
+        for rule in &self.rules {
+            for g in &rule.group_by {
+                if !(g.starts_with("label:") || g.starts_with("field:")) || g.ends_with(':') {
+                    return Err(LoadError::Option {
+                        option: "blocks.rule.group_by",
+                        message: format!("{g:?}: expected \"label:<name>\" or \"field:<dotted.path>\""),
+                    });
+                }
+            }
+        }
+        if self.volume_group_label.is_empty() {
+            return Err(LoadError::Option { option: "volume_group_label", message: "must not be empty".into() });
+        }
+        Ok(())
+    }
+}
+
+/// One item of a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ItemRef<'a> {
+    /// Position in the plan (`0..item_count`).
+    pub index: usize,
+    /// `<resource>/<ns>/<name>` or `<resource>/<name>`.
+    pub name: &'a str,
+    /// `metadata.name`.
+    pub short_name: &'a str,
+    /// Qualified resource (`pods`, `deployments.apps`).
+    pub resource: &'a str,
+    /// Kind (`Pod`).
+    pub kind: &'a str,
+    /// API group, empty for core.
+    pub group: &'a str,
+    /// Namespace, `None` for cluster-scoped items.
+    pub namespace: Option<&'a str>,
+}
+
+impl ItemRef<'_> {
+    /// Path of the item's manifest in the archive.
+    pub fn archive_path(&self) -> String {
+        match self.namespace {
+            Some(ns) => format!("resources/{}/namespaces/{ns}/{}.json", self.resource, self.short_name),
+            None => format!("resources/{}/cluster/{}.json", self.resource, self.short_name),
+        }
+    }
+
+    /// Whether the item is a core `kind`.
+    pub fn is_core(&self, kind: &str) -> bool {
+        self.group.is_empty() && self.kind == kind
+    }
+}
+
+/// The blocks of one backup. Build with [`Plan::load`].
+#[derive(Debug)]
+pub struct Plan {
+    sources: Sources,
+    kinds: Vec<KindInfo>,
+    namespaces: Vec<Box<str>>,
+    entries: Vec<Entry>,
+    block_starts: Vec<u32>,
+    block_items: Vec<u32>,
+    ordered_blocks: usize,
+    input_errors: Vec<InputError>,
+    warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct DryBlock<'a> {
+    index: usize,
+    items: Vec<&'a str>,
+}
+
+impl Plan {
+    /// Reads `input` (a `List` file, a manifest file or a directory) and forms the blocks.
+    ///
+    /// # Errors
+    /// [`LoadError`] when the input path cannot be read or an option is malformed. Problems
+    /// with single files or items do not fail the load: see [`Plan::input_errors`].
+    pub fn load(input: &Path, options: &PlanOptions) -> Result<Plan, LoadError> {
+        options.validate()?;
+        let (mut index, sources) = Index::build(input, options)?;
+        let kinds: Vec<KindInfo> = index.kinds.iter().map(|(g, k)| index.table.resolve(g, k)).collect();
+        let default_ns = index.ns_id(DEFAULT_NAMESPACE);
+        for e in &mut index.entries {
+            if kinds[e.kind as usize].cluster {
+                e.ns = NO_NS;
+            } else if e.ns == NO_NS {
+                e.ns = default_ns;
+            }
+        }
+        let lookup = Lookup::new(&index, &kinds);
+        let mut keep = select(&index, &kinds, &lookup, &options.filters);
+        let mut uf = relate(&index, &lookup, &keep);
+        drop(lookup);
+        name_items(&mut index, &kinds, &keep);
+        let mut errors = std::mem::take(&mut index.errors);
+        drop_duplicates(&index, &sources, &mut keep, &mut errors);
+        let (ordered, warnings) = ordered_positions(&index, &keep, &options.ordered);
+        let mut members = Vec::new();
+        let mut new_index = vec![u32::MAX; keep.len()];
+        let mut n = 0u32;
+        for (i, &k) in keep.iter().enumerate() {
+            if k {
+                new_index[i] = n;
+                members.push((uf.find(i as u32), n));
+                n += 1;
+            }
+        }
+        drop(uf);
+        let mut entries = std::mem::take(&mut index.entries);
+        let mut it = keep.iter();
+        entries.retain(|_| *it.next().expect("one flag per entry"));
+        entries.shrink_to_fit();
+        let ordered: HashMap<u32, u32> = ordered.into_iter().map(|(raw, pos)| (new_index[raw as usize], pos)).collect();
+        drop(new_index);
+        let ranks: Vec<u8> = kinds.iter().map(rank).collect();
+        let blocks = order::blocks(members, |i| {
+            let e = &entries[i as usize];
+            ItemKey { ordered: ordered.get(&i).copied().unwrap_or(u32::MAX), rank: ranks[e.kind as usize], name: &e.name }
+        });
+        Ok(Plan {
+            sources,
+            kinds,
+            namespaces: index.namespaces,
+            entries,
+            block_starts: blocks.starts,
+            block_items: blocks.items,
+            ordered_blocks: blocks.ordered,
+            input_errors: errors,
+            warnings,
+        })
+    }
+
+    /// Number of items taken.
+    pub fn item_count(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Number of blocks.
+    pub fn block_count(&self) -> usize {
+        self.block_starts.len() - 1
+    }
+
+    /// Number of leading blocks that hold ordered items (they run one at a time).
+    pub fn ordered_block_count(&self) -> usize {
+        self.ordered_blocks
+    }
+
+    /// The items of block `b`, in the order they are backed up.
+    ///
+    /// # Panics
+    /// If `b >= block_count()`.
+    pub fn block(&self, b: usize) -> impl ExactSizeIterator<Item = ItemRef<'_>> + '_ {
+        let (s, e) = (self.block_starts[b] as usize, self.block_starts[b + 1] as usize);
+        self.block_items[s..e].iter().map(|&i| self.item(i as usize))
+    }
+
+    /// Item `i`.
+    ///
+    /// # Panics
+    /// If `i >= item_count()`.
+    pub fn item(&self, i: usize) -> ItemRef<'_> {
+        let e = &self.entries[i];
+        let k = &self.kinds[e.kind as usize];
+        let namespace = (e.ns != NO_NS).then(|| &*self.namespaces[e.ns as usize]);
+        let short_name = e.name.rsplit('/').next().unwrap_or(&e.name);
+        ItemRef { index: i, name: &e.name, short_name, resource: &k.resource, kind: &k.kind, group: &k.group, namespace }
+    }
+
+    /// Reads item `i`'s manifest again from the input.
+    ///
+    /// # Errors
+    /// A message naming the file when it cannot be read or no longer parses.
+    pub fn load_item(&self, i: usize) -> Result<Value, String> {
+        self.sources.load(&self.entries[i].loc)
+    }
+
+    /// Problems with single files or items of the input (those items are not taken).
+    pub fn input_errors(&self) -> &[InputError] {
+        &self.input_errors
+    }
+
+    /// Notes that do not stop a backup (an ordered item not in the input, ...).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The blocks as `metadata/blocks.json` writes them, without times:
+    /// `[{"index": 0, "items": ["pods/app/web-0", ...]}, ...]`, in start order.
+    pub fn blocks_json(&self) -> String {
+        let blocks: Vec<DryBlock<'_>> = (0..self.block_count())
+            .map(|b| DryBlock { index: b, items: self.block(b).map(|i| i.name).collect() })
+            .collect();
+        serde_json::to_string_pretty(&blocks).expect("plain data serializes")
+    }
+
+    /// The input file of item `i`, for messages.
+    pub fn item_file(&self, i: usize) -> &Path {
+        self.sources.path(&self.entries[i].loc)
+    }
+}
+
+/// Sort rank of a kind inside a block: pods, PVCs, PVs, the rest.
+fn rank(k: &KindInfo) -> u8 {
+    match (k.group.as_str(), k.kind.as_str()) {
+        ("", "Pod") => 0,
+        ("", "PersistentVolumeClaim") => 1,
+        ("", "PersistentVolume") => 2,
+        _ => 3,
+    }
+}
+
+/// Lookups by name for the relations.
+struct Lookup<'a> {
+    pvcs: HashMap<(u32, &'a str), u32>,
+    pvs: HashMap<&'a str, u32>,
+    namespaces: HashMap<&'a str, u32>,
+}
+
+impl<'a> Lookup<'a> {
+    fn new(index: &'a Index, kinds: &[KindInfo]) -> Lookup<'a> {
+        let mut l = Lookup { pvcs: HashMap::new(), pvs: HashMap::new(), namespaces: HashMap::new() };
+        for (i, e) in index.entries.iter().enumerate() {
+            match rank_kind(&kinds[e.kind as usize]) {
+                Some("PersistentVolumeClaim") => l.pvcs.entry((e.ns, &*e.name)).or_insert(i as u32),
+                Some("PersistentVolume") => l.pvs.entry(&*e.name).or_insert(i as u32),
+                Some("Namespace") => l.namespaces.entry(&*e.name).or_insert(i as u32),
+                _ => continue,
+            };
+        }
+        l
+    }
+}
+
+fn rank_kind(k: &KindInfo) -> Option<&str> {
+    k.group.is_empty().then_some(k.kind.as_str())
+}
+
+/// Which entries are taken: those passing the filters, plus the cluster-scoped ones a taken
+/// item relates to.
+fn select(index: &Index, kinds: &[KindInfo], lookup: &Lookup<'_>, f: &Filters) -> Vec<bool> {
+    let resource_ok: Vec<bool> = kinds.iter().map(|k| f.resource_ok(k)).collect();
+    let ns_ok: Vec<bool> = index.namespaces.iter().map(|n| f.namespace_ok(n)).collect();
+    let n = index.entries.len();
+    let (mut direct, mut candidate) = (vec![false; n], vec![false; n]);
+    for (i, e) in index.entries.iter().enumerate() {
+        if !resource_ok[e.kind as usize] {
+            continue;
+        }
+        if kinds[e.kind as usize].cluster {
+            direct[i] = index.selected[i] && f.cluster_direct();
+            candidate[i] = !direct[i] && f.cluster_related();
+        } else {
+            direct[i] = index.selected[i] && ns_ok[e.ns as usize];
+        }
+    }
+    let mut keep = direct.clone();
+    let mut pull = |j: u32| keep[j as usize] |= candidate[j as usize];
+    for (pvc, pv) in &index.volume_names {
+        if let (true, Some(&j)) = (direct[*pvc as usize], lookup.pvs.get(&**pv)) {
+            pull(j);
+        }
+    }
+    let mut used_ns = HashSet::new();
+    let mut used_kinds = HashSet::new();
+    for (_, e) in index.entries.iter().enumerate().filter(|(i, _)| direct[*i]) {
+        if e.ns != NO_NS {
+            used_ns.insert(e.ns);
+        }
+        used_kinds.insert(e.kind);
+    }
+    for ns in used_ns {
+        if let Some(&j) = lookup.namespaces.get(&*index.namespaces[ns as usize]) {
+            pull(j);
+        }
+    }
+    for k in used_kinds {
+        if let Some(&j) = index.crds.get(&index.kinds[k as usize]) {
+            pull(j);
+        }
+    }
+    keep
+}
+
+/// Union-find over all entries; only taken entries are joined.
+fn relate(index: &Index, lookup: &Lookup<'_>, keep: &[bool]) -> UnionFind {
+    let mut uf = UnionFind::new(index.entries.len());
+    let kept = |i: u32| keep[i as usize];
+    for (pod, claim) in &index.claims {
+        let ns = index.entries[*pod as usize].ns;
+        if let (true, Some(&pvc)) = (kept(*pod), lookup.pvcs.get(&(ns, &**claim))) {
+            if kept(pvc) {
+                uf.union(*pod, pvc);
+            }
+        }
+    }
+    for (pvc, pv) in &index.volume_names {
+        if let (true, Some(&j)) = (kept(*pvc), lookup.pvs.get(&**pv)) {
+            if kept(j) {
+                uf.union(*pvc, j);
+            }
+        }
+    }
+    let mut first: HashMap<(u32, &str), u32> = HashMap::new();
+    for (i, key) in index.groups.iter().filter(|(i, _)| kept(*i)) {
+        let ns = index.entries[*i as usize].ns;
+        match first.get(&(ns, &**key)) {
+            Some(&j) => uf.union(j, *i),
+            None => {
+                first.insert((ns, key), *i);
+            }
+        }
+    }
+    uf
+}
+
+/// Replaces the short names of taken entries by full item names.
+fn name_items(index: &mut Index, kinds: &[KindInfo], keep: &[bool]) {
+    for (e, _) in index.entries.iter_mut().zip(keep).filter(|(_, k)| **k) {
+        let ns = (e.ns != NO_NS).then(|| &*index.namespaces[e.ns as usize]);
+        e.name = item_name(&kinds[e.kind as usize].resource, ns, &e.name).into();
+    }
+}
+
+/// Leaves out every later occurrence of an item name, with an error naming both files.
+fn drop_duplicates(index: &Index, sources: &Sources, keep: &mut [bool], errors: &mut Vec<InputError>) {
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(index.entries.len());
+    for (i, e) in index.entries.iter().enumerate() {
+        if !keep[i] {
+            continue;
+        }
+        if let Some(&first) = seen.get(&*e.name) {
+            keep[i] = false;
+            errors.push(InputError {
+                file: sources.path(&e.loc).to_path_buf(),
+                item: e.name.to_string(),
+                message: format!("duplicate item (first in {}); only the first is backed up", sources.path(&index.entries[first].loc).display()),
+            });
+        } else {
+            seen.insert(&e.name, i);
+        }
+    }
+}
+
+/// `(entry, position)` of every ordered item found, and warnings for those not found.
+fn ordered_positions(index: &Index, keep: &[bool], ordered: &[String]) -> (Vec<(u32, u32)>, Vec<String>) {
+    if ordered.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let wanted: HashMap<&str, u32> = ordered.iter().enumerate().rev().map(|(p, n)| (n.as_str(), p as u32)).collect();
+    let found: Vec<(u32, u32)> = (0..index.entries.len())
+        .filter(|&i| keep[i])
+        .filter_map(|i| wanted.get(&*index.entries[i].name).map(|&p| (i as u32, p)))
+        .collect();
+    let present: HashSet<u32> = found.iter().map(|&(_, p)| p).collect();
+    let warnings = ordered
+        .iter()
+        .enumerate()
+        .filter(|(p, n)| !present.contains(&(*p as u32)) && wanted[n.as_str()] == *p as u32)
+        .map(|(_, n)| format!("ordered item {n} is not in the input or is filtered out"))
+        .collect();
+    (found, warnings)
+}

@@ -1,0 +1,342 @@
+//! Reading items from the input, once to index them and again, lazily, to back them up.
+//!
+//! The input is a `kubectl get -A -o json` `List` file or a directory of `.json`, `.yaml`
+//! and `.yml` manifests (a YAML file may hold several `---` documents, a JSON or YAML
+//! document may be a `List`). [`scan`] walks it in a deterministic order (directory entries
+//! sorted by name, recursively) and hands every item to a callback together with its
+//! [`Location`]: file, byte offset and length (plus, for an item of a YAML `List`, its
+//! position in that list). [`Sources::load`] re-reads one item from its location.
+//!
+//! Invariants:
+//! - a JSON `List` file is never held in memory whole: a byte-level scanner ([`json_scan`])
+//!   finds each element of `items` and only that element's bytes are parsed, one at a time;
+//! - a YAML file is read whole while it is indexed (YAML has no cheap structural scan) and
+//!   each document is parsed on its own;
+//! - a bad item (malformed, not an object) becomes an [`InputError`] naming the file and the
+//!   item, and the scan goes on with the next one; only a missing or unreadable input path
+//!   is fatal ([`LoadError`]).
+
+mod json_scan;
+
+use serde_json::Value;
+use std::fmt;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// `Location::sub` of an item that is a whole document (not an element of a YAML `List`).
+const WHOLE: u32 = u32::MAX;
+
+/// How a file is parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    Json,
+    Yaml,
+}
+
+/// Where an item's manifest lives, to read it again when its block runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Location {
+    file: u32,
+    start: u64,
+    len: u64,
+    sub: u32,
+}
+
+/// A problem with one item or one file of the input; the other items are still read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    /// The file the item came from.
+    pub file: PathBuf,
+    /// Which item of the file: `items[3]`, `document 2 (line 14)`, the item's name, or
+    /// empty when the whole file is at fault.
+    pub item: String,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.item.is_empty() {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file.display(), self.item, self.message)
+        }
+    }
+}
+
+/// The input as a whole could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// The input path does not exist or cannot be read.
+    #[error("cannot read input {path}: {message}")]
+    Unreadable {
+        /// The path given.
+        path: PathBuf,
+        /// The operating system's reason.
+        message: String,
+    },
+    /// A directory below the input cannot be listed.
+    #[error("cannot list directory {path}: {message}")]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// The operating system's reason.
+        message: String,
+    },
+    /// An `ordered` entry or a filter is not well formed.
+    #[error("invalid option {option}: {message}")]
+    Option {
+        /// The option (`ordered`, `include_resources`, ...).
+        option: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One item found by [`scan`].
+pub(crate) struct Found<'a> {
+    /// Where to read it again.
+    pub loc: Location,
+    /// Its file.
+    pub file: &'a Path,
+    /// Its position in the file, for error messages (`items[3]`, `document 2 (line 5)`).
+    pub position: String,
+    /// Its manifest.
+    pub value: Value,
+}
+
+/// The files of one input, to re-read items from.
+#[derive(Debug, Default)]
+pub(crate) struct Sources {
+    files: Vec<(PathBuf, Format)>,
+}
+
+impl Sources {
+    /// The path of a location's file.
+    pub fn path(&self, loc: &Location) -> &Path {
+        &self.files[loc.file as usize].0
+    }
+
+    /// Reads one item again.
+    pub fn load(&self, loc: &Location) -> Result<Value, String> {
+        let (path, format) = &self.files[loc.file as usize];
+        let mut file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        file.seek(SeekFrom::Start(loc.start)).map_err(|e| format!("cannot seek in {}: {e}", path.display()))?;
+        let mut bytes = Vec::with_capacity(loc.len as usize);
+        file.take(loc.len).read_to_end(&mut bytes).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if bytes.len() as u64 != loc.len {
+            return Err(format!("{} changed since it was indexed", path.display()));
+        }
+        let value = match format {
+            Format::Json => serde_json::from_slice(&bytes).map_err(|e| format!("malformed JSON: {e}"))?,
+            Format::Yaml => parse_yaml(&bytes)?,
+        };
+        match loc.sub {
+            WHOLE => Ok(value),
+            i => value["items"]
+                .get(i as usize)
+                .cloned()
+                .ok_or_else(|| format!("{} changed since it was indexed", path.display())),
+        }
+    }
+}
+
+/// Walks the input, calling `on_item` for every item in a deterministic order; problems with
+/// single files or items are pushed to `errors`.
+pub(crate) fn scan(
+    input: &Path,
+    errors: &mut Vec<InputError>,
+    on_item: &mut dyn FnMut(Found<'_>),
+) -> Result<Sources, LoadError> {
+    let meta = std::fs::metadata(input)
+        .map_err(|e| LoadError::Unreadable { path: input.to_path_buf(), message: e.to_string() })?;
+    let mut files = Vec::new();
+    if meta.is_dir() {
+        list_dir(input, &mut files)?;
+    } else {
+        files.push((input.to_path_buf(), sniff_format(input)));
+    }
+    let mut sources = Sources::default();
+    for (path, format) in files {
+        let id = sources.files.len() as u32;
+        let mut ctx = FileScan { id, path: &path, errors, on_item };
+        match format {
+            Format::Json => ctx.json(),
+            Format::Yaml => ctx.yaml(),
+        }
+        sources.files.push((path, format));
+    }
+    Ok(sources)
+}
+
+/// Manifest files below `dir`, sorted by path.
+fn list_dir(dir: &Path, out: &mut Vec<(PathBuf, Format)>) -> Result<(), LoadError> {
+    let err = |e: std::io::Error| LoadError::Directory { path: dir.to_path_buf(), message: e.to_string() };
+    let mut entries = std::fs::read_dir(dir)
+        .map_err(err)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            list_dir(&path, out)?;
+        } else if let Some(format) = format_by_extension(&path) {
+            out.push((path, format));
+        }
+    }
+    Ok(())
+}
+
+fn format_by_extension(path: &Path) -> Option<Format> {
+    match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+        "json" => Some(Format::Json),
+        "yaml" | "yml" => Some(Format::Yaml),
+        _ => None,
+    }
+}
+
+/// The format of a file named directly: by extension, else JSON if it starts with `{`/`[`.
+fn sniff_format(path: &Path) -> Format {
+    if let Some(f) = format_by_extension(path) {
+        return f;
+    }
+    let mut head = [0u8; 512];
+    let n = File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    match head[..n].iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') | Some(b'[') => Format::Json,
+        _ => Format::Yaml,
+    }
+}
+
+fn parse_yaml(bytes: &[u8]) -> Result<Value, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+    yaml_serde::from_str(text).map_err(|e| format!("malformed YAML: {e}"))
+}
+
+/// Whether a manifest is a `List` (a `kind` ending in `List` and an `items` array).
+pub(crate) fn is_list(value: &Value) -> bool {
+    value["items"].is_array() && value["kind"].as_str().is_none_or(|k| k.ends_with("List"))
+}
+
+struct FileScan<'a> {
+    id: u32,
+    path: &'a Path,
+    errors: &'a mut Vec<InputError>,
+    on_item: &'a mut dyn FnMut(Found<'_>),
+}
+
+impl FileScan<'_> {
+    fn error(&mut self, item: String, message: String) {
+        self.errors.push(InputError { file: self.path.to_path_buf(), item, message });
+    }
+
+    fn emit(&mut self, loc: Location, position: String, value: Value) {
+        (self.on_item)(Found { loc, file: self.path, position, value });
+    }
+
+    fn json(&mut self) {
+        let probe = match json_scan::probe(self.path) {
+            Ok(p) => p,
+            Err(e) => return self.error(String::new(), e),
+        };
+        if probe.is_list() {
+            let (id, path) = (self.id, self.path);
+            let res = json_scan::items(path, &mut |index, start, bytes| {
+                let loc = Location { file: id, start, len: bytes.len() as u64, sub: WHOLE };
+                let position = format!("items[{index}]");
+                match serde_json::from_slice::<Value>(bytes) {
+                    Ok(v) => self.emit(loc, position, v),
+                    Err(e) => self.error(position, format!("malformed JSON: {e}")),
+                }
+            });
+            if let Err(e) = res {
+                self.error(String::new(), e);
+            }
+        } else {
+            self.json_whole(probe.len);
+        }
+    }
+
+    fn json_whole(&mut self, len: u64) {
+        let loc = Location { file: self.id, start: 0, len, sub: WHOLE };
+        let bytes = match std::fs::read(self.path) {
+            Ok(b) => b,
+            Err(e) => return self.error(String::new(), format!("cannot read: {e}")),
+        };
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => self.emit(loc, String::new(), v),
+            Err(e) => self.error(String::new(), format!("malformed JSON: {e}")),
+        }
+    }
+
+    fn yaml(&mut self) {
+        let text = match std::fs::read(self.path).map(String::from_utf8) {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => return self.error(String::new(), format!("not UTF-8: {e}")),
+            Err(e) => return self.error(String::new(), format!("cannot read: {e}")),
+        };
+        for (n, (start, end, line)) in yaml_documents(&text).into_iter().enumerate() {
+            let position = format!("document {} (line {line})", n + 1);
+            let loc = Location { file: self.id, start: start as u64, len: (end - start) as u64, sub: WHOLE };
+            match parse_yaml(&text.as_bytes()[start..end]) {
+                Ok(Value::Null) => {}
+                Ok(v) if is_list(&v) => self.yaml_list(loc, &position, v),
+                Ok(v) => self.emit(loc, position, v),
+                Err(e) => self.error(position, e),
+            }
+        }
+    }
+
+    fn yaml_list(&mut self, doc: Location, position: &str, list: Value) {
+        let Value::Object(mut map) = list else { return };
+        let Some(Value::Array(items)) = map.remove("items") else { return };
+        for (i, item) in items.into_iter().enumerate() {
+            let loc = Location { sub: i as u32, ..doc };
+            self.emit(loc, format!("{position} items[{i}]"), item);
+        }
+    }
+}
+
+/// Byte ranges `(start, end, first line)` of the documents of a YAML stream: a line starting
+/// with `---` (followed by nothing or whitespace) opens a new document. Such a line can only
+/// be a document marker: YAML forbids `---` at column 0 inside content.
+fn yaml_documents(text: &str) -> Vec<(usize, usize, usize)> {
+    let mut docs = Vec::new();
+    let (mut start, mut start_line, mut offset) = (0, 1, 0);
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let marker = line.strip_prefix("---").is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace));
+        if marker && offset > start {
+            docs.push((start, offset, start_line));
+            (start, start_line) = (offset, i + 1);
+        } else if marker {
+            start_line = i + 1;
+        }
+        offset += line.len();
+    }
+    if offset > start {
+        docs.push((start, offset, start_line));
+    }
+    docs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_documents_split_on_markers_only_at_column_zero() {
+        let text = "a: 1\n---\nb: |\n  ---\n  x\n--- \nc: 3\n";
+        let docs = yaml_documents(text);
+        let parts: Vec<&str> = docs.iter().map(|&(s, e, _)| &text[s..e]).collect();
+        assert_eq!(parts, vec!["a: 1\n", "---\nb: |\n  ---\n  x\n", "--- \nc: 3\n"]);
+        assert_eq!(docs.iter().map(|d| d.2).collect::<Vec<_>>(), vec![1, 2, 6]);
+    }
+
+    #[test]
+    fn leading_marker_does_not_make_an_empty_document() {
+        let docs = yaml_documents("---\na: 1\n");
+        assert_eq!(docs, vec![(0, 9, 1)]);
+    }
+}
