@@ -56,19 +56,29 @@ fn partial(path: &Path) -> PathBuf {
 /// Creates `<path>.partial` and the tar.gz stream on it.
 pub(crate) fn create(path: &Path) -> Result<Tar, StartError> {
     let partial = partial(path);
-    let err = |e: io::Error| StartError::Archive { path: partial.clone(), message: e.to_string() };
+    let err = |e: io::Error| StartError::Archive {
+        path: partial.clone(),
+        message: e.to_string(),
+    };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
     let file = File::create(&partial).map_err(err)?;
-    Ok(tar::Builder::new(GzEncoder::new(BufWriter::new(file), Compression::fast())))
+    Ok(tar::Builder::new(GzEncoder::new(
+        BufWriter::new(file),
+        Compression::fast(),
+    )))
 }
 
 fn header(len: u64) -> tar::Header {
     let mut h = tar::Header::new_gnu();
     h.set_size(len);
     h.set_mode(0o644);
-    h.set_mtime(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+    h.set_mtime(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    );
     h.set_entry_type(tar::EntryType::Regular);
     h
 }
@@ -134,12 +144,17 @@ fn write_loop(backup: &Backup, mut tar: Tar, rx: Receiver<WriterMsg>) {
     let mut result = report::result(backup, SystemTime::now());
     let written = report::write_metadata(backup, &result, &mut tar).and_then(|()| {
         let gz = tar.into_inner()?;
-        gz.finish()?.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        gz.finish()?
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()?;
         std::fs::rename(partial(path), path)
     });
     if let Err(e) = written {
         result.phase = crate::result::Phase::Failed;
-        result.reasons.push(format!("cannot write archive {}: {e}", path.display()));
+        result
+            .reasons
+            .push(format!("cannot write archive {}: {e}", path.display()));
     }
     backup.set_result(result);
 }

@@ -46,11 +46,18 @@ pub struct BackupConfig {
 
 impl BackupConfig {
     /// A configuration with the defaults above.
-    pub fn new(name: impl Into<String>, archive_path: impl Into<PathBuf>, data_mover: Arc<dyn DataMover>) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        archive_path: impl Into<PathBuf>,
+        data_mover: Arc<dyn DataMover>,
+    ) -> Self {
         BackupConfig {
             name: name.into(),
             archive_path: archive_path.into(),
-            exec_template: DEFAULT_EXEC_TEMPLATE.iter().map(|s| s.to_string()).collect(),
+            exec_template: DEFAULT_EXEC_TEMPLATE
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             data_upload_selector: String::new(),
             data_mover,
             item_action: None,
@@ -117,7 +124,9 @@ pub(crate) struct Backup {
     pub items_done: AtomicUsize,
     state: Mutex<RunState>,
     pub writer: Sender<WriterMsg>,
-    result: Mutex<Option<BackupResult>>,
+    /// The result once computed, and whether `wait` may return it (after the final
+    /// progress callback).
+    result: Mutex<(Option<BackupResult>, bool)>,
     result_ready: Condvar,
 }
 
@@ -144,7 +153,7 @@ impl Backup {
             items_done: AtomicUsize::new(0),
             state: Mutex::new(state),
             writer,
-            result: Mutex::new(None),
+            result: Mutex::new((None, false)),
             result_ready: Condvar::new(),
         }
     }
@@ -171,7 +180,8 @@ impl Backup {
         let mut st = self.state();
         for &i in &items {
             st.items[i] = ItemStatus::Skipped;
-            st.messages.insert(i as u32, (Some(reason.to_string()), None));
+            st.messages
+                .insert(i as u32, (Some(reason.to_string()), None));
         }
         drop(st);
         self.items_done.fetch_add(items.len(), Ordering::AcqRel);
@@ -194,25 +204,42 @@ impl Backup {
         }
     }
 
-    /// Publishes the final result (called once, by the writer).
+    /// Publishes the final result (called once, by the writer): visible to
+    /// [`BackupHandle::try_result`] first, then the final progress callback runs, then
+    /// [`BackupHandle::wait`] returns.
     pub fn set_result(&self, result: BackupResult) {
-        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
-        self.result_ready.notify_all();
+        self.result.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(result);
         self.report_progress(true);
+        self.result.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+        self.result_ready.notify_all();
+    }
+
+    fn peek_result(&self) -> Option<BackupResult> {
+        self.result
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .clone()
     }
 
     fn wait_result(&self, timeout: Option<Duration>) -> Option<BackupResult> {
         let mut guard = self.result.lock().unwrap_or_else(|p| p.into_inner());
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
         loop {
-            if let Some(r) = guard.as_ref() {
-                return Some(r.clone());
+            if guard.1 {
+                return guard.0.clone();
             }
             guard = match deadline {
-                None => self.result_ready.wait(guard).unwrap_or_else(|p| p.into_inner()),
+                None => self
+                    .result_ready
+                    .wait(guard)
+                    .unwrap_or_else(|p| p.into_inner()),
                 Some(d) => {
                     let left = d.checked_duration_since(std::time::Instant::now())?;
-                    self.result_ready.wait_timeout(guard, left).unwrap_or_else(|p| p.into_inner()).0
+                    self.result_ready
+                        .wait_timeout(guard, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
                 }
             };
         }
@@ -263,8 +290,8 @@ impl BackupHandle {
         self.backup.wait_result(Some(timeout))
     }
 
-    /// The result if the backup has ended.
+    /// The result if the backup has ended (already inside the final progress callback).
     pub fn try_result(&self) -> Option<BackupResult> {
-        self.backup.wait_result(Some(Duration::ZERO))
+        self.backup.peek_result()
     }
 }

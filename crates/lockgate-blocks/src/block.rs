@@ -56,11 +56,18 @@ pub(crate) fn record_panic(backup: &Backup, block: usize) {
     for &i in &items {
         if matches!(st.items[i], ItemStatus::Pending) {
             st.items[i] = ItemStatus::Failed;
-            st.messages.insert(i as u32, (Some("internal error: the block's worker panicked".into()), None));
+            st.messages.insert(
+                i as u32,
+                (
+                    Some("internal error: the block's worker panicked".into()),
+                    None,
+                ),
+            );
         }
     }
     st.block_times[block].1 = Some(SystemTime::now());
-    st.reasons.push(format!("block {block}: internal error (worker panicked)"));
+    st.reasons
+        .push(format!("block {block}: internal error (worker panicked)"));
     drop(st);
     backup.items_done.fetch_add(items.len(), Ordering::AcqRel);
     backup.blocks_done.fetch_add(1, Ordering::AcqRel);
@@ -108,7 +115,9 @@ impl<'a> BlockRun<'a> {
                 }
             })
             .collect();
-        let pods = (0..items.len()).filter(|&p| items[p].is_core("Pod") && manifests[p].is_some()).collect();
+        let pods = (0..items.len())
+            .filter(|&p| items[p].is_core("Pod") && manifests[p].is_some())
+            .collect();
         BlockRun {
             b,
             block,
@@ -139,7 +148,11 @@ impl<'a> BlockRun<'a> {
     }
 
     fn post_hooks(&mut self) {
-        let pods = if self.stop.is_some() { self.pre_ran.clone() } else { self.pods.clone() };
+        let pods = if self.stop.is_some() {
+            self.pre_ran.clone()
+        } else {
+            self.pods.clone()
+        };
         for p in pods {
             if let Err(reason) = self.hook(p, HookPhase::Post) {
                 self.reasons.push(reason);
@@ -153,7 +166,11 @@ impl<'a> BlockRun<'a> {
         let manifest = self.manifests[p].as_ref().expect("pods are loaded");
         let ns = item.namespace.unwrap_or_default();
         let pod = format!("{ns}/{}", item.short_name);
-        let phase_name = if phase == HookPhase::Pre { "pre" } else { "post" };
+        let phase_name = if phase == HookPhase::Pre {
+            "pre"
+        } else {
+            "post"
+        };
         let mut record = HookResult {
             block: self.block,
             pod: pod.clone(),
@@ -170,7 +187,13 @@ impl<'a> BlockRun<'a> {
         match hooks::pod_hook(manifest, phase) {
             Ok(None) => return Ok(()),
             Ok(Some(h)) => {
-                let argv = hooks::expand_template(&self.b.config.exec_template, ns, item.short_name, &h.container, &h.command);
+                let argv = hooks::expand_template(
+                    &self.b.config.exec_template,
+                    ns,
+                    item.short_name,
+                    &h.container,
+                    &h.command,
+                );
                 let out = hooks::run(&argv, h.timeout);
                 record.container = h.container;
                 record.command = h.command;
@@ -187,7 +210,10 @@ impl<'a> BlockRun<'a> {
             }
         }
         let failure = record.error.clone().map(|e| {
-            format!("block {}: {phase_name}-hook of pod {pod} (container {:?}) failed: {e}", self.block, record.container)
+            format!(
+                "block {}: {phase_name}-hook of pod {pod} (container {:?}) failed: {e}",
+                self.block, record.container
+            )
         });
         let fail = record.on_error == OnError::Fail;
         self.hooks.push(record);
@@ -219,15 +245,24 @@ impl<'a> BlockRun<'a> {
     }
 
     /// Backs up item `p`; `Ok(note)`.
-    fn item(&mut self, p: usize, covered: &HashSet<(String, String)>) -> Result<Option<String>, String> {
+    fn item(
+        &mut self,
+        p: usize,
+        covered: &HashSet<(String, String)>,
+    ) -> Result<Option<String>, String> {
         let item = self.items[p];
-        let manifest = self.manifests[p].as_mut().expect("pending items are loaded");
+        let manifest = self.manifests[p]
+            .as_mut()
+            .expect("pending items are loaded");
         if let Some(action) = &self.b.config.item_action {
             action.execute(&item, manifest)?;
         }
         let data = serde_json::to_vec(&*manifest).map_err(|e| format!("cannot serialize: {e}"))?;
         let path = item.archive_path();
-        self.b.writer.send(WriterMsg::Entry { path, data }).map_err(|_| "the archive writer has stopped".to_string())?;
+        self.b
+            .writer
+            .send(WriterMsg::Entry { path, data })
+            .map_err(|_| "the archive writer has stopped".to_string())?;
         if item.is_core("PersistentVolumeClaim") {
             return self.submit_pvc(p, covered);
         }
@@ -243,15 +278,24 @@ impl<'a> BlockRun<'a> {
         for &p in &self.pods {
             let pod = self.manifests[p].as_ref().expect("pods are loaded");
             for vol in opted_volumes(pod) {
-                if let Some(claim) = volume_of(pod, &vol).and_then(|v| v["persistentVolumeClaim"]["claimName"].as_str()) {
-                    out.insert((self.items[p].namespace.unwrap_or_default().to_string(), claim.to_string()));
+                if let Some(claim) = volume_of(pod, &vol)
+                    .and_then(|v| v["persistentVolumeClaim"]["claimName"].as_str())
+                {
+                    out.insert((
+                        self.items[p].namespace.unwrap_or_default().to_string(),
+                        claim.to_string(),
+                    ));
                 }
             }
         }
         out
     }
 
-    fn submit_pvc(&mut self, p: usize, covered: &HashSet<(String, String)>) -> Result<Option<String>, String> {
+    fn submit_pvc(
+        &mut self,
+        p: usize,
+        covered: &HashSet<(String, String)>,
+    ) -> Result<Option<String>, String> {
         let item = self.items[p];
         let pvc = self.manifests[p].as_ref().expect("loaded");
         let ns = item.namespace.unwrap_or_default().to_string();
@@ -270,8 +314,19 @@ impl<'a> BlockRun<'a> {
             storage_class: pvc["spec"]["storageClassName"].as_str().map(str::to_string),
             node_selector: self.b.config.data_upload_selector.clone(),
         };
-        let handle = self.b.config.data_mover.submit_pvc_upload(&request).map_err(|e| e.to_string())?;
-        self.waits.push(Wait { pos: p, pvc: true, volume: None, handle, submitted: Instant::now() });
+        let handle = self
+            .b
+            .config
+            .data_mover
+            .submit_pvc_upload(&request)
+            .map_err(|e| e.to_string())?;
+        self.waits.push(Wait {
+            pos: p,
+            pvc: true,
+            volume: None,
+            handle,
+            submitted: Instant::now(),
+        });
         Ok(None)
     }
 
@@ -288,20 +343,37 @@ impl<'a> BlockRun<'a> {
             .to_string();
         let mut requests = Vec::new();
         for vol in volumes {
-            let spec = volume_of(pod, &vol).ok_or_else(|| format!("{BACKUP_VOLUMES_ANNOTATION} names volume {vol:?}, which the pod does not have"))?;
+            let spec = volume_of(pod, &vol).ok_or_else(|| {
+                format!(
+                    "{BACKUP_VOLUMES_ANNOTATION} names volume {vol:?}, which the pod does not have"
+                )
+            })?;
             requests.push(PodVolumeBackup {
                 backup: self.b.config.name.clone(),
                 item: item.name.to_string(),
                 namespace: item.namespace.unwrap_or_default().to_string(),
                 pod: item.short_name.to_string(),
                 node: node.clone(),
-                pvc: spec["persistentVolumeClaim"]["claimName"].as_str().map(str::to_string),
+                pvc: spec["persistentVolumeClaim"]["claimName"]
+                    .as_str()
+                    .map(str::to_string),
                 volume: vol,
             });
         }
         for r in requests {
-            let handle = self.b.config.data_mover.submit_pod_volume_backup(&r).map_err(|e| e.to_string())?;
-            self.waits.push(Wait { pos: p, pvc: false, volume: Some(r.volume), handle, submitted: Instant::now() });
+            let handle = self
+                .b
+                .config
+                .data_mover
+                .submit_pod_volume_backup(&r)
+                .map_err(|e| e.to_string())?;
+            self.waits.push(Wait {
+                pos: p,
+                pvc: false,
+                volume: Some(r.volume),
+                handle,
+                submitted: Instant::now(),
+            });
         }
         Ok(())
     }
@@ -309,12 +381,21 @@ impl<'a> BlockRun<'a> {
     /// Waits until every snapshot is taken and every pod-volume backup has finished.
     fn wait_data(&mut self) {
         for mut w in std::mem::take(&mut self.waits) {
-            let outcome = if w.pvc { w.handle.wait_snapshot_taken() } else { w.handle.wait_finished() };
+            let outcome = if w.pvc {
+                w.handle.wait_snapshot_taken()
+            } else {
+                w.handle.wait_finished()
+            };
             let ms = Some(w.submitted.elapsed().as_millis() as u64);
             let item = self.items[w.pos];
             let mut rec = UploadResult {
                 item: item.name.to_string(),
-                kind: if w.pvc { "data-upload" } else { "pod-volume-backup" }.to_string(),
+                kind: if w.pvc {
+                    "data-upload"
+                } else {
+                    "pod-volume-backup"
+                }
+                .to_string(),
                 volume: w.volume.take(),
                 snapshot_ms: if w.pvc { ms } else { None },
                 finished_ms: if w.pvc { None } else { ms },
@@ -326,7 +407,12 @@ impl<'a> BlockRun<'a> {
                 self.uploads.push((rec, None));
                 continue;
             }
-            let pending = w.pvc.then(|| PendingUpload { item: item.index as u32, record: 0, handle: w.handle, submitted: w.submitted });
+            let pending = w.pvc.then(|| PendingUpload {
+                item: item.index as u32,
+                record: 0,
+                handle: w.handle,
+                submitted: w.submitted,
+            });
             self.uploads.push((rec, pending));
         }
     }
@@ -368,10 +454,19 @@ impl<'a> BlockRun<'a> {
 fn opted_volumes(pod: &Value) -> Vec<String> {
     pod["metadata"]["annotations"][BACKUP_VOLUMES_ANNOTATION]
         .as_str()
-        .map(|s| s.split(',').map(str::trim).filter(|v| !v.is_empty()).map(str::to_string).collect())
+        .map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 fn volume_of<'v>(pod: &'v Value, name: &str) -> Option<&'v Value> {
-    pod["spec"]["volumes"].as_array()?.iter().find(|v| v["name"].as_str() == Some(name))
+    pod["spec"]["volumes"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"].as_str() == Some(name))
 }

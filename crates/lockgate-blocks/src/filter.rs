@@ -43,24 +43,29 @@ impl Filters {
 
     /// Whether items of namespace `ns` are taken.
     pub fn namespace_ok(&self, ns: &str) -> bool {
-        let included = is_all(&self.include_namespaces) || self.include_namespaces.iter().any(|n| n == ns);
+        let included =
+            is_all(&self.include_namespaces) || self.include_namespaces.iter().any(|n| n == ns);
         included && !self.exclude_namespaces.iter().any(|n| n == ns)
     }
 
     /// Whether items of this kind are taken.
     pub fn resource_ok(&self, info: &KindInfo) -> bool {
-        let included = is_all(&self.include_resources) || self.include_resources.iter().any(|p| names_kind(p, info));
+        let included = is_all(&self.include_resources)
+            || self.include_resources.iter().any(|p| names_kind(p, info));
         included && !self.exclude_resources.iter().any(|p| names_kind(p, info))
     }
 
     /// Whether labels pass the label selector.
     pub fn labels_ok(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.label_selector.as_ref().is_none_or(|s| s.matches_map(labels))
+        self.label_selector
+            .as_ref()
+            .is_none_or(|s| s.matches_map(labels))
     }
 
     /// Whether a cluster-scoped item is taken on its own (not only as a related item).
     pub fn cluster_direct(&self) -> bool {
-        self.include_cluster_resources.unwrap_or(!self.namespace_filtered())
+        self.include_cluster_resources
+            .unwrap_or(!self.namespace_filtered())
     }
 
     /// Whether a cluster-scoped item may be taken because a taken item relates to it.

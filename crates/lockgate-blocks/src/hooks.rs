@@ -26,8 +26,17 @@ pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes of stdout and of stderr kept per hook.
 pub const OUTPUT_LIMIT: usize = 4096;
 /// The exec template used when none is configured.
-pub const DEFAULT_EXEC_TEMPLATE: &[&str] =
-    &["kubectl", "exec", "-n", "{namespace}", "{pod}", "-c", "{container}", "--", "{command}"];
+pub const DEFAULT_EXEC_TEMPLATE: &[&str] = &[
+    "kubectl",
+    "exec",
+    "-n",
+    "{namespace}",
+    "{pod}",
+    "-c",
+    "{container}",
+    "--",
+    "{command}",
+];
 
 /// Before or after the block's items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,11 +96,19 @@ pub fn pod_hook(pod: &Value, phase: HookPhase) -> Result<Option<Hook>, (String, 
         None | Some("Fail") => OnError::Fail,
         Some("Continue") => OnError::Continue,
         Some(other) => {
-            let msg = format!("annotation {}/on-error is {other:?}: expected \"Continue\" or \"Fail\"", phase.prefix());
+            let msg = format!(
+                "annotation {}/on-error is {other:?}: expected \"Continue\" or \"Fail\"",
+                phase.prefix()
+            );
             return Err((msg, OnError::Fail));
         }
     };
-    let bad = |key: &str, msg: String| (format!("annotation {}/{key}: {msg}", phase.prefix()), on_error);
+    let bad = |key: &str, msg: String| {
+        (
+            format!("annotation {}/{key}: {msg}", phase.prefix()),
+            on_error,
+        )
+    };
     let command = parse_command(command).map_err(|m| bad("command", m))?;
     let timeout = match get("timeout") {
         Some(t) => parse_go_duration(t).map_err(|m| bad("timeout", m))?,
@@ -101,19 +118,34 @@ pub fn pod_hook(pod: &Value, phase: HookPhase) -> Result<Option<Hook>, (String, 
         Some(c) => c.to_string(),
         None => pod["spec"]["containers"][0]["name"]
             .as_str()
-            .ok_or_else(|| bad("container", "not given and the pod has no containers".into()))?
+            .ok_or_else(|| {
+                bad(
+                    "container",
+                    "not given and the pod has no containers".into(),
+                )
+            })?
             .to_string(),
     };
-    Ok(Some(Hook { phase, container, command, on_error, timeout }))
+    Ok(Some(Hook {
+        phase,
+        container,
+        command,
+        on_error,
+        timeout,
+    }))
 }
 
 fn parse_command(text: &str) -> Result<Vec<String>, String> {
     let t = text.trim();
     if !t.starts_with('[') {
-        return if t.is_empty() { Err("empty command".into()) } else { Ok(vec![t.to_string()]) };
+        return if t.is_empty() {
+            Err("empty command".into())
+        } else {
+            Ok(vec![t.to_string()])
+        };
     }
-    let argv: Vec<String> =
-        serde_json::from_str(t).map_err(|e| format!("{t:?} is not a JSON array of strings: {e}"))?;
+    let argv: Vec<String> = serde_json::from_str(t)
+        .map_err(|e| format!("{t:?} is not a JSON array of strings: {e}"))?;
     if argv.is_empty() {
         return Err("empty command array".into());
     }
@@ -129,14 +161,19 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
     if let Ok(secs) = t.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    let expected = || format!("invalid duration {text:?}: expected e.g. \"30s\", \"1m30s\", \"500ms\"");
+    let expected =
+        || format!("invalid duration {text:?}: expected e.g. \"30s\", \"1m30s\", \"500ms\"");
     let mut total = Duration::ZERO;
     let mut rest = t;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
         let num: f64 = rest[..digits].parse().map_err(|_| expected())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ms" => 0.001,
             "s" => 1.0,
@@ -154,7 +191,13 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Expands an exec template for one hook.
-pub fn expand_template(template: &[String], namespace: &str, pod: &str, container: &str, command: &[String]) -> Vec<String> {
+pub fn expand_template(
+    template: &[String],
+    namespace: &str,
+    pod: &str,
+    container: &str,
+    command: &[String],
+) -> Vec<String> {
     let mut argv = Vec::with_capacity(template.len() + command.len());
     for part in template {
         if part == "{command}" {
@@ -195,7 +238,11 @@ pub fn run(argv: &[String], timeout: Duration) -> HookRun {
         return out;
     };
     let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -217,13 +264,20 @@ pub fn run(argv: &[String], timeout: Duration) -> HookRun {
         Some(Err(e)) => out.error = Some(format!("cannot wait for {program:?}: {e}")),
         None => out.error = Some(format!("timed out after {timeout:?}; killed")),
     }
-    out.stdout = stdout.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
-    out.stderr = stderr.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
+    out.stdout = stdout
+        .recv_timeout(Duration::from_secs(1))
+        .unwrap_or_default();
+    out.stderr = stderr
+        .recv_timeout(Duration::from_secs(1))
+        .unwrap_or_default();
     out
 }
 
 /// Waits for the child until `deadline`; `None` when it had to be killed.
-fn wait_until(child: &mut std::process::Child, deadline: Instant) -> Option<std::io::Result<std::process::ExitStatus>> {
+fn wait_until(
+    child: &mut std::process::Child,
+    deadline: Instant,
+) -> Option<std::io::Result<std::process::ExitStatus>> {
     let mut pause = Duration::from_millis(1);
     loop {
         match child.try_wait() {
@@ -233,7 +287,10 @@ fn wait_until(child: &mut std::process::Child, deadline: Instant) -> Option<std:
         }
         let now = Instant::now();
         if now >= deadline {
-            let _ = rustix::process::kill_process_group(rustix::process::Pid::from_child(child), rustix::process::Signal::KILL);
+            let _ = rustix::process::kill_process_group(
+                rustix::process::Pid::from_child(child),
+                rustix::process::Signal::KILL,
+            );
             let _ = child.kill();
             let _ = child.wait();
             return None;
@@ -308,20 +365,50 @@ mod tests {
             "post.hook.backup.lockgate.io/command": "[\"unterminated",
             "post.hook.backup.lockgate.io/on-error": "Continue"}}});
         let (msg, on_error) = pod_hook(&pod, HookPhase::Post).unwrap_err();
-        assert!(msg.contains("post.hook.backup.lockgate.io/command"), "{msg}");
+        assert!(
+            msg.contains("post.hook.backup.lockgate.io/command"),
+            "{msg}"
+        );
         assert_eq!(on_error, OnError::Continue);
     }
 
     #[test]
     fn template_expands_command_as_separate_arguments() {
-        let t: Vec<String> = DEFAULT_EXEC_TEMPLATE.iter().map(|s| s.to_string()).collect();
-        let argv = expand_template(&t, "app", "web-0", "db", &["sh".into(), "-c".into(), "sync; echo ok".into()]);
-        assert_eq!(argv, ["kubectl", "exec", "-n", "app", "web-0", "-c", "db", "--", "sh", "-c", "sync; echo ok"]);
+        let t: Vec<String> = DEFAULT_EXEC_TEMPLATE
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let argv = expand_template(
+            &t,
+            "app",
+            "web-0",
+            "db",
+            &["sh".into(), "-c".into(), "sync; echo ok".into()],
+        );
+        assert_eq!(
+            argv,
+            [
+                "kubectl",
+                "exec",
+                "-n",
+                "app",
+                "web-0",
+                "-c",
+                "db",
+                "--",
+                "sh",
+                "-c",
+                "sync; echo ok"
+            ]
+        );
     }
 
     #[test]
     fn run_reports_exit_code_and_output() {
-        let ok = run(&["sh".into(), "-c".into(), "echo hi; exit 3".into()], Duration::from_secs(5));
+        let ok = run(
+            &["sh".into(), "-c".into(), "echo hi; exit 3".into()],
+            Duration::from_secs(5),
+        );
         assert_eq!(ok.exit_code, Some(3));
         assert_eq!(ok.stdout, "hi\n");
         assert!(ok.error.unwrap().contains("exit"));
@@ -331,7 +418,10 @@ mod tests {
 
     #[test]
     fn run_kills_the_process_group_at_the_timeout() {
-        let r = run(&["sh".into(), "-c".into(), "sleep 30; echo late".into()], Duration::from_millis(200));
+        let r = run(
+            &["sh".into(), "-c".into(), "sleep 30; echo late".into()],
+            Duration::from_millis(200),
+        );
         assert!(r.error.unwrap().contains("timed out"));
         assert!(r.duration < Duration::from_secs(5), "{:?}", r.duration);
     }

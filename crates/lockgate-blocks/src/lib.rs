@@ -47,10 +47,15 @@ pub mod source;
 pub use backup::{BackupConfig, BackupHandle, ProgressFn, StartError};
 pub use block::BACKUP_VOLUMES_ANNOTATION;
 pub use filter::Filters;
-pub use mover::{DataMover, ItemAction, MoverError, MoverHandle, NoopMover, PodVolumeBackup, PvcUpload};
+pub use mover::{
+    DataMover, ItemAction, MoverError, MoverHandle, NoopMover, PodVolumeBackup, PvcUpload,
+};
 pub use plan::{ItemRef, Plan, PlanOptions, DEFAULT_VOLUME_GROUP_LABEL};
 pub use pool::{run_to_completion, PoolConfig, WorkerPool};
-pub use result::{BackupResult, BlockRun, Counts, HookResult, ItemResult, ItemStatus, Phase, Progress, UploadResult};
+pub use result::{
+    BackupResult, BlockRun, Counts, HookResult, ItemResult, ItemStatus, Phase, Progress,
+    UploadResult,
+};
 pub use source::{InputError, LoadError};
 
 /// Reads `input` and returns the blocks as JSON, running nothing (`--dry-run`).

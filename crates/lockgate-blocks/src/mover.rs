@@ -91,7 +91,10 @@ pub trait DataMover: Send + Sync {
     ///
     /// # Errors
     /// [`MoverError::Submit`] when the job cannot be submitted.
-    fn submit_pod_volume_backup(&self, request: &PodVolumeBackup) -> Result<Box<dyn MoverHandle>, MoverError>;
+    fn submit_pod_volume_backup(
+        &self,
+        request: &PodVolumeBackup,
+    ) -> Result<Box<dyn MoverHandle>, MoverError>;
 }
 
 /// A [`DataMover`] for manifest-only backups and tests: every movement is done at once.
@@ -113,7 +116,10 @@ impl DataMover for NoopMover {
     fn submit_pvc_upload(&self, _: &PvcUpload) -> Result<Box<dyn MoverHandle>, MoverError> {
         Ok(Box::new(Done))
     }
-    fn submit_pod_volume_backup(&self, _: &PodVolumeBackup) -> Result<Box<dyn MoverHandle>, MoverError> {
+    fn submit_pod_volume_backup(
+        &self,
+        _: &PodVolumeBackup,
+    ) -> Result<Box<dyn MoverHandle>, MoverError> {
         Ok(Box::new(Done))
     }
 }

@@ -75,7 +75,10 @@ pub fn plural_of(kind: &str) -> String {
         return lower + "es";
     }
     let bytes = lower.as_bytes();
-    if bytes.len() >= 2 && bytes[bytes.len() - 1] == b'y' && !b"aeiou".contains(&bytes[bytes.len() - 2]) {
+    if bytes.len() >= 2
+        && bytes[bytes.len() - 1] == b'y'
+        && !b"aeiou".contains(&bytes[bytes.len() - 2])
+    {
         return format!("{}ies", &lower[..lower.len() - 1]);
     }
     lower + "s"
@@ -137,8 +140,12 @@ impl KindTable {
             return false;
         };
         let cluster = spec["scope"].as_str() == Some("Cluster");
-        let names = CrdNames { plural: plural.to_ascii_lowercase(), cluster };
-        self.crds.insert((group.to_string(), kind.to_string()), names);
+        let names = CrdNames {
+            plural: plural.to_ascii_lowercase(),
+            cluster,
+        };
+        self.crds
+            .insert((group.to_string(), kind.to_string()), names);
         true
     }
 
@@ -148,7 +155,12 @@ impl KindTable {
             Some(crd) => (crd.plural.clone(), crd.cluster),
             None => (plural_of(kind), is_well_known_cluster_kind(kind)),
         };
-        KindInfo { kind: kind.to_string(), group: group.to_string(), resource: qualified(&plural, group), cluster }
+        KindInfo {
+            kind: kind.to_string(),
+            group: group.to_string(),
+            resource: qualified(&plural, group),
+            cluster,
+        }
     }
 }
 
@@ -177,9 +189,19 @@ mod tests {
     #[case("v1", "Pod", "pods", false)]
     #[case("v1", "PersistentVolume", "persistentvolumes", true)]
     #[case("apps/v1", "Deployment", "deployments.apps", false)]
-    #[case("storage.k8s.io/v1", "StorageClass", "storageclasses.storage.k8s.io", true)]
+    #[case(
+        "storage.k8s.io/v1",
+        "StorageClass",
+        "storageclasses.storage.k8s.io",
+        true
+    )]
     #[case("example.com/v1", "Widget", "widgets.example.com", false)]
-    fn kinds_resolve_without_crds(#[case] api: &str, #[case] kind: &str, #[case] res: &str, #[case] cluster: bool) {
+    fn kinds_resolve_without_crds(
+        #[case] api: &str,
+        #[case] kind: &str,
+        #[case] res: &str,
+        #[case] cluster: bool,
+    ) {
         let info = KindTable::default().resolve(group_of(api), kind);
         assert_eq!((info.resource.as_str(), info.cluster), (res, cluster));
     }
@@ -199,6 +221,9 @@ mod tests {
     #[test]
     fn names_have_namespace_only_when_namespaced() {
         assert_eq!(item_name("pods", Some("app"), "web-0"), "pods/app/web-0");
-        assert_eq!(item_name("persistentvolumes", None, "pv-1"), "persistentvolumes/pv-1");
+        assert_eq!(
+            item_name("persistentvolumes", None, "pv-1"),
+            "persistentvolumes/pv-1"
+        );
     }
 }

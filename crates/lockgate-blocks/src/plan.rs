@@ -74,13 +74,18 @@ impl PlanOptions {
                 if !(g.starts_with("label:") || g.starts_with("field:")) || g.ends_with(':') {
                     return Err(LoadError::Option {
                         option: "blocks.rule.group_by",
-                        message: format!("{g:?}: expected \"label:<name>\" or \"field:<dotted.path>\""),
+                        message: format!(
+                            "{g:?}: expected \"label:<name>\" or \"field:<dotted.path>\""
+                        ),
                     });
                 }
             }
         }
         if self.volume_group_label.is_empty() {
-            return Err(LoadError::Option { option: "volume_group_label", message: "must not be empty".into() });
+            return Err(LoadError::Option {
+                option: "volume_group_label",
+                message: "must not be empty".into(),
+            });
         }
         Ok(())
     }
@@ -109,8 +114,14 @@ impl ItemRef<'_> {
     /// Path of the item's manifest in the archive.
     pub fn archive_path(&self) -> String {
         match self.namespace {
-            Some(ns) => format!("resources/{}/namespaces/{ns}/{}.json", self.resource, self.short_name),
-            None => format!("resources/{}/cluster/{}.json", self.resource, self.short_name),
+            Some(ns) => format!(
+                "resources/{}/namespaces/{ns}/{}.json",
+                self.resource, self.short_name
+            ),
+            None => format!(
+                "resources/{}/cluster/{}.json",
+                self.resource, self.short_name
+            ),
         }
     }
 
@@ -149,7 +160,11 @@ impl Plan {
     pub fn load(input: &Path, options: &PlanOptions) -> Result<Plan, LoadError> {
         options.validate()?;
         let (mut index, sources) = Index::build(input, options)?;
-        let kinds: Vec<KindInfo> = index.kinds.iter().map(|(g, k)| index.table.resolve(g, k)).collect();
+        let kinds: Vec<KindInfo> = index
+            .kinds
+            .iter()
+            .map(|(g, k)| index.table.resolve(g, k))
+            .collect();
         let default_ns = index.ns_id(DEFAULT_NAMESPACE);
         for e in &mut index.entries {
             if kinds[e.kind as usize].cluster {
@@ -181,12 +196,19 @@ impl Plan {
         let mut it = keep.iter();
         entries.retain(|_| *it.next().expect("one flag per entry"));
         entries.shrink_to_fit();
-        let ordered: HashMap<u32, u32> = ordered.into_iter().map(|(raw, pos)| (new_index[raw as usize], pos)).collect();
+        let ordered: HashMap<u32, u32> = ordered
+            .into_iter()
+            .map(|(raw, pos)| (new_index[raw as usize], pos))
+            .collect();
         drop(new_index);
         let ranks: Vec<u8> = kinds.iter().map(rank).collect();
         let blocks = order::blocks(members, |i| {
             let e = &entries[i as usize];
-            ItemKey { ordered: ordered.get(&i).copied().unwrap_or(u32::MAX), rank: ranks[e.kind as usize], name: &e.name }
+            ItemKey {
+                ordered: ordered.get(&i).copied().unwrap_or(u32::MAX),
+                rank: ranks[e.kind as usize],
+                name: &e.name,
+            }
         });
         Ok(Plan {
             sources,
@@ -221,8 +243,13 @@ impl Plan {
     /// # Panics
     /// If `b >= block_count()`.
     pub fn block(&self, b: usize) -> impl ExactSizeIterator<Item = ItemRef<'_>> + '_ {
-        let (s, e) = (self.block_starts[b] as usize, self.block_starts[b + 1] as usize);
-        self.block_items[s..e].iter().map(|&i| self.item(i as usize))
+        let (s, e) = (
+            self.block_starts[b] as usize,
+            self.block_starts[b + 1] as usize,
+        );
+        self.block_items[s..e]
+            .iter()
+            .map(|&i| self.item(i as usize))
     }
 
     /// Item `i`.
@@ -234,7 +261,15 @@ impl Plan {
         let k = &self.kinds[e.kind as usize];
         let namespace = (e.ns != NO_NS).then(|| &*self.namespaces[e.ns as usize]);
         let short_name = e.name.rsplit('/').next().unwrap_or(&e.name);
-        ItemRef { index: i, name: &e.name, short_name, resource: &k.resource, kind: &k.kind, group: &k.group, namespace }
+        ItemRef {
+            index: i,
+            name: &e.name,
+            short_name,
+            resource: &k.resource,
+            kind: &k.kind,
+            group: &k.group,
+            namespace,
+        }
     }
 
     /// Reads item `i`'s manifest again from the input.
@@ -259,7 +294,10 @@ impl Plan {
     /// `[{"index": 0, "items": ["pods/app/web-0", ...]}, ...]`, in start order.
     pub fn blocks_json(&self) -> String {
         let blocks: Vec<DryBlock<'_>> = (0..self.block_count())
-            .map(|b| DryBlock { index: b, items: self.block(b).map(|i| i.name).collect() })
+            .map(|b| DryBlock {
+                index: b,
+                items: self.block(b).map(|i| i.name).collect(),
+            })
             .collect();
         serde_json::to_string_pretty(&blocks).expect("plain data serializes")
     }
@@ -289,7 +327,11 @@ struct Lookup<'a> {
 
 impl<'a> Lookup<'a> {
     fn new(index: &'a Index, kinds: &[KindInfo]) -> Lookup<'a> {
-        let mut l = Lookup { pvcs: HashMap::new(), pvs: HashMap::new(), namespaces: HashMap::new() };
+        let mut l = Lookup {
+            pvcs: HashMap::new(),
+            pvs: HashMap::new(),
+            namespaces: HashMap::new(),
+        };
         for (i, e) in index.entries.iter().enumerate() {
             match rank_kind(&kinds[e.kind as usize]) {
                 Some("PersistentVolumeClaim") => l.pvcs.entry((e.ns, &*e.name)).or_insert(i as u32),
@@ -393,7 +435,12 @@ fn name_items(index: &mut Index, kinds: &[KindInfo], keep: &[bool]) {
 }
 
 /// Leaves out every later occurrence of an item name, with an error naming both files.
-fn drop_duplicates(index: &Index, sources: &Sources, keep: &mut [bool], errors: &mut Vec<InputError>) {
+fn drop_duplicates(
+    index: &Index,
+    sources: &Sources,
+    keep: &mut [bool],
+    errors: &mut Vec<InputError>,
+) {
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(index.entries.len());
     for (i, e) in index.entries.iter().enumerate() {
         if !keep[i] {
@@ -404,7 +451,10 @@ fn drop_duplicates(index: &Index, sources: &Sources, keep: &mut [bool], errors: 
             errors.push(InputError {
                 file: sources.path(&e.loc).to_path_buf(),
                 item: e.name.to_string(),
-                message: format!("duplicate item (first in {}); only the first is backed up", sources.path(&index.entries[first].loc).display()),
+                message: format!(
+                    "duplicate item (first in {}); only the first is backed up",
+                    sources.path(&index.entries[first].loc).display()
+                ),
             });
         } else {
             seen.insert(&e.name, i);
@@ -413,11 +463,20 @@ fn drop_duplicates(index: &Index, sources: &Sources, keep: &mut [bool], errors: 
 }
 
 /// `(entry, position)` of every ordered item found, and warnings for those not found.
-fn ordered_positions(index: &Index, keep: &[bool], ordered: &[String]) -> (Vec<(u32, u32)>, Vec<String>) {
+fn ordered_positions(
+    index: &Index,
+    keep: &[bool],
+    ordered: &[String],
+) -> (Vec<(u32, u32)>, Vec<String>) {
     if ordered.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let wanted: HashMap<&str, u32> = ordered.iter().enumerate().rev().map(|(p, n)| (n.as_str(), p as u32)).collect();
+    let wanted: HashMap<&str, u32> = ordered
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(p, n)| (n.as_str(), p as u32))
+        .collect();
     let found: Vec<(u32, u32)> = (0..index.entries.len())
         .filter(|&i| keep[i])
         .filter_map(|i| wanted.get(&*index.entries[i].name).map(|&p| (i as u32, p)))

@@ -40,7 +40,10 @@ pub struct PoolConfig {
 impl Default for PoolConfig {
     fn default() -> Self {
         let workers = std::thread::available_parallelism().map_or(4, |n| n.get());
-        PoolConfig { workers, channel_capacity: workers }
+        PoolConfig {
+            workers,
+            channel_capacity: workers,
+        }
     }
 }
 
@@ -76,10 +79,16 @@ impl WorkerPool {
             .expect("spawn dispatcher")];
         for n in 0..config.workers.max(1) {
             let (rx, ctrl) = (jobs_rx.clone(), ctrl.clone());
-            let t = std::thread::Builder::new().name(format!("blocks-worker-{n}")).spawn(move || work(rx, ctrl));
+            let t = std::thread::Builder::new()
+                .name(format!("blocks-worker-{n}"))
+                .spawn(move || work(rx, ctrl));
             threads.push(t.expect("spawn worker"));
         }
-        WorkerPool { ctrl, threads, next_id: AtomicU64::new(1) }
+        WorkerPool {
+            ctrl,
+            threads,
+            next_id: AtomicU64::new(1),
+        }
     }
 
     /// Starts a backup of `plan`; returns at once.
@@ -90,7 +99,9 @@ impl WorkerPool {
     pub fn start(&self, plan: Plan, config: BackupConfig) -> Result<BackupHandle, StartError> {
         let t = &config.exec_template;
         if t.is_empty() || !t.iter().any(|p| p.contains("{command}")) {
-            return Err(StartError::Template { template: t.clone() });
+            return Err(StartError::Template {
+                template: t.clone(),
+            });
         }
         let tar = archive::create(&config.archive_path)?;
         let (wtx, wrx) = bounded(archive::QUEUE);
@@ -103,7 +114,10 @@ impl WorkerPool {
             backup.canceled.store(true, Ordering::Release);
             return Err(StartError::PoolStopped);
         }
-        Ok(BackupHandle { backup, ctrl: self.ctrl.clone() })
+        Ok(BackupHandle {
+            backup,
+            ctrl: self.ctrl.clone(),
+        })
     }
 }
 
@@ -126,7 +140,8 @@ struct Slot {
 impl Slot {
     fn eligible(&self) -> bool {
         let ordered = self.backup.plan.ordered_block_count();
-        self.next < self.backup.plan.block_count() && (ordered == 0 || self.next > ordered || self.in_flight == 0)
+        self.next < self.backup.plan.block_count()
+            && (ordered == 0 || self.next > ordered || self.in_flight == 0)
     }
 
     fn finished(&self) -> bool {
@@ -137,7 +152,8 @@ impl Slot {
     fn cancel(&mut self) {
         let total = self.backup.plan.block_count();
         for b in self.next..total {
-            self.backup.skip_block(b, "backup canceled before the block started");
+            self.backup
+                .skip_block(b, "backup canceled before the block started");
         }
         let skipped = total - self.next.min(total);
         self.next = total;
@@ -162,7 +178,10 @@ impl Sched {
                 self.cursor = (i + 1) % n;
                 slot.next += 1;
                 slot.in_flight += 1;
-                return Some(Job { backup: slot.backup.clone(), block: slot.next - 1 });
+                return Some(Job {
+                    backup: slot.backup.clone(),
+                    block: slot.next - 1,
+                });
             }
         }
         None
@@ -178,13 +197,21 @@ impl Sched {
             if i < self.cursor {
                 self.cursor -= 1;
             }
-            self.cursor = if self.slots.is_empty() { 0 } else { self.cursor % self.slots.len() };
+            self.cursor = if self.slots.is_empty() {
+                0
+            } else {
+                self.cursor % self.slots.len()
+            };
         }
     }
 
     fn handle(&mut self, msg: Ctrl, staged: &mut Option<Job>) -> bool {
         match msg {
-            Ctrl::Add(b) => self.slots.push(Slot { backup: b, next: 0, in_flight: 0 }),
+            Ctrl::Add(b) => self.slots.push(Slot {
+                backup: b,
+                next: 0,
+                in_flight: 0,
+            }),
             Ctrl::Done(id) => {
                 if let Some(i) = self.slot(id) {
                     self.slots[i].in_flight -= 1;
@@ -272,8 +299,15 @@ fn work(jobs: Receiver<Job>, ctrl: Sender<Ctrl>) {
 ///
 /// # Errors
 /// See [`WorkerPool::start`].
-pub fn run_to_completion(plan: Plan, config: BackupConfig, workers: usize) -> Result<crate::BackupResult, StartError> {
-    let pool = WorkerPool::new(PoolConfig { workers, channel_capacity: workers });
+pub fn run_to_completion(
+    plan: Plan,
+    config: BackupConfig,
+    workers: usize,
+) -> Result<crate::BackupResult, StartError> {
+    let pool = WorkerPool::new(PoolConfig {
+        workers,
+        channel_capacity: workers,
+    });
     let handle = pool.start(plan, config)?;
     Ok(handle.wait())
 }

@@ -15,7 +15,8 @@ use std::time::SystemTime;
 
 /// RFC 3339 in UTC with the clock's precision.
 pub(crate) fn rfc3339(t: SystemTime) -> String {
-    jiff::Timestamp::try_from(t).map_or_else(|_| "1970-01-01T00:00:00Z".to_string(), |ts| ts.to_string())
+    jiff::Timestamp::try_from(t)
+        .map_or_else(|_| "1970-01-01T00:00:00Z".to_string(), |ts| ts.to_string())
 }
 
 /// Waits for every upload still moving; failures fail their PVC item.
@@ -37,7 +38,10 @@ pub(crate) fn finish_uploads(backup: &Backup, pending: Vec<PendingUpload>) {
 pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
     let st = backup.state();
     let plan = &backup.plan;
-    let mut items = Counts { total: plan.item_count(), ..Counts::default() };
+    let mut items = Counts {
+        total: plan.item_count(),
+        ..Counts::default()
+    };
     let mut not_completed = Vec::new();
     for (i, status) in st.items.iter().enumerate() {
         match status {
@@ -47,15 +51,30 @@ pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
         }
         if *status != ItemStatus::Completed {
             let (error, note) = st.messages.get(&(i as u32)).cloned().unwrap_or_default();
-            let status = if *status == ItemStatus::Pending { ItemStatus::Failed } else { *status };
-            not_completed.push(ItemResult { item: plan.item(i).name.to_string(), status, error, note });
+            let status = if *status == ItemStatus::Pending {
+                ItemStatus::Failed
+            } else {
+                *status
+            };
+            not_completed.push(ItemResult {
+                item: plan.item(i).name.to_string(),
+                status,
+                error,
+                note,
+            });
         }
     }
-    let mut blocks = Counts { total: plan.block_count(), ..Counts::default() };
+    let mut blocks = Counts {
+        total: plan.block_count(),
+        ..Counts::default()
+    };
     for b in 0..plan.block_count() {
         if st.block_times[b].0.is_none() {
             blocks.skipped += 1;
-        } else if plan.block(b).all(|i| st.items[i.index] == ItemStatus::Completed) {
+        } else if plan
+            .block(b)
+            .all(|i| st.items[i.index] == ItemStatus::Completed)
+        {
             blocks.completed += 1;
         } else {
             blocks.failed += 1;
@@ -74,10 +93,16 @@ pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
         reasons.push(format!("{} of {} items failed", items.failed, items.total));
     }
     if items.skipped > 0 {
-        reasons.push(format!("{} of {} items skipped", items.skipped, items.total));
+        reasons.push(format!(
+            "{} of {} items skipped",
+            items.skipped, items.total
+        ));
     }
     if !input_errors.is_empty() {
-        reasons.push(format!("{} bad items or files in the input", input_errors.len()));
+        reasons.push(format!(
+            "{} bad items or files in the input",
+            input_errors.len()
+        ));
     }
     let phase = if canceled || st.fatal.is_some() {
         Phase::Failed
@@ -92,7 +117,9 @@ pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
         reasons,
         started_at: rfc3339(backup.started),
         finished_at: rfc3339(now),
-        duration_ms: now.duration_since(backup.started).map_or(0, |d| d.as_millis() as u64),
+        duration_ms: now
+            .duration_since(backup.started)
+            .map_or(0, |d| d.as_millis() as u64),
         blocks,
         item_counts: items,
         items: not_completed,
@@ -104,13 +131,20 @@ pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
 }
 
 /// Writes `metadata/blocks.json` and `metadata/result.json`.
-pub(crate) fn write_metadata(backup: &Backup, result: &BackupResult, tar: &mut Tar) -> io::Result<()> {
+pub(crate) fn write_metadata(
+    backup: &Backup,
+    result: &BackupResult,
+    tar: &mut Tar,
+) -> io::Result<()> {
     let archive = &backup.config.archive_path;
     archive::append_streamed(tar, archive, "metadata/blocks.json", |w| {
         serde_json::to_writer_pretty(w, &BlocksDoc { backup }).map_err(io::Error::other)
     })?;
     archive::append_streamed(tar, archive, "metadata/result.json", |w| {
-        let doc = ResultDoc { result, item_status: ItemLines { backup } };
+        let doc = ResultDoc {
+            result,
+            item_status: ItemLines { backup },
+        };
         serde_json::to_writer_pretty(w, &doc).map_err(io::Error::other)
     })
 }
@@ -129,7 +163,10 @@ impl Serialize for BlocksDoc<'_> {
         for b in order {
             seq.serialize_element(&BlockLine {
                 index: b,
-                items: BlockItems { backup: self.backup, block: b },
+                items: BlockItems {
+                    backup: self.backup,
+                    block: b,
+                },
                 started_at: times[b].0.map(rfc3339),
                 finished_at: times[b].1.map(rfc3339),
             })?;

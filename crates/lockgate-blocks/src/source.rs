@@ -60,7 +60,13 @@ impl fmt::Display for InputError {
         if self.item.is_empty() {
             write!(f, "{}: {}", self.file.display(), self.message)
         } else {
-            write!(f, "{}: {}: {}", self.file.display(), self.item, self.message)
+            write!(
+                f,
+                "{}: {}: {}",
+                self.file.display(),
+                self.item,
+                self.message
+            )
         }
     }
 }
@@ -121,15 +127,21 @@ impl Sources {
     /// Reads one item again.
     pub fn load(&self, loc: &Location) -> Result<Value, String> {
         let (path, format) = &self.files[loc.file as usize];
-        let mut file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        file.seek(SeekFrom::Start(loc.start)).map_err(|e| format!("cannot seek in {}: {e}", path.display()))?;
+        let mut file =
+            File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        file.seek(SeekFrom::Start(loc.start))
+            .map_err(|e| format!("cannot seek in {}: {e}", path.display()))?;
         let mut bytes = Vec::with_capacity(loc.len as usize);
-        file.take(loc.len).read_to_end(&mut bytes).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        file.take(loc.len)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         if bytes.len() as u64 != loc.len {
             return Err(format!("{} changed since it was indexed", path.display()));
         }
         let value = match format {
-            Format::Json => serde_json::from_slice(&bytes).map_err(|e| format!("malformed JSON: {e}"))?,
+            Format::Json => {
+                serde_json::from_slice(&bytes).map_err(|e| format!("malformed JSON: {e}"))?
+            }
             Format::Yaml => parse_yaml(&bytes)?,
         };
         match loc.sub {
@@ -142,15 +154,16 @@ impl Sources {
     }
 }
 
-/// Walks the input, calling `on_item` for every item in a deterministic order; problems with
-/// single files or items are pushed to `errors`.
+/// Walks the input, calling `on_item` for every item, or problem with a single file or
+/// item, in a deterministic order (files sorted by path, items in file order).
 pub(crate) fn scan(
     input: &Path,
-    errors: &mut Vec<InputError>,
-    on_item: &mut dyn FnMut(Found<'_>),
+    on_item: &mut dyn FnMut(Result<Found<'_>, InputError>),
 ) -> Result<Sources, LoadError> {
-    let meta = std::fs::metadata(input)
-        .map_err(|e| LoadError::Unreadable { path: input.to_path_buf(), message: e.to_string() })?;
+    let meta = std::fs::metadata(input).map_err(|e| LoadError::Unreadable {
+        path: input.to_path_buf(),
+        message: e.to_string(),
+    })?;
     let mut files = Vec::new();
     if meta.is_dir() {
         list_dir(input, &mut files)?;
@@ -160,7 +173,11 @@ pub(crate) fn scan(
     let mut sources = Sources::default();
     for (path, format) in files {
         let id = sources.files.len() as u32;
-        let mut ctx = FileScan { id, path: &path, errors, on_item };
+        let mut ctx = FileScan {
+            id,
+            path: &path,
+            on_item,
+        };
         match format {
             Format::Json => ctx.json(),
             Format::Yaml => ctx.yaml(),
@@ -172,7 +189,10 @@ pub(crate) fn scan(
 
 /// Manifest files below `dir`, sorted by path.
 fn list_dir(dir: &Path, out: &mut Vec<(PathBuf, Format)>) -> Result<(), LoadError> {
-    let err = |e: std::io::Error| LoadError::Directory { path: dir.to_path_buf(), message: e.to_string() };
+    let err = |e: std::io::Error| LoadError::Directory {
+        path: dir.to_path_buf(),
+        message: e.to_string(),
+    };
     let mut entries = std::fs::read_dir(dir)
         .map_err(err)?
         .map(|e| e.map(|e| e.path()))
@@ -203,7 +223,9 @@ fn sniff_format(path: &Path) -> Format {
         return f;
     }
     let mut head = [0u8; 512];
-    let n = File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    let n = File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
     match head[..n].iter().find(|b| !b.is_ascii_whitespace()) {
         Some(b'{') | Some(b'[') => Format::Json,
         _ => Format::Yaml,
@@ -223,28 +245,38 @@ pub(crate) fn is_list(value: &Value) -> bool {
 struct FileScan<'a> {
     id: u32,
     path: &'a Path,
-    errors: &'a mut Vec<InputError>,
-    on_item: &'a mut dyn FnMut(Found<'_>),
+    on_item: &'a mut dyn FnMut(Result<Found<'_>, InputError>),
 }
 
 impl FileScan<'_> {
     fn error(&mut self, item: String, message: String) {
-        self.errors.push(InputError { file: self.path.to_path_buf(), item, message });
+        (self.on_item)(Err(InputError {
+            file: self.path.to_path_buf(),
+            item,
+            message,
+        }));
     }
 
     fn emit(&mut self, loc: Location, position: String, value: Value) {
-        (self.on_item)(Found { loc, file: self.path, position, value });
+        (self.on_item)(Ok(Found {
+            loc,
+            file: self.path,
+            position,
+            value,
+        }));
     }
 
     fn json(&mut self) {
-        let probe = match json_scan::probe(self.path) {
-            Ok(p) => p,
-            Err(e) => return self.error(String::new(), e),
-        };
+        let (probe, probe_error) = json_scan::probe(self.path);
         if probe.is_list() {
             let (id, path) = (self.id, self.path);
             let res = json_scan::items(path, &mut |index, start, bytes| {
-                let loc = Location { file: id, start, len: bytes.len() as u64, sub: WHOLE };
+                let loc = Location {
+                    file: id,
+                    start,
+                    len: bytes.len() as u64,
+                    sub: WHOLE,
+                };
                 let position = format!("items[{index}]");
                 match serde_json::from_slice::<Value>(bytes) {
                     Ok(v) => self.emit(loc, position, v),
@@ -254,13 +286,20 @@ impl FileScan<'_> {
             if let Err(e) = res {
                 self.error(String::new(), e);
             }
+        } else if let Some(e) = probe_error {
+            self.error(String::new(), e);
         } else {
             self.json_whole(probe.len);
         }
     }
 
     fn json_whole(&mut self, len: u64) {
-        let loc = Location { file: self.id, start: 0, len, sub: WHOLE };
+        let loc = Location {
+            file: self.id,
+            start: 0,
+            len,
+            sub: WHOLE,
+        };
         let bytes = match std::fs::read(self.path) {
             Ok(b) => b,
             Err(e) => return self.error(String::new(), format!("cannot read: {e}")),
@@ -279,7 +318,12 @@ impl FileScan<'_> {
         };
         for (n, (start, end, line)) in yaml_documents(&text).into_iter().enumerate() {
             let position = format!("document {} (line {line})", n + 1);
-            let loc = Location { file: self.id, start: start as u64, len: (end - start) as u64, sub: WHOLE };
+            let loc = Location {
+                file: self.id,
+                start: start as u64,
+                len: (end - start) as u64,
+                sub: WHOLE,
+            };
             match parse_yaml(&text.as_bytes()[start..end]) {
                 Ok(Value::Null) => {}
                 Ok(v) if is_list(&v) => self.yaml_list(loc, &position, v),
@@ -291,9 +335,14 @@ impl FileScan<'_> {
 
     fn yaml_list(&mut self, doc: Location, position: &str, list: Value) {
         let Value::Object(mut map) = list else { return };
-        let Some(Value::Array(items)) = map.remove("items") else { return };
+        let Some(Value::Array(items)) = map.remove("items") else {
+            return;
+        };
         for (i, item) in items.into_iter().enumerate() {
-            let loc = Location { sub: i as u32, ..doc };
+            let loc = Location {
+                sub: i as u32,
+                ..doc
+            };
             self.emit(loc, format!("{position} items[{i}]"), item);
         }
     }
@@ -306,7 +355,9 @@ fn yaml_documents(text: &str) -> Vec<(usize, usize, usize)> {
     let mut docs = Vec::new();
     let (mut start, mut start_line, mut offset) = (0, 1, 0);
     for (i, line) in text.split_inclusive('\n').enumerate() {
-        let marker = line.strip_prefix("---").is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace));
+        let marker = line
+            .strip_prefix("---")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace));
         if marker && offset > start {
             docs.push((start, offset, start_line));
             (start, start_line) = (offset, i + 1);
@@ -330,7 +381,10 @@ mod tests {
         let text = "a: 1\n---\nb: |\n  ---\n  x\n--- \nc: 3\n";
         let docs = yaml_documents(text);
         let parts: Vec<&str> = docs.iter().map(|&(s, e, _)| &text[s..e]).collect();
-        assert_eq!(parts, vec!["a: 1\n", "---\nb: |\n  ---\n  x\n", "--- \nc: 3\n"]);
+        assert_eq!(
+            parts,
+            vec!["a: 1\n", "---\nb: |\n  ---\n  x\n", "--- \nc: 3\n"]
+        );
         assert_eq!(docs.iter().map(|d| d.2).collect::<Vec<_>>(), vec![1, 2, 6]);
     }
 

@@ -53,9 +53,10 @@ impl Index {
     /// Reads the input.
     pub fn build(input: &Path, opts: &PlanOptions) -> Result<(Index, Sources), LoadError> {
         let mut index = Index::default();
-        let mut errors = Vec::new();
-        let sources = source::scan(input, &mut errors, &mut |found| index.add(found, opts))?;
-        index.errors.splice(0..0, errors);
+        let sources = source::scan(input, &mut |found| match found {
+            Ok(found) => index.add(found, opts),
+            Err(e) => index.errors.push(e),
+        })?;
         Ok((index, sources))
     }
 
@@ -82,12 +83,24 @@ impl Index {
     }
 
     fn add(&mut self, found: Found<'_>, opts: &PlanOptions) {
-        let Found { loc, file, position, value } = found;
+        let Found {
+            loc,
+            file,
+            position,
+            value,
+        } = found;
         let mut fail = |message: String| {
-            self.errors.push(InputError { file: file.to_path_buf(), item: position.clone(), message })
+            self.errors.push(InputError {
+                file: file.to_path_buf(),
+                item: position.clone(),
+                message,
+            })
         };
         if !value.is_object() {
-            return fail(format!("expected a manifest (a JSON/YAML object), found {}", type_name(&value)));
+            return fail(format!(
+                "expected a manifest (a JSON/YAML object), found {}",
+                type_name(&value)
+            ));
         }
         let Some(kind) = value["kind"].as_str().filter(|k| !k.is_empty()) else {
             return fail("manifest has no kind (expected a string field \"kind\")".into());
@@ -98,7 +111,10 @@ impl Index {
         let group = group_of(value["apiVersion"].as_str().unwrap_or("v1"));
         let me = self.entries.len() as u32;
         let kind_id = self.kind_id(group, kind);
-        let ns = match value["metadata"]["namespace"].as_str().filter(|n| !n.is_empty()) {
+        let ns = match value["metadata"]["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+        {
             Some(ns) => self.ns_id(ns),
             None => NO_NS,
         };
@@ -106,10 +122,23 @@ impl Index {
         self.relations(me, group, kind, &value, &labels, opts);
         self.rule_groups(me, kind, &value, &labels, opts);
         self.selected.push(opts.filters.labels_ok(&labels));
-        self.entries.push(Entry { name: name.into(), ns, kind: kind_id, loc });
+        self.entries.push(Entry {
+            name: name.into(),
+            ns,
+            kind: kind_id,
+            loc,
+        });
     }
 
-    fn relations(&mut self, me: u32, group: &str, kind: &str, v: &Value, labels: &Labels, opts: &PlanOptions) {
+    fn relations(
+        &mut self,
+        me: u32,
+        group: &str,
+        kind: &str,
+        v: &Value,
+        labels: &Labels,
+        opts: &PlanOptions,
+    ) {
         match (group, kind) {
             ("", "Pod") => {
                 for vol in v["spec"]["volumes"].as_array().into_iter().flatten() {
@@ -134,7 +163,10 @@ impl Index {
             ("apiextensions.k8s.io", "CustomResourceDefinition") if self.table.add_crd(v) => {
                 let spec = &v["spec"];
                 let group = spec["group"].as_str().unwrap_or_default().to_string();
-                let kind = spec["names"]["kind"].as_str().unwrap_or_default().to_string();
+                let kind = spec["names"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 self.crds.insert((group, kind), me);
             }
             _ => {}
@@ -142,14 +174,25 @@ impl Index {
     }
 
     fn rule_groups(&mut self, me: u32, kind: &str, v: &Value, labels: &Labels, opts: &PlanOptions) {
-        let lookup = |k: &str| if k == "kind" { Some(kind) } else { labels.get(k).map(String::as_str) };
+        let lookup = |k: &str| {
+            if k == "kind" {
+                Some(kind)
+            } else {
+                labels.get(k).map(String::as_str)
+            }
+        };
         for (r, rule) in opts.rules.iter().enumerate() {
             if !rule.matcher.matches(lookup) {
                 continue;
             }
-            let values: Option<Vec<String>> = rule.group_by.iter().map(|g| group_value(g, v, labels)).collect();
+            let values: Option<Vec<String>> = rule
+                .group_by
+                .iter()
+                .map(|g| group_value(g, v, labels))
+                .collect();
             if let Some(values) = values {
-                self.groups.push((me, format!("rule {r}\0{}", values.join("\0")).into()));
+                self.groups
+                    .push((me, format!("rule {r}\0{}", values.join("\0")).into()));
             }
         }
     }
@@ -162,7 +205,9 @@ pub(crate) fn labels_of(v: &Value) -> Labels {
     let Some(map) = v["metadata"]["labels"].as_object() else {
         return Labels::new();
     };
-    map.iter().map(|(k, v)| (k.clone(), render(v).unwrap_or_default())).collect()
+    map.iter()
+        .map(|(k, v)| (k.clone(), render(v).unwrap_or_default()))
+        .collect()
 }
 
 /// The value of one `group_by` entry for an item, `None` when it has none.
@@ -211,8 +256,14 @@ mod tests {
         let labels = labels_of(&v);
         assert_eq!(group_value("label:app", &v, &labels).as_deref(), Some("db"));
         assert_eq!(group_value("label:n", &v, &labels).as_deref(), Some("3"));
-        assert_eq!(group_value("field:spec.serviceName", &v, &labels).as_deref(), Some("cass"));
-        assert_eq!(group_value("field:spec.ports.0.port", &v, &labels).as_deref(), Some("80"));
+        assert_eq!(
+            group_value("field:spec.serviceName", &v, &labels).as_deref(),
+            Some("cass")
+        );
+        assert_eq!(
+            group_value("field:spec.ports.0.port", &v, &labels).as_deref(),
+            Some("80")
+        );
         assert_eq!(group_value("field:spec.missing", &v, &labels), None);
         assert_eq!(group_value("label:missing", &v, &labels), None);
     }

@@ -15,7 +15,10 @@ pub(super) struct UnionFind {
 
 impl UnionFind {
     pub fn new(n: usize) -> UnionFind {
-        UnionFind { parent: (0..n as u32).collect(), size: vec![1; n] }
+        UnionFind {
+            parent: (0..n as u32).collect(),
+            size: vec![1; n],
+        }
     }
 
     pub fn find(&mut self, mut x: u32) -> u32 {
@@ -32,7 +35,11 @@ impl UnionFind {
         if ra == rb {
             return;
         }
-        let (big, small) = if self.size[ra as usize] >= self.size[rb as usize] { (ra, rb) } else { (rb, ra) };
+        let (big, small) = if self.size[ra as usize] >= self.size[rb as usize] {
+            (ra, rb)
+        } else {
+            (rb, ra)
+        };
         self.parent[small as usize] = big;
         self.size[big as usize] += self.size[small as usize];
     }
@@ -78,12 +85,19 @@ pub(super) fn blocks<'a>(mut members: Vec<(u32, u32)>, key: impl Fn(u32) -> Item
         .map(|(s, e)| {
             let slice = &mut items[s..e];
             slice.sort_unstable_by(cmp_items);
-            let smallest = *slice.iter().min_by(|a, b| key(**a).name.cmp(key(**b).name)).expect("non-empty");
+            let smallest = *slice
+                .iter()
+                .min_by(|a, b| key(**a).name.cmp(key(**b).name))
+                .expect("non-empty");
             (key(slice[0]).ordered, smallest, s, e)
         })
         .collect();
     heads.sort_unstable_by(|a, b| (a.0, key(a.1).name).cmp(&(b.0, key(b.1).name)));
-    let mut out = Blocks { starts: Vec::with_capacity(heads.len() + 1), items: Vec::with_capacity(items.len()), ordered: 0 };
+    let mut out = Blocks {
+        starts: Vec::with_capacity(heads.len() + 1),
+        items: Vec::with_capacity(items.len()),
+        ordered: 0,
+    };
     for (ordered, _, s, e) in heads {
         out.starts.push(out.items.len() as u32);
         out.items.extend_from_slice(&items[s..e]);
@@ -111,7 +125,11 @@ mod tests {
         let names = ["c", "a", "b", "d"];
         let ordered = [u32::MAX, u32::MAX, u32::MAX, 0];
         let members = vec![(7, 0), (7, 1), (9, 2), (4, 3)];
-        let b = blocks(members, |i| ItemKey { ordered: ordered[i as usize], rank: 3, name: names[i as usize] });
+        let b = blocks(members, |i| ItemKey {
+            ordered: ordered[i as usize],
+            rank: 3,
+            name: names[i as usize],
+        });
         assert_eq!(b.ordered, 1);
         assert_eq!(b.starts, vec![0, 1, 3, 4]);
         assert_eq!(b.items, vec![3, 1, 0, 2]);

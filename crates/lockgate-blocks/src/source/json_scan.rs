@@ -27,7 +27,8 @@ pub(crate) struct Probe {
 impl Probe {
     /// Whether the file is a `List` whose items are the manifests.
     pub fn is_list(&self) -> bool {
-        self.top_array || (self.has_items && self.kind.as_deref().is_none_or(|k| k.ends_with("List")))
+        self.top_array
+            || (self.has_items && self.kind.as_deref().is_none_or(|k| k.ends_with("List")))
     }
 }
 
@@ -39,11 +40,17 @@ struct Scanner {
 impl Scanner {
     fn open(path: &Path) -> Result<Scanner, String> {
         let file = File::open(path).map_err(|e| format!("cannot read: {e}"))?;
-        Ok(Scanner { inner: BufReader::with_capacity(64 * 1024, file), pos: 0 })
+        Ok(Scanner {
+            inner: BufReader::with_capacity(64 * 1024, file),
+            pos: 0,
+        })
     }
 
     fn peek(&mut self) -> Result<Option<u8>, String> {
-        let buf = self.inner.fill_buf().map_err(|e| format!("cannot read: {e}"))?;
+        let buf = self
+            .inner
+            .fill_buf()
+            .map_err(|e| format!("cannot read: {e}"))?;
         Ok(buf.first().copied())
     }
 
@@ -53,7 +60,12 @@ impl Scanner {
     }
 
     fn next(&mut self) -> Result<u8, String> {
-        let b = self.peek()?.ok_or_else(|| format!("malformed JSON: unexpected end of file at byte {}", self.pos))?;
+        let b = self.peek()?.ok_or_else(|| {
+            format!(
+                "malformed JSON: unexpected end of file at byte {}",
+                self.pos
+            )
+        })?;
         self.bump();
         Ok(b)
     }
@@ -116,7 +128,10 @@ impl Scanner {
                 }
                 Ok(())
             }
-            None => Err(format!("malformed JSON: unexpected end of file at byte {}", self.pos)),
+            None => Err(format!(
+                "malformed JSON: unexpected end of file at byte {}",
+                self.pos
+            )),
         }
     }
 
@@ -138,7 +153,11 @@ impl Scanner {
                         return Ok(());
                     }
                 }
-                None => return Err(format!("malformed JSON: value starting at byte {start} is never closed")),
+                None => {
+                    return Err(format!(
+                        "malformed JSON: value starting at byte {start} is never closed"
+                    ))
+                }
             }
         }
     }
@@ -151,13 +170,22 @@ fn push(out: &mut Option<&mut Vec<u8>>, b: u8) {
 }
 
 /// Looks at the top level of a JSON file: is it an array, does it have `items`, its `kind`.
-pub(crate) fn probe(path: &Path) -> Result<Probe, String> {
-    let len = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?.len();
+/// A structural error after `items` was seen still gives the probe (with the error), so the
+/// items before the break can be read.
+pub(crate) fn probe(path: &Path) -> (Probe, Option<String>) {
+    let mut probe = Probe::default();
+    let res = probe_into(path, &mut probe);
+    (probe, res.err())
+}
+
+fn probe_into(path: &Path, probe: &mut Probe) -> Result<(), String> {
+    probe.len = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read: {e}"))?
+        .len();
     let mut s = Scanner::open(path)?;
-    let mut probe = Probe { len, ..Probe::default() };
     if s.ws()? == Some(b'[') {
         probe.top_array = true;
-        return Ok(probe);
+        return Ok(());
     }
     walk_object(&mut s, &mut |s, key| {
         match (key, s.ws()?) {
@@ -171,8 +199,7 @@ pub(crate) fn probe(path: &Path) -> Result<Probe, String> {
             _ => {}
         }
         s.value(None)
-    })?;
-    Ok(probe)
+    })
 }
 
 /// Calls `each(index, byte offset, bytes)` for every element of the top-level `items`
@@ -209,7 +236,12 @@ fn walk_object(s: &mut Scanner, member: &mut MemberFn<'_>) -> Result<(), String>
         match s.ws()? {
             Some(b',') => s.bump(),
             Some(b'}') => return Ok(()),
-            _ => return Err(format!("malformed JSON at byte {}: expected ',' or '}}'", s.pos)),
+            _ => {
+                return Err(format!(
+                    "malformed JSON at byte {}: expected ',' or '}}'",
+                    s.pos
+                ))
+            }
         }
     }
 }
@@ -233,7 +265,12 @@ fn array(s: &mut Scanner, each: &mut dyn FnMut(usize, u64, &[u8])) -> Result<(),
                 s.bump();
                 return Ok(());
             }
-            _ => return Err(format!("malformed JSON at byte {}: expected ',' or ']' after items[{index}]", s.pos)),
+            _ => {
+                return Err(format!(
+                    "malformed JSON at byte {}: expected ',' or ']' after items[{index}]",
+                    s.pos
+                ))
+            }
         }
     }
     Ok(())
@@ -255,7 +292,9 @@ mod tests {
     fn collect(text: &str) -> (Result<(), String>, Found) {
         let f = file(text);
         let mut got = Vec::new();
-        let res = items(f.path(), &mut |i, at, b| got.push((i, at, String::from_utf8(b.to_vec()).unwrap())));
+        let res = items(f.path(), &mut |i, at, b| {
+            got.push((i, at, String::from_utf8(b.to_vec()).unwrap()))
+        });
         (res, got)
     }
 
@@ -267,14 +306,15 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].2, r#"{"a":"x]}\"y"}"#);
         assert_eq!(&text[got[1].1 as usize..][..got[1].2.len()], got[1].2);
-        let p = probe(file(text).path()).unwrap();
+        let (p, err) = probe(file(text).path());
+        assert_eq!(err, None);
         assert!(p.is_list());
         assert_eq!(p.kind.as_deref(), Some("List"));
     }
 
     #[test]
     fn single_object_is_not_a_list() {
-        let p = probe(file(r#"{"kind":"Pod","metadata":{"name":"a"}}"#).path()).unwrap();
+        let (p, _) = probe(file(r#"{"kind":"Pod","metadata":{"name":"a"}}"#).path());
         assert!(!p.is_list());
     }
 

@@ -1,0 +1,160 @@
+//! Bad input: every error names the file and the item, and never stops the other items.
+
+use crate::fixtures::*;
+use lockgate_blocks::{BackupConfig, LoadError, NoopMover, Phase, Plan, PlanOptions};
+use std::sync::Arc;
+
+#[test]
+fn a_malformed_item_in_a_list_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.json");
+    let text = r#"{"apiVersion": "v1", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "app"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": b, "namespace": "app"}},
+        {"apiVersion": "v1", "metadata": {"name": "no-kind", "namespace": "app"}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"namespace": "app"}},
+        "just a string",
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "app"}}
+    ], "kind": "List"}"#;
+    std::fs::write(&path, text).unwrap();
+    let plan = Plan::load(&path, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        blocks(&plan).concat(),
+        names(&["configmaps/app/a", "configmaps/app/c"])
+    );
+    let errors: Vec<String> = plan.input_errors().iter().map(|e| e.to_string()).collect();
+    let file = path.display().to_string();
+    assert_eq!(errors.len(), 4, "{errors:#?}");
+    assert!(
+        errors[0].starts_with(&format!("{file}: items[1]: malformed JSON")),
+        "{}",
+        errors[0]
+    );
+    assert_eq!(
+        errors[1],
+        format!("{file}: items[2]: manifest has no kind (expected a string field \"kind\")")
+    );
+    assert_eq!(
+        errors[2],
+        format!("{file}: items[3]: Secret manifest has no metadata.name")
+    );
+    assert_eq!(
+        errors[3],
+        format!("{file}: items[4]: expected a manifest (a JSON/YAML object), found a string")
+    );
+}
+
+#[test]
+fn a_truncated_list_keeps_the_items_before_the_break() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = list(&[configmap("app", "a"), configmap("app", "b")]);
+    text.truncate(text.find("\"b\"").unwrap());
+    let path = dir.path().join("cut.json");
+    std::fs::write(&path, text).unwrap();
+    let plan = Plan::load(&path, &PlanOptions::default()).unwrap();
+    assert_eq!(blocks(&plan).concat(), names(&["configmaps/app/a"]));
+    let err = plan.input_errors()[0].to_string();
+    assert!(
+        err.contains("cut.json") && err.contains("never closed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_yaml_document_names_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: app}\n---\nkind: [unclosed\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+    std::fs::write(dir.path().join("m.yaml"), yaml).unwrap();
+    std::fs::write(dir.path().join("broken.json"), "{\"kind\": ").unwrap();
+    let plan = Plan::load(dir.path(), &PlanOptions::default()).unwrap();
+    assert_eq!(
+        blocks(&plan).concat(),
+        names(&["configmaps/app/a", "configmaps/default/c"])
+    );
+    let errors: Vec<String> = plan.input_errors().iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+    assert!(
+        errors[0].contains("broken.json") && errors[0].contains("malformed JSON"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[1].contains("m.yaml: document 2 (line 4): malformed YAML"),
+        "{}",
+        errors[1]
+    );
+}
+
+#[test]
+fn a_missing_input_is_a_load_error_naming_the_path() {
+    let err = Plan::load("/no/such/cluster.json".as_ref(), &PlanOptions::default()).unwrap_err();
+    assert!(matches!(&err, LoadError::Unreadable { path, .. } if path.ends_with("cluster.json")));
+    assert!(
+        err.to_string()
+            .starts_with("cannot read input /no/such/cluster.json: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_group_by_is_an_option_error() {
+    let rule = lockgate_core::policy::BlockRule {
+        matcher: lockgate_core::selector::Selector::parse_jobs("kind=Pod").unwrap(),
+        group_by: vec!["annotation:x".into()],
+    };
+    let opts = PlanOptions {
+        rules: vec![rule],
+        ..PlanOptions::default()
+    };
+    let err = Plan::load("/tmp".as_ref(), &opts).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("\"annotation:x\": expected \"label:<name>\" or \"field:<dotted.path>\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn duplicates_and_unknown_ordered_items_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let items = [configmap("app", "a"), configmap("app", "a")];
+    let opts = PlanOptions {
+        ordered: names(&["pods/app/ghost"]),
+        ..PlanOptions::default()
+    };
+    let plan = load(dir.path(), &items, &opts);
+    assert_eq!(plan.item_count(), 1);
+    assert!(plan.input_errors()[0]
+        .to_string()
+        .contains("duplicate item"));
+    assert_eq!(
+        plan.warnings(),
+        names(&["ordered item pods/app/ghost is not in the input or is filtered out"])
+    );
+}
+
+#[test]
+fn input_errors_make_the_backup_partially_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.json");
+    std::fs::write(&path, r#"{"items": [{"kind": "ConfigMap", "metadata": {"name": "a"}}, {"kind": "Pod"}], "kind": "List"}"#).unwrap();
+    let plan = Plan::load(&path, &PlanOptions::default()).unwrap();
+    let out = dir.path().join("b.tar.gz");
+    let result = lockgate_blocks::run_to_completion(
+        plan,
+        BackupConfig::new("b", &out, Arc::new(NoopMover)),
+        2,
+    )
+    .unwrap();
+    assert_eq!(result.phase, Phase::PartiallyFailed);
+    assert_eq!(result.item_counts.completed, 1);
+    assert!(
+        result.input_errors[0].contains("items[1]: Pod manifest has no metadata.name"),
+        "{:?}",
+        result.input_errors
+    );
+    assert!(result
+        .reasons
+        .iter()
+        .any(|r| r.contains("bad items or files in the input")));
+}

@@ -1,0 +1,8 @@
+//! Integration tests of lockgate-blocks: one binary, one module per area.
+
+mod blocks;
+mod fixtures;
+mod hooks;
+mod input;
+mod ordered;
+mod pool;
