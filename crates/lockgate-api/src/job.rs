@@ -1,0 +1,284 @@
+//! Jobs as the API shows them, and what clients send about them.
+
+use crate::time;
+use lockgate_core::job::{Job, JobState};
+use lockgate_core::policy::Executor;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A job's lease as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeaseView {
+    /// Fencing token; grows with every grant.
+    pub token: u64,
+    /// When the lease runs out unless renewed (RFC 3339).
+    pub expires_at: String,
+    /// The policy's lease TTL in seconds: renew every `ttl_s / 3` (an addition to api.md).
+    #[serde(default)]
+    pub ttl_s: f64,
+}
+
+/// A job as JSON (api.md: "A job as JSON"), plus a few additive fields at the end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    /// Id.
+    pub id: u64,
+    /// Kind.
+    pub kind: String,
+    /// Attributes.
+    pub attrs: BTreeMap<String, String>,
+    /// The principal that submitted it.
+    pub owner: String,
+    /// Priority after defaults.
+    pub priority: i64,
+    /// `client` or `agent`.
+    pub executor: Executor,
+    /// State.
+    pub state: JobState,
+    /// Pinned node, or the node a movable job was placed on.
+    pub node: Option<String>,
+    /// Attempt, from 1.
+    pub attempt: u32,
+    /// The lease while admitted.
+    pub lease: Option<LeaseView>,
+    /// The holder has been asked to stop.
+    pub cancel_requested: bool,
+    /// Submit time.
+    pub submitted_at: String,
+    /// Admitted to prepare.
+    pub prepare_started_at: Option<String>,
+    /// Admitted to run.
+    pub started_at: Option<String>,
+    /// Ended.
+    pub finished_at: Option<String>,
+    /// How it ended (its final state).
+    pub outcome: Option<JobState>,
+    /// Last message (failure reason, holder message).
+    pub message: Option<String>,
+    /// Selector of a movable job.
+    #[serde(default)]
+    pub node_selector: Option<String>,
+    /// Whether `node` was given by the submitter.
+    #[serde(default)]
+    pub pinned: bool,
+    /// Two-stage job.
+    #[serde(default)]
+    pub two_stage: bool,
+    /// Pool costs after defaults.
+    #[serde(default)]
+    pub cost: BTreeMap<String, u64>,
+    /// When it last entered `queued`.
+    #[serde(default)]
+    pub queued_at: Option<String>,
+    /// When it reported `prepared`.
+    #[serde(default)]
+    pub prepared_at: Option<String>,
+    /// Do not start before.
+    #[serde(default)]
+    pub not_before: Option<String>,
+    /// Waiting bound, seconds.
+    #[serde(default)]
+    pub max_wait_s: Option<f64>,
+    /// Run-time bound, seconds.
+    #[serde(default)]
+    pub max_run_s: Option<f64>,
+    /// Idempotency key.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// When a pending retry queues it again.
+    #[serde(default)]
+    pub retry_at: Option<String>,
+}
+
+impl JobView {
+    /// The API view of an engine job; `lease_ttl` is the policy's `[leases].ttl`.
+    pub fn from_job(job: &Job, lease_ttl: Duration) -> JobView {
+        JobView {
+            id: job.id,
+            kind: job.kind.clone(),
+            attrs: job.attrs.clone(),
+            owner: job.owner.clone(),
+            priority: job.priority,
+            executor: job.executor,
+            state: job.state,
+            node: job.node.clone(),
+            attempt: job.attempt,
+            lease: job.lease.map(|l| LeaseView {
+                token: l.token,
+                expires_at: time::format(l.expires_at),
+                ttl_s: lease_ttl.as_secs_f64(),
+            }),
+            cancel_requested: job.cancel_requested,
+            submitted_at: time::format(job.submitted_at),
+            prepare_started_at: time::format_opt(job.prepare_started_at),
+            started_at: time::format_opt(job.started_at),
+            finished_at: time::format_opt(job.finished_at),
+            outcome: job.outcome,
+            message: job.message.clone(),
+            node_selector: job.node_selector.clone(),
+            pinned: job.pinned,
+            two_stage: job.two_stage,
+            cost: job.cost.clone(),
+            queued_at: Some(time::format(job.queued_at)),
+            prepared_at: time::format_opt(job.prepared_at),
+            not_before: time::format_opt(job.not_before),
+            max_wait_s: job.max_wait_ms.map(time::secs),
+            max_run_s: job.max_run_ms.map(time::secs),
+            idempotency_key: job.idempotency_key.clone(),
+            retry_at: time::format_opt(job.retry_at),
+        }
+    }
+
+    /// Ended for good: terminal and no retry pending.
+    pub fn is_final(&self) -> bool {
+        self.state.is_terminal() && self.retry_at.is_none()
+    }
+}
+
+/// `POST /v1/jobs`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequest {
+    /// Job kind (required).
+    pub kind: String,
+    /// Attributes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attrs: BTreeMap<String, String>,
+    /// Priority; default from the kind. A submitter may not exceed its `max_priority`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+    /// Pinned node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Node selector (`""`: any node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<String>,
+    /// `client` or `agent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<Executor>,
+    /// Pool costs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<BTreeMap<String, u64>>,
+    /// Two-stage job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub two_stage: Option<bool>,
+    /// Do not start before (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<String>,
+    /// Give up (`expired`) after waiting this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait_s: Option<f64>,
+    /// Request cancellation after running this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_run_s: Option<f64>,
+    /// Per owner: a resubmission with the same key returns the existing job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// `POST /v1/jobs/{id}/heartbeat` and `/prepared`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// The lease's fencing token.
+    pub token: u64,
+}
+
+/// `POST /v1/jobs/{id}/finish`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FinishRequest {
+    /// The lease's fencing token.
+    pub token: u64,
+    /// `succeeded`, `failed` or `cancelled`.
+    pub outcome: lockgate_core::Outcome,
+    /// Free text (an exit status, a failure reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `GET /v1/jobs` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobList {
+    /// One page of jobs, by id.
+    pub jobs: Vec<JobView>,
+    /// Pass as `after` for the next page; `null` on the last page.
+    pub next: Option<u64>,
+}
+
+/// `GET /v1/jobs` query.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobQuery {
+    /// Only jobs in this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Only jobs of this kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Only jobs of this owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Only jobs on this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Page size (default 100, at most 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Jobs with a larger id than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+}
+
+/// One holding condition in an explanation (policy.md, Explain).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasonView {
+    /// Scope name, when the condition is a scope.
+    pub scope: Option<String>,
+    /// `capacity`, `zero`, `over_limit`, `conflict`, `reserved`, ...
+    pub kind: String,
+    /// Units in use.
+    pub count: Option<u64>,
+    /// The scope's limit.
+    pub limit: Option<u64>,
+    /// Jobs holding the scope.
+    pub holders: Vec<u64>,
+    /// The condition in words.
+    pub text: String,
+}
+
+/// `GET /v1/jobs/{id}/explain`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExplainView {
+    /// 1-based position among competing queued jobs (0 when not queued).
+    pub position: usize,
+    /// Effective priority now.
+    pub effective_priority: f64,
+    /// Every holding condition.
+    pub reasons: Vec<ReasonView>,
+    /// All of it in one line.
+    pub text: String,
+}
+
+impl From<lockgate_core::explain::Explanation> for ExplainView {
+    fn from(e: lockgate_core::explain::Explanation) -> Self {
+        ExplainView {
+            position: e.position,
+            effective_priority: e.effective_priority,
+            reasons: e
+                .reasons
+                .into_iter()
+                .map(|r| ReasonView {
+                    scope: r.scope,
+                    kind: r.kind,
+                    count: r.count,
+                    limit: r.limit,
+                    holders: r.holders,
+                    text: r.text,
+                })
+                .collect(),
+            text: e.text,
+        }
+    }
+}

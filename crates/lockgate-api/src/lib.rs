@@ -1,0 +1,23 @@
+//! lockgate-api: the JSON the HTTP API speaks (design `api.md`), shared by the server, the
+//! agent and the CLI, plus a small blocking [`Client`].
+//!
+//! The types here do no I/O (except [`client`]). Conventions of the contract:
+//! - times are RFC 3339 strings (UTC, millisecond precision when not whole seconds):
+//!   [`time::format`] and [`time::parse`];
+//! - durations are numbers of seconds in fields ending `_s`;
+//! - request bodies reject unknown fields (`deny_unknown_fields`), answers do not (a newer
+//!   server may add fields);
+//! - every 4xx/5xx carries an [`ErrorBody`]: `{"error": {"code", "message", "field"}}`.
+//!
+//! Main types: [`JobView`] (a job as JSON), [`SubmitRequest`], [`ExplainView`],
+//! [`PolicyView`], [`PolicyAnswer`], [`NodeView`], [`EventView`], [`TokenCreated`].
+#![warn(missing_docs)]
+
+pub mod client;
+mod job;
+mod misc;
+pub mod time;
+
+pub use client::{Client, ClientError};
+pub use job::*;
+pub use misc::*;

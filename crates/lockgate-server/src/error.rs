@@ -1,0 +1,164 @@
+//! [`ApiError`]: every 4xx/5xx answer, as `{"error": {"code", "message", "field"}}`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use lockgate_api::{ErrorBody, ErrorDetail};
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status} {code}: {message}")]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable code.
+    pub code: &'static str,
+    /// For people: what happened and what was expected.
+    pub message: String,
+    /// The offending JSON path or config key.
+    pub field: Option<String>,
+    /// The line in a policy document.
+    pub line: Option<usize>,
+}
+
+impl ApiError {
+    /// A new error.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), field: None, line: None }
+    }
+
+    /// Names the offending field.
+    pub fn field(mut self, field: impl Into<String>) -> ApiError {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// 400 `bad_request`.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// 422 `invalid_field` naming the field.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", message).field(field)
+    }
+
+    /// 404 `not_found`.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 403 `forbidden`.
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// 401 `unauthorized`.
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 409 with a code.
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, code, message)
+    }
+
+    /// 503 `unavailable`: the server is shutting down or its store failed.
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
+    /// 500 `internal`.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message.clone(),
+                field: self.field.clone(),
+                line: self.line,
+            },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(self.body())).into_response()
+    }
+}
+
+impl From<lockgate_store::StoreError> for ApiError {
+    fn from(e: lockgate_store::StoreError) -> Self {
+        ApiError::internal(e.to_string())
+    }
+}
+
+/// Parses a JSON body into `T`, answering 400 for malformed JSON and 422 naming the field
+/// for an unknown field, a missing field or a value of the wrong type.
+///
+/// # Errors
+/// The [`ApiError`] to answer with.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", "the request body is empty: expected a JSON object"));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize::<_, T>(de) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let message = inner.to_string();
+            use serde_json::error::Category;
+            match inner.classify() {
+                Category::Syntax | Category::Eof | Category::Io => Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "malformed_json",
+                    format!("malformed JSON: {message}"),
+                )),
+                Category::Data => {
+                    let mut field = if path == "." { String::new() } else { path };
+                    if let Some(name) = message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+                        field = if field.is_empty() { name.to_string() } else { format!("{field}.{name}") };
+                    } else if let Some(name) = message.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+                        field = if field.is_empty() { name.to_string() } else { format!("{field}.{name}") };
+                    }
+                    let message = match message.find(" at line ") {
+                        Some(i) => message[..i].to_string(),
+                        None => message,
+                    };
+                    let shown = if field.is_empty() { message } else { format!("{field}: {message}") };
+                    let mut err = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", shown);
+                    if !field.is_empty() {
+                        err.field = Some(field);
+                    }
+                    Err(err)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockgate_api::SubmitRequest;
+
+    #[test]
+    fn json_errors_name_the_field() {
+        let e = parse_json::<SubmitRequest>(b"{\"kind\": \"backup\",").unwrap_err();
+        assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, "malformed_json"));
+        let e = parse_json::<SubmitRequest>(br#"{"kind": "backup", "colour": 1}"#).unwrap_err();
+        assert_eq!((e.status, e.field.as_deref()), (StatusCode::UNPROCESSABLE_ENTITY, Some("colour")));
+        let e = parse_json::<SubmitRequest>(br#"{"kind": "backup", "priority": "high"}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("priority"), "{e:?}");
+        let e = parse_json::<SubmitRequest>(br#"{"attrs": {}}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("kind"), "{e:?}");
+        let e = parse_json::<SubmitRequest>(br#"{"kind": "b", "attrs": {"a": 1}}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("attrs.a"), "{e:?}");
+    }
+}

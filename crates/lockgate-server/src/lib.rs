@@ -1,0 +1,302 @@
+//! lockgate-server: the event loop around the engine, the HTTP API, long-poll, SSE,
+//! auth and metrics (design `README.md`, "Architecture"; `api.md`).
+//!
+//! ```text
+//!  HTTP (axum) --Msg--> event loop (one thread, owns the Engine) --Batch--> Store (SQLite)
+//!        ^                    |  answers after the commit (oneshot)
+//!        +---- SSE <----------+  committed events (broadcast)
+//! ```
+//!
+//! Main types: [`Config`], [`Server`] ([`Server::open`] rebuilds the engine from the
+//! store and binds; [`Server::run`] serves until a shutdown future resolves), and the
+//! loop in [`event_loop`].
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod error;
+pub mod event_loop;
+pub mod http;
+pub mod metrics;
+
+use auth::{Principal, Tokens};
+use event_loop::{wall_ms, Loop, Msg, Op, PolicySource};
+use lockgate_api::Role;
+use lockgate_core::engine::Snapshot;
+use lockgate_core::{Engine, Mode, Policy, Timestamp};
+use lockgate_store::{Batch, SqliteStore, Store, TokenRecord};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+/// How the server is started.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the store (`lockgate.db`) and `admin.token` live.
+    pub data_dir: PathBuf,
+    /// Address to listen on (`127.0.0.1:7400`; port 0 picks one).
+    pub listen: SocketAddr,
+    /// `--config FILE`: the policy file, the source of truth (else the store holds it).
+    pub policy_file: Option<PathBuf>,
+    /// `--tls-cert` and `--tls-key` (PEM).
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The data dir could not be created or written.
+    #[error("data dir {path}: {message}")]
+    DataDir {
+        /// Path.
+        path: String,
+        /// Cause.
+        message: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] lockgate_store::StoreError),
+    /// The policy (file or stored) is invalid; nothing was started.
+    #[error("invalid policy: {0}")]
+    Policy(#[from] lockgate_core::policy::PolicyError),
+    /// The policy file could not be read.
+    #[error("cannot read the policy file {path}: {message}")]
+    PolicyFile {
+        /// Path.
+        path: String,
+        /// Cause.
+        message: String,
+    },
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {message}")]
+    Listen {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        message: String,
+    },
+    /// TLS files could not be loaded.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// A server ready to serve: store open, engine rebuilt, admin token written, address bound.
+pub struct Server {
+    looper: Loop,
+    listener: std::net::TcpListener,
+    addr: SocketAddr,
+    tls: Option<(PathBuf, PathBuf)>,
+    tokens: Tokens,
+    events: broadcast::Sender<Arc<lockgate_api::EventView>>,
+    admin_token: Option<String>,
+    reload_on_hup: bool,
+}
+
+fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
+    ServerError::DataDir { path: path.display().to_string(), message: e.to_string() }
+}
+
+/// The default data dir: `$XDG_DATA_HOME/lockgate`, else `~/.local/share/lockgate`, else
+/// `./lockgate-data`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("lockgate");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(h).join(".local/share/lockgate");
+    }
+    PathBuf::from("lockgate-data")
+}
+
+fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+impl Server {
+    /// Opens the store (migrating it), reads the policy, rebuilds the engine (every lease
+    /// gets a fresh TTL), writes `admin.token` when there is no admin token yet, and binds.
+    ///
+    /// # Errors
+    /// [`ServerError`]: nothing is served.
+    pub fn open(config: Config) -> Result<Server, ServerError> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = &config.data_dir;
+        std::fs::create_dir_all(dir).map_err(|e| data_dir_err(dir, e))?;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        let mut store = SqliteStore::open(&dir.join("lockgate.db"))?;
+        let loaded = store.load()?;
+        let (policy, source) = match &config.policy_file {
+            Some(path) => {
+                let shown = path.display().to_string();
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| ServerError::PolicyFile { path: shown.clone(), message: e.to_string() })?;
+                (Policy::from_toml(&text, Some(&shown))?, PolicySource::File(path.clone()))
+            }
+            None => match &loaded.policy {
+                Some(text) => (Policy::from_toml(text, Some("<stored policy>"))?, PolicySource::Store),
+                None => (Policy::unlimited(), PolicySource::Store),
+            },
+        };
+        let snapshot: Snapshot = serde_json::from_value(serde_json::json!({
+            "next_id": loaded.max_job_id + 1,
+            "next_token": loaded.max_token + 1,
+            "jobs": loaded.live_jobs,
+            "nodes": loaded.nodes,
+        }))
+        .map_err(|e| lockgate_store::StoreError::Corrupt { what: "snapshot", message: e.to_string() })?;
+        let now = Timestamp(wall_ms());
+        let engine = Engine::restore(policy, snapshot, now, Mode::Indexed);
+
+        let tokens = Tokens::default();
+        let mut admin_token = None;
+        let mut has_admin = false;
+        for t in &loaded.tokens {
+            let role = Role::parse(&t.role).unwrap_or(Role::Viewer);
+            has_admin |= role == Role::Admin;
+            tokens.insert(t.hash.clone(), Principal { name: t.name.clone(), role, node: t.node.clone() });
+        }
+        if !has_admin {
+            let mut name = "admin".to_string();
+            let mut n = 1;
+            while loaded.tokens.iter().any(|t| t.name == name) {
+                n += 1;
+                name = format!("admin-{n}");
+            }
+            let token = auth::new_token();
+            let rec = TokenRecord { name: name.clone(), role: "admin".into(), node: None, hash: auth::hash(&token), created_at: now };
+            store.commit(&Batch { tokens: vec![rec.clone()], ..Batch::default() })?;
+            tokens.insert(rec.hash, Principal { name, role: Role::Admin, node: None });
+            let path = dir.join("admin.token");
+            write_secret(&path, &token).map_err(|e| data_dir_err(&path, e))?;
+            admin_token = Some(token);
+        }
+
+        let (events, _) = broadcast::channel(4096);
+        let mut looper = Loop::new(
+            engine,
+            Box::new(store),
+            tokens.clone(),
+            source,
+            events.clone(),
+            loaded.last_event_seq,
+            loaded.max_token,
+        );
+        looper.reoffer();
+        looper.settle()?;
+
+        let listener = std::net::TcpListener::bind(config.listen)
+            .map_err(|e| ServerError::Listen { addr: config.listen, message: e.to_string() })?;
+        listener.set_nonblocking(true).map_err(|e| ServerError::Listen { addr: config.listen, message: e.to_string() })?;
+        let addr = listener.local_addr().map_err(|e| ServerError::Listen { addr: config.listen, message: e.to_string() })?;
+        Ok(Server {
+            looper,
+            listener,
+            addr,
+            tls: config.tls,
+            tokens,
+            events,
+            admin_token,
+            reload_on_hup: config.policy_file.is_some(),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The admin token written at this start (first start only).
+    pub fn new_admin_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, answers the long-polls,
+    /// flushes the store and returns.
+    ///
+    /// # Errors
+    /// [`ServerError::Tls`] when the certificate or key cannot be loaded.
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
+        let Server { looper, listener, addr, tls, tokens, events, reload_on_hup, .. } = self;
+        let (tx, rx) = mpsc::channel::<Msg>(8192);
+        let loop_thread = std::thread::Builder::new()
+            .name("lockgate-loop".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
+                rt.block_on(looper.run(rx));
+            })
+            .expect("spawn the event loop thread");
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let ready = Arc::new(AtomicBool::new(false));
+        let state = http::AppState { tx: tx.clone(), tokens, events, shutdown: stop_rx, ready: ready.clone() };
+        let app = http::router(state);
+        let handle = axum_server::Handle::new();
+
+        if reload_on_hup {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+                while hup.recv().await.is_some() {
+                    let (rtx, rrx) = oneshot::channel();
+                    if tx.send(Msg { principal: Principal::system(), op: Op::PolicyReload, reply: rtx }).await.is_err() {
+                        return;
+                    }
+                    match rrx.await {
+                        Ok(Ok(_)) => tracing::info!("SIGHUP: policy reloaded"),
+                        Ok(Err(e)) => tracing::error!("SIGHUP: policy not reloaded: {}", e.message),
+                        Err(_) => return,
+                    }
+                }
+            });
+        }
+
+        let h = handle.clone();
+        let stopper = tx.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+            h.graceful_shutdown(Some(Duration::from_secs(10)));
+            let (rtx, rrx) = oneshot::channel();
+            if stopper.send(Msg { principal: Principal::system(), op: Op::Shutdown, reply: rtx }).await.is_ok() {
+                let _ = rrx.await;
+            }
+        });
+        drop(tx);
+        ready.store(true, Ordering::Release);
+        tracing::info!("lockgate server listening on {addr}{}", if tls.is_some() { " (TLS)" } else { "" });
+        let served = match tls {
+            Some((cert, key)) => {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let cfg = axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)
+                    .await
+                    .map_err(|e| ServerError::Tls(format!("{} / {}: {e}", cert.display(), key.display())))?;
+                axum_server::from_tcp_rustls(listener, cfg).handle(handle).serve(app.into_make_service()).await
+            }
+            None => axum_server::from_tcp(listener).handle(handle).serve(app.into_make_service()).await,
+        };
+        if let Err(e) = served {
+            tracing::error!("serving stopped: {e}");
+        }
+        let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
+        Ok(())
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+}

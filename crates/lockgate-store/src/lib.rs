@@ -1,0 +1,236 @@
+//! lockgate-store: the server's durable state, behind the [`Store`] trait.
+//!
+//! What is kept: every job (live and finished, as the engine's [`Job`]), registered nodes,
+//! tokens (SHA-256 hashes only), the event log (sequence-numbered), the policy document
+//! (when the server has no `--config` file), and a few counters (highest job id, highest
+//! lease token, last event sequence) so ids and fencing tokens never repeat after a restart,
+//! even once the rows that carried them are pruned.
+//!
+//! The server writes in **batches**: every state change of many requests goes into one
+//! [`Batch`], committed as one transaction (group commit) before any of those requests is
+//! answered. [`SqliteStore`] is the implementation (SQLite in WAL mode, `synchronous =
+//! FULL`: a commit that returned survives a crash of the process or of the machine); its
+//! schema is versioned (`PRAGMA user_version`) and migrated forward on open.
+#![warn(missing_docs)]
+
+mod sqlite;
+
+use lockgate_core::engine::NodeRegistration;
+use lockgate_core::job::{Job, JobId};
+use lockgate_core::Timestamp;
+
+pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be opened or created.
+    #[error("cannot open the store at {path}: {message}")]
+    Open {
+        /// Database file.
+        path: String,
+        /// Cause.
+        message: String,
+    },
+    /// The database was written by a newer lockgate (schema version above ours).
+    #[error("the store at {path} has schema version {found}; this lockgate knows up to {known}: upgrade lockgate")]
+    TooNew {
+        /// Database file.
+        path: String,
+        /// Its version.
+        found: u32,
+        /// Ours.
+        known: u32,
+    },
+    /// A read or write failed (disk full, I/O error). Temporary in some cases; the batch was
+    /// not committed.
+    #[error("store {operation} failed: {message}")]
+    Io {
+        /// What was being done.
+        operation: &'static str,
+        /// Cause.
+        message: String,
+    },
+    /// A row could not be decoded.
+    #[error("corrupt {what} row in the store: {message}")]
+    Corrupt {
+        /// Which table.
+        what: &'static str,
+        /// Cause.
+        message: String,
+    },
+}
+
+/// A node as stored: what it registered and whether it is cordoned (the same fields as
+/// the engine's snapshot record).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NodeRecord {
+    /// What it registered.
+    pub registration: NodeRegistration,
+    /// Cordoned.
+    pub cordoned: bool,
+}
+
+/// A token as stored (the secret itself never is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// Principal name (unique).
+    pub name: String,
+    /// Role name (`admin`, `submitter`, `agent`, `viewer`).
+    pub role: String,
+    /// Bound node (agent tokens).
+    pub node: Option<String>,
+    /// SHA-256 of the secret, lowercase hex.
+    pub hash: String,
+    /// Created.
+    pub created_at: Timestamp,
+}
+
+/// One event of the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// Sequence number (1, 2, ...).
+    pub seq: u64,
+    /// When it happened.
+    pub at: Timestamp,
+    /// The event as JSON (`{"type": ..., ...}`).
+    pub data: String,
+}
+
+/// Everything one group commit writes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Batch {
+    /// Jobs to insert or replace, with whether the engine still holds them (`live`: rebuilt
+    /// into the engine at the next start).
+    pub jobs: Vec<(Job, bool)>,
+    /// Events to append.
+    pub events: Vec<StoredEvent>,
+    /// Nodes to insert or replace.
+    pub nodes: Vec<NodeRecord>,
+    /// Nodes to forget.
+    pub removed_nodes: Vec<String>,
+    /// Tokens to insert or replace.
+    pub tokens: Vec<TokenRecord>,
+    /// Tokens to delete, by name.
+    pub revoked_tokens: Vec<String>,
+    /// A new policy document (TOML).
+    pub policy: Option<String>,
+    /// The highest lease token granted so far.
+    pub max_token: Option<u64>,
+}
+
+impl Batch {
+    /// Nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+            && self.events.is_empty()
+            && self.nodes.is_empty()
+            && self.removed_nodes.is_empty()
+            && self.tokens.is_empty()
+            && self.revoked_tokens.is_empty()
+            && self.policy.is_none()
+            && self.max_token.is_none()
+    }
+}
+
+/// The state the server starts from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Loaded {
+    /// Jobs the engine held (queued, admitted, or waiting for a retry), by id.
+    pub live_jobs: Vec<Job>,
+    /// Registered nodes.
+    pub nodes: Vec<NodeRecord>,
+    /// Every token.
+    pub tokens: Vec<TokenRecord>,
+    /// The stored policy document, if any.
+    pub policy: Option<String>,
+    /// The highest job id ever stored (0 when none).
+    pub max_job_id: JobId,
+    /// The highest lease token ever granted (0 when none).
+    pub max_token: u64,
+    /// The last event sequence number (0 when none).
+    pub last_event_seq: u64,
+}
+
+/// Filters of a job listing; every given filter must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    /// State name.
+    pub state: Option<String>,
+    /// Kind.
+    pub kind: Option<String>,
+    /// Owner.
+    pub owner: Option<String>,
+    /// Node.
+    pub node: Option<String>,
+    /// Only ids above this.
+    pub after: Option<JobId>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// What housekeeping deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Finished jobs (and with them their idempotency keys).
+    pub jobs: usize,
+    /// Events.
+    pub events: usize,
+}
+
+/// Durable state. One owner (the server's event loop) calls it; `&mut self` everywhere.
+pub trait Store: Send {
+    /// Reads the state to start from.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] or [`StoreError::Corrupt`].
+    fn load(&mut self) -> Result<Loaded, StoreError>;
+
+    /// Every token.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn load_tokens(&mut self) -> Result<Vec<TokenRecord>, StoreError>;
+
+    /// Writes a batch atomically and durably.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`]; then nothing of the batch was written.
+    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
+
+    /// One job by id (live or finished).
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] or [`StoreError::Corrupt`].
+    fn job(&mut self, id: JobId) -> Result<Option<Job>, StoreError>;
+
+    /// The job an owner submitted with an idempotency key, live or finished.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] or [`StoreError::Corrupt`].
+    fn job_by_key(&mut self, owner: &str, key: &str) -> Result<Option<Job>, StoreError>;
+
+    /// Jobs matching a filter, by id.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] or [`StoreError::Corrupt`].
+    fn jobs(&mut self, filter: &JobFilter) -> Result<Vec<Job>, StoreError>;
+
+    /// Events after a sequence number, oldest first, at most `limit`.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn events_after(&mut self, after: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// Deletes finished jobs and events older than `cutoff`.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn prune(&mut self, cutoff: Timestamp) -> Result<Pruned, StoreError>;
+
+    /// Flushes everything to the main database file (a WAL checkpoint); called at shutdown.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn flush(&mut self) -> Result<(), StoreError>;
+}

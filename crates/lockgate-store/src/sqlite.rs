@@ -1,0 +1,302 @@
+//! [`SqliteStore`]: the [`Store`] on one SQLite file.
+//!
+//! # Implementation details
+//! - WAL mode with `synchronous = FULL`: readers never block the writer, and a commit that
+//!   returned is on disk. Group commit is the caller's business (one [`Batch`] per
+//!   transaction); a batch of a thousand job changes costs one fsync.
+//! - Jobs are stored whole, as the engine's JSON, with the columns that listings filter on
+//!   (`state`, `kind`, `owner`, `node`) and a `live` flag for the restart.
+//! - Schema versions are `PRAGMA user_version`; [`MIGRATIONS`] are applied in order, each in
+//!   its own transaction, so an interrupted upgrade resumes where it stopped.
+
+use crate::*;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1
+    "CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY,
+        owner TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        node TEXT,
+        idempotency_key TEXT,
+        live INTEGER NOT NULL,
+        finished_at INTEGER,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX jobs_live ON jobs(live) WHERE live = 1;
+    CREATE INDEX jobs_key ON jobs(owner, idempotency_key) WHERE idempotency_key IS NOT NULL;
+    CREATE INDEX jobs_finished ON jobs(finished_at) WHERE live = 0;
+    CREATE TABLE nodes (name TEXT PRIMARY KEY, body TEXT NOT NULL);
+    CREATE TABLE tokens (
+        name TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        node TEXT,
+        hash TEXT NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE events (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, data TEXT NOT NULL);
+    CREATE INDEX events_at ON events(at);
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+];
+
+/// The SQLite store. See the module docs.
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Connection,
+}
+
+fn io(operation: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| StoreError::Io { operation, message: e.to_string() }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt { what, message: e.to_string() })
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database and migrates it to [`SCHEMA_VERSION`].
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] when the file cannot be opened or migrated;
+    /// [`StoreError::TooNew`] when a newer lockgate wrote it.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let shown = path.display().to_string();
+        let open_err = |e: rusqlite::Error| StoreError::Open { path: shown.clone(), message: e.to_string() };
+        let mut conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(open_err)?;
+        let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(open_err)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew { path: shown, found: version, known: SCHEMA_VERSION });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction().map_err(open_err)?;
+            tx.execute_batch(sql).map_err(open_err)?;
+            tx.pragma_update(None, "user_version", (i + 1) as u32).map_err(open_err)?;
+            tx.commit().map_err(open_err)?;
+        }
+        Ok(SqliteStore { conn })
+    }
+
+    /// The schema version of the open database.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        self.conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(io("read version"))
+    }
+
+    fn meta(&self, key: &str) -> Result<u64, StoreError> {
+        let v: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(io("read meta"))?;
+        Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
+    }
+
+    fn rows_to_jobs(&self, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<Job>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(io("read jobs"))?;
+        let bodies = stmt
+            .query_map(args, |r| r.get::<_, String>(0))
+            .map_err(io("read jobs"))?
+            .collect::<Result<Vec<String>, _>>()
+            .map_err(io("read jobs"))?;
+        bodies.iter().map(|b| decode("job", b)).collect()
+    }
+}
+
+fn bump(tx: &rusqlite::Transaction<'_>, key: &str, value: u64) -> Result<(), rusqlite::Error> {
+    tx.prepare_cached(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = CAST(max(CAST(value AS INTEGER), CAST(?2 AS INTEGER)) AS TEXT)",
+    )?
+    .execute(params![key, value.to_string()])?;
+    Ok(())
+}
+
+impl Store for SqliteStore {
+    fn load(&mut self) -> Result<Loaded, StoreError> {
+        let live_jobs = self.rows_to_jobs("SELECT body FROM jobs WHERE live = 1 ORDER BY id", &[])?;
+        let mut stmt = self.conn.prepare("SELECT body FROM nodes ORDER BY name").map_err(io("read nodes"))?;
+        let nodes = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(io("read nodes"))?
+            .collect::<Result<Vec<String>, _>>()
+            .map_err(io("read nodes"))?
+            .iter()
+            .map(|b| decode("node", b))
+            .collect::<Result<Vec<NodeRecord>, _>>()?;
+        drop(stmt);
+        let tokens = self.load_tokens()?;
+        let policy: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = 'policy'", [], |r| r.get(0))
+            .optional()
+            .map_err(io("read policy"))?;
+        let max_id: Option<i64> =
+            self.conn.query_row("SELECT max(id) FROM jobs", [], |r| r.get(0)).map_err(io("read jobs"))?;
+        let max_seq: Option<i64> =
+            self.conn.query_row("SELECT max(seq) FROM events", [], |r| r.get(0)).map_err(io("read events"))?;
+        Ok(Loaded {
+            live_jobs,
+            nodes,
+            tokens,
+            policy,
+            max_job_id: self.meta("max_job_id")?.max(max_id.unwrap_or(0) as u64),
+            max_token: self.meta("max_token")?,
+            last_event_seq: self.meta("event_seq")?.max(max_seq.unwrap_or(0) as u64),
+        })
+    }
+
+    fn load_tokens(&mut self) -> Result<Vec<TokenRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT name, role, node, hash, created_at FROM tokens ORDER BY name")
+            .map_err(io("read tokens"))?;
+        let tokens = stmt
+            .query_map([], |r| {
+                Ok(TokenRecord {
+                    name: r.get(0)?,
+                    role: r.get(1)?,
+                    node: r.get(2)?,
+                    hash: r.get(3)?,
+                    created_at: Timestamp(r.get::<_, i64>(4)? as u64),
+                })
+            })
+            .map_err(io("read tokens"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(io("read tokens"));
+        tokens
+    }
+
+    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let err = io("commit");
+        let tx = self.conn.transaction().map_err(&err)?;
+        {
+            let mut put = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO jobs (id, owner, kind, state, node, idempotency_key, live, finished_at, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .map_err(&err)?;
+            let mut max_id = 0;
+            for (job, live) in &batch.jobs {
+                let body = serde_json::to_string(job).expect("jobs serialize");
+                put.execute(params![
+                    job.id as i64,
+                    job.owner,
+                    job.kind,
+                    job.state.as_str(),
+                    job.node,
+                    job.idempotency_key,
+                    *live as i64,
+                    job.finished_at.map(|t| t.0 as i64),
+                    body
+                ])
+                .map_err(&err)?;
+                max_id = max_id.max(job.id);
+            }
+            if max_id > 0 {
+                bump(&tx, "max_job_id", max_id).map_err(&err)?;
+            }
+            let mut ev = tx.prepare_cached("INSERT INTO events (seq, at, data) VALUES (?1, ?2, ?3)").map_err(&err)?;
+            for e in &batch.events {
+                ev.execute(params![e.seq as i64, e.at.0 as i64, e.data]).map_err(&err)?;
+            }
+            if let Some(last) = batch.events.last() {
+                bump(&tx, "event_seq", last.seq).map_err(&err)?;
+            }
+            for n in &batch.nodes {
+                let body = serde_json::to_string(n).expect("nodes serialize");
+                tx.prepare_cached("INSERT OR REPLACE INTO nodes (name, body) VALUES (?1, ?2)")
+                    .map_err(&err)?
+                    .execute(params![n.registration.name, body])
+                    .map_err(&err)?;
+            }
+            for name in &batch.removed_nodes {
+                tx.prepare_cached("DELETE FROM nodes WHERE name = ?1").map_err(&err)?.execute([name]).map_err(&err)?;
+            }
+            for t in &batch.tokens {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO tokens (name, role, node, hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(&err)?
+                .execute(params![t.name, t.role, t.node, t.hash, t.created_at.0 as i64])
+                .map_err(&err)?;
+            }
+            for name in &batch.revoked_tokens {
+                tx.prepare_cached("DELETE FROM tokens WHERE name = ?1").map_err(&err)?.execute([name]).map_err(&err)?;
+            }
+            if let Some(p) = &batch.policy {
+                tx.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES ('policy', ?1)")
+                    .map_err(&err)?
+                    .execute([p])
+                    .map_err(&err)?;
+            }
+            if let Some(t) = batch.max_token {
+                bump(&tx, "max_token", t).map_err(&err)?;
+            }
+        }
+        tx.commit().map_err(&err)
+    }
+
+    fn job(&mut self, id: JobId) -> Result<Option<Job>, StoreError> {
+        Ok(self.rows_to_jobs("SELECT body FROM jobs WHERE id = ?1", &[&(id as i64)])?.pop())
+    }
+
+    fn job_by_key(&mut self, owner: &str, key: &str) -> Result<Option<Job>, StoreError> {
+        let sql = "SELECT body FROM jobs WHERE owner = ?1 AND idempotency_key = ?2 ORDER BY id DESC LIMIT 1";
+        Ok(self.rows_to_jobs(sql, &[&owner, &key])?.pop())
+    }
+
+    fn jobs(&mut self, f: &JobFilter) -> Result<Vec<Job>, StoreError> {
+        let sql = "SELECT body FROM jobs WHERE id > ?1
+                   AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR kind = ?3)
+                   AND (?4 IS NULL OR owner = ?4) AND (?5 IS NULL OR node = ?5)
+                   ORDER BY id LIMIT ?6";
+        let after = f.after.unwrap_or(0) as i64;
+        let limit = f.limit as i64;
+        self.rows_to_jobs(sql, &[&after, &f.state, &f.kind, &f.owner, &f.node, &limit])
+    }
+
+    fn events_after(&mut self, after: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT seq, at, data FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+            .map_err(io("read events"))?;
+        let rows = stmt
+            .query_map(params![after as i64, limit as i64], |r| {
+                Ok(StoredEvent { seq: r.get::<_, i64>(0)? as u64, at: Timestamp(r.get::<_, i64>(1)? as u64), data: r.get(2)? })
+            })
+            .map_err(io("read events"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(io("read events"));
+        rows
+    }
+
+    fn prune(&mut self, cutoff: Timestamp) -> Result<Pruned, StoreError> {
+        let err = io("prune");
+        let c = cutoff.0 as i64;
+        let tx = self.conn.transaction().map_err(&err)?;
+        let jobs = tx.execute("DELETE FROM jobs WHERE live = 0 AND finished_at < ?1", [c]).map_err(&err)?;
+        let events = tx.execute("DELETE FROM events WHERE at < ?1", [c]).map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        Ok(Pruned { jobs, events })
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").map_err(io("checkpoint"))
+    }
+}
