@@ -280,6 +280,23 @@ impl Plan {
         self.sources.load(&self.entries[i].loc)
     }
 
+    /// The namespaces of the taken items, sorted: the `namespaces` attribute of the
+    /// backup's `resource-backup` job (for `overlap = "namespaces"` conflicts).
+    pub fn namespaces(&self) -> Vec<&str> {
+        let mut used = vec![false; self.namespaces.len()];
+        for e in self.entries.iter().filter(|e| e.ns != NO_NS) {
+            used[e.ns as usize] = true;
+        }
+        let mut out: Vec<&str> = used
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| **u)
+            .map(|(i, _)| &*self.namespaces[i])
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Problems with single files or items of the input (those items are not taken).
     pub fn input_errors(&self) -> &[InputError] {
         &self.input_errors

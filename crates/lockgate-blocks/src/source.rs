@@ -4,14 +4,16 @@
 //! and `.yml` manifests (a YAML file may hold several `---` documents, a JSON or YAML
 //! document may be a `List`). [`scan`] walks it in a deterministic order (directory entries
 //! sorted by name, recursively) and hands every item to a callback together with its
-//! [`Location`]: file, byte offset and length (plus, for an item of a YAML `List`, its
-//! position in that list). [`Sources::load`] re-reads one item from its location.
+//! [`Location`]: file, byte offset and length. [`Sources::load`] re-reads one item from its
+//! location.
 //!
 //! Invariants:
 //! - a JSON `List` file is never held in memory whole: a byte-level scanner ([`json_scan`])
 //!   finds each element of `items` and only that element's bytes are parsed, one at a time;
 //! - a YAML file is read whole while it is indexed (YAML has no cheap structural scan) and
-//!   each document is parsed on its own;
+//!   each document is parsed on its own; the items of a YAML `List` (`kubectl get -o yaml`)
+//!   are copied as JSON to a temporary spill file, removed with the [`Sources`], so reading
+//!   one item back never re-parses the whole list;
 //! - a bad item (malformed, not an object) becomes an [`InputError`] naming the file and the
 //!   item, and the scan goes on with the next one; only a missing or unreadable input path
 //!   is fatal ([`LoadError`]).
@@ -21,11 +23,9 @@ mod json_scan;
 use serde_json::Value;
 use std::fmt;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-
-/// `Location::sub` of an item that is a whole document (not an element of a YAML `List`).
-const WHOLE: u32 = u32::MAX;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How a file is parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,10 +37,12 @@ pub(crate) enum Format {
 /// Where an item's manifest lives, to read it again when its block runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Location {
-    file: u32,
     start: u64,
-    len: u64,
-    sub: u32,
+    /// The input file the item came from.
+    file: u32,
+    len: u32,
+    /// The bytes are in the spill file, not in `file`.
+    spilled: bool,
 }
 
 /// A problem with one item or one file of the input; the other items are still read.
@@ -116,41 +118,90 @@ pub(crate) struct Found<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct Sources {
     files: Vec<(PathBuf, Format)>,
+    spill: Option<Spill>,
 }
 
 impl Sources {
-    /// The path of a location's file.
+    /// The input file a location's item came from.
     pub fn path(&self, loc: &Location) -> &Path {
         &self.files[loc.file as usize].0
     }
 
     /// Reads one item again.
     pub fn load(&self, loc: &Location) -> Result<Value, String> {
-        let (path, format) = &self.files[loc.file as usize];
+        let (path, format) = match (&self.spill, loc.spilled) {
+            (Some(spill), true) => (&spill.path, Format::Json),
+            _ => {
+                let (p, f) = &self.files[loc.file as usize];
+                (p, *f)
+            }
+        };
         let mut file =
             File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         file.seek(SeekFrom::Start(loc.start))
             .map_err(|e| format!("cannot seek in {}: {e}", path.display()))?;
         let mut bytes = Vec::with_capacity(loc.len as usize);
-        file.take(loc.len)
+        file.take(u64::from(loc.len))
             .read_to_end(&mut bytes)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        if bytes.len() as u64 != loc.len {
+        if bytes.len() != loc.len as usize {
             return Err(format!("{} changed since it was indexed", path.display()));
         }
-        let value = match format {
+        match format {
             Format::Json => {
-                serde_json::from_slice(&bytes).map_err(|e| format!("malformed JSON: {e}"))?
+                serde_json::from_slice(&bytes).map_err(|e| format!("malformed JSON: {e}"))
             }
-            Format::Yaml => parse_yaml(&bytes)?,
-        };
-        match loc.sub {
-            WHOLE => Ok(value),
-            i => value["items"]
-                .get(i as usize)
-                .cloned()
-                .ok_or_else(|| format!("{} changed since it was indexed", path.display())),
+            Format::Yaml => parse_yaml(&bytes),
         }
+    }
+}
+
+/// A temporary file holding YAML `List` items as JSON; removed when dropped.
+#[derive(Debug)]
+struct Spill {
+    path: PathBuf,
+    out: Option<BufWriter<File>>,
+    len: u64,
+}
+
+impl Spill {
+    fn create() -> std::io::Result<Spill> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("lockgate-blocks-{}-{n}.spill.json", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        let file = File::options().write(true).create_new(true).open(&path)?;
+        Ok(Spill {
+            path,
+            out: Some(BufWriter::new(file)),
+            len: 0,
+        })
+    }
+
+    /// Appends one item; returns its offset and length.
+    fn append(&mut self, v: &Value) -> std::io::Result<(u64, u32)> {
+        let bytes = serde_json::to_vec(v)?;
+        let out = self
+            .out
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("spill file closed"))?;
+        out.write_all(&bytes)?;
+        let start = self.len;
+        self.len += bytes.len() as u64;
+        Ok((start, bytes.len() as u32))
+    }
+
+    fn close(&mut self) -> std::io::Result<()> {
+        match self.out.take() {
+            Some(mut out) => out.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Spill {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -177,12 +228,19 @@ pub(crate) fn scan(
             id,
             path: &path,
             on_item,
+            spill: &mut sources.spill,
         };
         match format {
             Format::Json => ctx.json(),
             Format::Yaml => ctx.yaml(),
         }
         sources.files.push((path, format));
+    }
+    if let Some(spill) = &mut sources.spill {
+        spill.close().map_err(|e| LoadError::Unreadable {
+            path: spill.path.clone(),
+            message: e.to_string(),
+        })?;
     }
     Ok(sources)
 }
@@ -246,6 +304,7 @@ struct FileScan<'a> {
     id: u32,
     path: &'a Path,
     on_item: &'a mut dyn FnMut(Result<Found<'_>, InputError>),
+    spill: &'a mut Option<Spill>,
 }
 
 impl FileScan<'_> {
@@ -272,10 +331,10 @@ impl FileScan<'_> {
             let (id, path) = (self.id, self.path);
             let res = json_scan::items(path, &mut |index, start, bytes| {
                 let loc = Location {
-                    file: id,
                     start,
-                    len: bytes.len() as u64,
-                    sub: WHOLE,
+                    file: id,
+                    len: bytes.len() as u32,
+                    spilled: false,
                 };
                 let position = format!("items[{index}]");
                 match serde_json::from_slice::<Value>(bytes) {
@@ -295,10 +354,10 @@ impl FileScan<'_> {
 
     fn json_whole(&mut self, len: u64) {
         let loc = Location {
-            file: self.id,
             start: 0,
-            len,
-            sub: WHOLE,
+            file: self.id,
+            len: len as u32,
+            spilled: false,
         };
         let bytes = match std::fs::read(self.path) {
             Ok(b) => b,
@@ -319,32 +378,46 @@ impl FileScan<'_> {
         for (n, (start, end, line)) in yaml_documents(&text).into_iter().enumerate() {
             let position = format!("document {} (line {line})", n + 1);
             let loc = Location {
-                file: self.id,
                 start: start as u64,
-                len: (end - start) as u64,
-                sub: WHOLE,
+                file: self.id,
+                len: (end - start) as u32,
+                spilled: false,
             };
             match parse_yaml(&text.as_bytes()[start..end]) {
                 Ok(Value::Null) => {}
-                Ok(v) if is_list(&v) => self.yaml_list(loc, &position, v),
+                Ok(v) if is_list(&v) => self.yaml_list(&position, v),
                 Ok(v) => self.emit(loc, position, v),
                 Err(e) => self.error(position, e),
             }
         }
     }
 
-    fn yaml_list(&mut self, doc: Location, position: &str, list: Value) {
+    fn yaml_list(&mut self, position: &str, list: Value) {
         let Value::Object(mut map) = list else { return };
         let Some(Value::Array(items)) = map.remove("items") else {
             return;
         };
         for (i, item) in items.into_iter().enumerate() {
-            let loc = Location {
-                sub: i as u32,
-                ..doc
-            };
-            self.emit(loc, format!("{position} items[{i}]"), item);
+            let position = format!("{position} items[{i}]");
+            match self.spill_item(&item) {
+                Ok(loc) => self.emit(loc, position, item),
+                Err(e) => self.error(position, format!("cannot write the spill file: {e}")),
+            }
         }
+    }
+
+    fn spill_item(&mut self, item: &Value) -> std::io::Result<Location> {
+        if self.spill.is_none() {
+            *self.spill = Some(Spill::create()?);
+        }
+        let spill = self.spill.as_mut().expect("created above");
+        let (start, len) = spill.append(item)?;
+        Ok(Location {
+            start,
+            file: self.id,
+            len,
+            spilled: true,
+        })
     }
 }
 

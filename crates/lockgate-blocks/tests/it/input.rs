@@ -158,3 +158,58 @@ fn input_errors_make_the_backup_partially_failed() {
         .iter()
         .any(|r| r.contains("bad items or files in the input")));
 }
+
+#[test]
+fn a_yaml_list_is_read_back_item_by_item_and_its_spill_file_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        pod("app", "web-0", &["data"]), pvc("app", "data", Some("pv-1")), pv("pv-1", "app", "data"), configmap("other", "c")]});
+    let path = dir.path().join("cluster.yaml");
+    std::fs::write(&path, yaml_serde::to_string(&list).unwrap()).unwrap();
+    let spills = || {
+        let prefix = format!("lockgate-blocks-{}-", std::process::id());
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            })
+            .count()
+    };
+    let plan = Plan::load(&path, &PlanOptions::default()).unwrap();
+    assert_eq!(plan.namespaces(), ["app", "other"]);
+    assert_eq!(
+        plan.load_item(plan.item_count() - 1).unwrap(),
+        list["items"][3]
+    );
+    assert_eq!(
+        blocks(&plan)[1],
+        names(&[
+            "pods/app/web-0",
+            "persistentvolumeclaims/app/data",
+            "persistentvolumes/pv-1"
+        ])
+    );
+    let before = spills();
+    assert!(before >= 1, "the YAML list items are spilled");
+    drop(Plan::load(&path, &PlanOptions::default()).unwrap());
+    assert_eq!(spills(), before, "a dropped plan removes its spill file");
+    let out = dir.path().join("y.tar.gz");
+    let result = lockgate_blocks::run_to_completion(
+        plan,
+        BackupConfig::new("y", &out, Arc::new(NoopMover)),
+        2,
+    )
+    .unwrap();
+    assert_eq!(result.phase, Phase::Completed, "{:?}", result.reasons);
+    assert_eq!(
+        archive_json(
+            &read_archive(&out),
+            "resources/pods/namespaces/app/web-0.json"
+        ),
+        list["items"][0]
+    );
+}
