@@ -295,9 +295,12 @@ fn parse_yaml(bytes: &[u8]) -> Result<Value, String> {
     yaml_serde::from_str(text).map_err(|e| format!("malformed YAML: {e}"))
 }
 
-/// Whether a manifest is a `List` (a `kind` ending in `List` and an `items` array).
+/// Whether a manifest is a `List`: an `items` array and a `kind` ending in `List` (or no
+/// kind), or such a kind with `items` null or missing (an empty list).
 pub(crate) fn is_list(value: &Value) -> bool {
-    value["items"].is_array() && value["kind"].as_str().is_none_or(|k| k.ends_with("List"))
+    let list_kind = value["kind"].as_str().is_some_and(|k| k.ends_with("List"));
+    (value["items"].is_array() && (list_kind || value["kind"].is_null()))
+        || (list_kind && value["items"].is_null())
 }
 
 struct FileScan<'a> {
@@ -347,6 +350,8 @@ impl FileScan<'_> {
             }
         } else if let Some(e) = probe_error {
             self.error(String::new(), e);
+        } else if probe.kind.as_deref().is_some_and(|k| k.ends_with("List")) {
+            // A `List` without an `items` array (`"items": null`) holds nothing.
         } else {
             self.json_whole(probe.len);
         }

@@ -213,3 +213,30 @@ fn a_yaml_list_is_read_back_item_by_item_and_its_spill_file_removed() {
         list["items"][0]
     );
 }
+
+#[test]
+fn empty_lists_hold_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.json"),
+        r#"{"apiVersion": "v1", "items": null, "kind": "List"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("b.json"),
+        r#"{"apiVersion": "v1", "kind": "PodList", "items": []}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("c.yaml"),
+        "apiVersion: v1\nkind: List\nitems: []\n---\nkind: List\n",
+    )
+    .unwrap();
+    let plan = Plan::load(dir.path(), &PlanOptions::default()).unwrap();
+    assert_eq!(
+        (plan.item_count(), plan.input_errors().len()),
+        (0, 0),
+        "{:?}",
+        plan.input_errors()
+    );
+}
