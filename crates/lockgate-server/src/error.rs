@@ -122,10 +122,16 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
                 )),
                 Category::Data => {
                     let mut field = if path == "." { String::new() } else { path };
-                    if let Some(name) = message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
-                        field = if field.is_empty() { name.to_string() } else { format!("{field}.{name}") };
-                    } else if let Some(name) = message.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
-                        field = if field.is_empty() { name.to_string() } else { format!("{field}.{name}") };
+                    let named = message
+                        .strip_prefix("unknown field `")
+                        .or_else(|| message.strip_prefix("missing field `"))
+                        .and_then(|r| r.split('`').next());
+                    if let Some(name) = named {
+                        if field.is_empty() {
+                            field = name.to_string();
+                        } else if field != name && !field.ends_with(&format!(".{name}")) {
+                            field = format!("{field}.{name}");
+                        }
                     }
                     let message = match message.find(" at line ") {
                         Some(i) => message[..i].to_string(),

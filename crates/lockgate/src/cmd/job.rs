@@ -1,0 +1,251 @@
+//! `lockgate job`: submit, list, show, explain, wait for and cancel jobs.
+
+use super::connect::{self, or_dash, print_json, table};
+use crate::GlobalArgs;
+use lockgate_api::{JobQuery, JobView, SubmitRequest};
+use lockgate_core::policy::Executor;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Arguments of `lockgate job`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Submit a job (it is run by an agent or by whoever holds its lease).
+    Submit(SubmitArgs),
+    /// List jobs.
+    Ls(LsArgs),
+    /// Show one job.
+    Show {
+        /// Job id.
+        id: u64,
+    },
+    /// Say why a job waits: position, effective priority and every condition that holds it.
+    Explain {
+        /// Job id.
+        id: u64,
+    },
+    /// Wait until the job ends (or, with --from, until its state differs from STATE).
+    Wait {
+        /// Job id.
+        id: u64,
+        /// Return on the first change away from this state.
+        #[arg(long)]
+        from: Option<String>,
+        /// Give up after this long (prints the job as it is).
+        #[arg(long, value_parser = connect::duration)]
+        timeout: Option<Duration>,
+    },
+    /// Cancel a job: queued at once; admitted: its holder is asked to stop.
+    Cancel {
+        /// Job id.
+        id: u64,
+        /// Revoke the lease at once (admin).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct SubmitArgs {
+    /// Job kind.
+    #[arg(long)]
+    kind: String,
+    /// Attribute KEY=VALUE (repeatable).
+    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = connect::key_value)]
+    attrs: Vec<(String, String)>,
+    /// Priority (higher runs first).
+    #[arg(long)]
+    priority: Option<i64>,
+    /// Pin to a node.
+    #[arg(long, conflicts_with = "node_selector")]
+    node: Option<String>,
+    /// Let lockgate place it on a node matching this label selector ("" = any node).
+    #[arg(long)]
+    node_selector: Option<String>,
+    /// Who runs it.
+    #[arg(long, value_enum)]
+    executor: Option<ExecutorArg>,
+    /// Prepare/expose step before the run.
+    #[arg(long)]
+    two_stage: bool,
+    /// Pool cost POOL=N (repeatable).
+    #[arg(long = "cost", value_name = "POOL=N", value_parser = connect::cost)]
+    cost: Vec<(String, u64)>,
+    /// Do not start before this time (RFC 3339).
+    #[arg(long)]
+    not_before: Option<String>,
+    /// Give up after waiting this long.
+    #[arg(long, value_parser = connect::duration)]
+    max_wait: Option<Duration>,
+    /// Request cancellation after running this long.
+    #[arg(long, value_parser = connect::duration)]
+    max_run: Option<Duration>,
+    /// Idempotency key: a resubmission with the same key returns the existing job.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ExecutorArg {
+    Client,
+    Agent,
+}
+
+#[derive(Debug, clap::Args)]
+struct LsArgs {
+    /// Only jobs in this state.
+    #[arg(long)]
+    state: Option<String>,
+    /// Only jobs of this kind.
+    #[arg(long)]
+    kind: Option<String>,
+    /// Only jobs of this owner.
+    #[arg(long)]
+    owner: Option<String>,
+    /// Only jobs on this node.
+    #[arg(long)]
+    node: Option<String>,
+    /// Page size.
+    #[arg(long, default_value_t = 100)]
+    limit: u32,
+    /// Jobs with a larger id than this.
+    #[arg(long)]
+    after: Option<u64>,
+    /// Every page.
+    #[arg(long)]
+    all: bool,
+}
+
+/// One table row per job.
+pub fn job_rows(jobs: &[JobView]) -> Vec<Vec<String>> {
+    jobs.iter()
+        .map(|j| {
+            let attrs: Vec<String> = j.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            vec![
+                j.id.to_string(),
+                j.kind.clone(),
+                j.state.to_string(),
+                j.owner.clone(),
+                j.priority.to_string(),
+                or_dash(j.node.as_ref()),
+                j.submitted_at.clone(),
+                attrs.join(","),
+            ]
+        })
+        .collect()
+}
+
+const HEADER: &[&str] = &["ID", "KIND", "STATE", "OWNER", "PRIO", "NODE", "SUBMITTED", "ATTRS"];
+
+fn show(global: &GlobalArgs, job: &JobView) {
+    if connect::json(global) {
+        print_json(job);
+    } else {
+        table(HEADER, &job_rows(std::slice::from_ref(job)));
+        if let Some(m) = &job.message {
+            println!("message: {m}");
+        }
+    }
+}
+
+/// Runs the subcommand.
+pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    let client = connect::client(global)?;
+    match args.command {
+        Sub::Submit(a) => {
+            let req = SubmitRequest {
+                kind: a.kind,
+                attrs: a.attrs.into_iter().collect(),
+                priority: a.priority,
+                node: a.node,
+                node_selector: a.node_selector,
+                executor: a.executor.map(|e| match e {
+                    ExecutorArg::Client => Executor::Client,
+                    ExecutorArg::Agent => Executor::Agent,
+                }),
+                cost: if a.cost.is_empty() { None } else { Some(a.cost.into_iter().collect()) },
+                two_stage: a.two_stage.then_some(true),
+                not_before: a.not_before,
+                max_wait_s: a.max_wait.map(|d| d.as_secs_f64()),
+                max_run_s: a.max_run.map(|d| d.as_secs_f64()),
+                idempotency_key: a.idempotency_key,
+            };
+            let (job, created) = client.submit(&req)?;
+            if !created && !connect::json(global) {
+                eprintln!("lockgate: an existing job has this idempotency key");
+            }
+            show(global, &job);
+        }
+        Sub::Ls(a) => {
+            let mut q = JobQuery {
+                state: a.state,
+                kind: a.kind,
+                owner: a.owner,
+                node: a.node,
+                limit: Some(a.limit),
+                after: a.after,
+            };
+            let mut jobs = Vec::new();
+            let mut next;
+            loop {
+                let page = client.jobs(&q)?;
+                jobs.extend(page.jobs);
+                next = page.next;
+                match next {
+                    Some(n) if a.all => q.after = Some(n),
+                    _ => break,
+                }
+            }
+            if connect::json(global) {
+                print_json(&lockgate_api::JobList { jobs, next });
+            } else {
+                table(HEADER, &job_rows(&jobs));
+                if let Some(n) = next {
+                    eprintln!("more: --after {n} (or --all)");
+                }
+            }
+        }
+        Sub::Show { id } => show(global, &client.job(id)?),
+        Sub::Explain { id } => {
+            let ex = client.explain(id)?;
+            if connect::json(global) {
+                print_json(&ex);
+            } else {
+                println!("job {id}: {}", ex.text);
+                for r in &ex.reasons {
+                    println!("  - {}", r.text);
+                }
+            }
+        }
+        Sub::Wait { id, from, timeout } => {
+            let start = Instant::now();
+            let limit = timeout.unwrap_or(Duration::MAX);
+            let from = match from {
+                Some(f) => Some(lockgate_core::JobState::parse(&f).ok_or_else(|| anyhow::anyhow!("--from: unknown state {f:?}"))?),
+                None => None,
+            };
+            let mut job = client.job(id)?;
+            loop {
+                let done = match from {
+                    Some(f) => job.state != f,
+                    None => job.is_final(),
+                };
+                let left = limit.saturating_sub(start.elapsed());
+                if done || left.is_zero() {
+                    break;
+                }
+                let secs = left.as_secs().clamp(1, 30);
+                job = client.wait(id, job.state, secs)?;
+            }
+            show(global, &job);
+        }
+        Sub::Cancel { id, force } => show(global, &client.cancel(id, force)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,95 @@
+//! `lockgate node`: list, show, cordon, uncordon and remove nodes.
+
+use super::connect::{self, or_dash, print_json, table};
+use crate::GlobalArgs;
+use lockgate_api::NodeView;
+use std::process::ExitCode;
+
+/// Arguments of `lockgate node`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Every node with its state, number and counts.
+    Ls,
+    /// One node.
+    Show {
+        /// Node name.
+        name: String,
+    },
+    /// Stop admitting jobs to the node (running work finishes).
+    Cordon {
+        /// Node name.
+        name: String,
+    },
+    /// Resume admitting jobs to the node.
+    Uncordon {
+        /// Node name.
+        name: String,
+    },
+    /// Forget the node (its admitted jobs are lost; pinned queued jobs wait for it).
+    Rm {
+        /// Node name.
+        name: String,
+    },
+}
+
+fn rows(nodes: &[NodeView]) -> Vec<Vec<String>> {
+    nodes
+        .iter()
+        .map(|n| {
+            let labels: Vec<String> = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let rule = n.rule.as_ref().map(|r| format!(" (rule {r:?})")).unwrap_or_default();
+            vec![
+                n.name.clone(),
+                n.state.clone(),
+                format!("{}{rule}", or_dash(n.number)),
+                n.running.to_string(),
+                n.preparing.to_string(),
+                n.prepared.to_string(),
+                labels.join(","),
+            ]
+        })
+        .collect()
+}
+
+const HEADER: &[&str] = &["NAME", "STATE", "NUMBER", "RUNNING", "PREPARING", "PREPARED", "LABELS"];
+
+fn show(global: &GlobalArgs, n: &NodeView) {
+    if connect::json(global) {
+        print_json(n);
+    } else {
+        table(HEADER, &rows(std::slice::from_ref(n)));
+    }
+}
+
+/// Runs the subcommand.
+pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    let client = connect::client(global)?;
+    match args.command {
+        Sub::Ls => {
+            let list = client.nodes()?;
+            if connect::json(global) {
+                print_json(&list);
+            } else {
+                table(HEADER, &rows(&list.nodes));
+            }
+        }
+        Sub::Show { name } => show(global, &client.node(&name)?),
+        Sub::Cordon { name } => show(global, &client.cordon(&name, true)?),
+        Sub::Uncordon { name } => show(global, &client.cordon(&name, false)?),
+        Sub::Rm { name } => {
+            let v = client.remove_node(&name)?;
+            if connect::json(global) {
+                print_json(&v);
+            } else {
+                println!("removed {name}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,117 @@
+//! `lockgate policy`: show, check (offline), diff (a dry run) and apply the policy.
+
+use super::connect::{self, print_json};
+use crate::GlobalArgs;
+use anyhow::Context;
+use lockgate_core::Policy;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `lockgate policy`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Print the active policy (TOML; -o json: `{digest, policy}`).
+    Show,
+    /// Validate a policy file without a server.
+    Check {
+        /// Policy file (TOML).
+        file: PathBuf,
+    },
+    /// What applying FILE would change, and which jobs it would admit now (a dry run).
+    Diff {
+        /// Policy file (TOML).
+        file: PathBuf,
+    },
+    /// Apply FILE (with --config, the server rewrites its config file, keeping FILE.bak).
+    Apply {
+        /// Policy file (TOML).
+        file: PathBuf,
+        /// Apply only if the active policy still has this digest.
+        #[arg(long)]
+        if_match: Option<String>,
+    },
+}
+
+fn read(file: &PathBuf) -> anyhow::Result<String> {
+    std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
+}
+
+fn print_answer(global: &GlobalArgs, a: &lockgate_api::PolicyAnswer) {
+    if connect::json(global) {
+        print_json(a);
+        return;
+    }
+    if a.diff.is_empty() {
+        println!("no changes");
+    }
+    for d in &a.diff {
+        println!("{d}");
+    }
+    if !a.over_limit.is_empty() {
+        println!("over limit (draining): {}", a.over_limit.join(", "));
+    }
+    let ids: Vec<String> = a.admitted_now.iter().map(u64::to_string).collect();
+    let verb = if a.dry_run { "would admit now" } else { "admitted now" };
+    println!("{verb}: {}", if ids.is_empty() { "none".into() } else { ids.join(", ") });
+    if !a.dry_run {
+        println!("digest: {}", a.digest);
+    }
+}
+
+/// Runs the subcommand.
+pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Sub::Check { file } => {
+            let text = read(&file)?;
+            match Policy::from_toml(&text, Some(&file.display().to_string())) {
+                Ok(_) => {
+                    if connect::json(global) {
+                        print_json(&serde_json::json!({"valid": true, "file": file}));
+                    } else {
+                        println!("{}: valid", file.display());
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    if connect::json(global) {
+                        print_json(&serde_json::json!({"valid": false, "file": file, "line": e.line, "field": e.field, "message": e.to_string()}));
+                    }
+                    eprintln!("lockgate: {e}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        Sub::Show => {
+            let view = connect::client(global)?.policy()?;
+            if connect::json(global) {
+                print_json(&view);
+            } else {
+                let text = serde_json::to_string(&view.policy)?;
+                let policy = Policy::from_json(&text).map_err(|e| anyhow::anyhow!("the server's policy does not parse here: {e}"))?;
+                println!("# digest {}", view.digest);
+                print!("{}", policy.to_toml_string());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Sub::Diff { file } => {
+            let text = read(&file)?;
+            Policy::from_toml(&text, Some(&file.display().to_string()))?;
+            let a = connect::client(global)?.put_policy(&text, true, None)?;
+            print_answer(global, &a);
+            Ok(ExitCode::SUCCESS)
+        }
+        Sub::Apply { file, if_match } => {
+            let text = read(&file)?;
+            Policy::from_toml(&text, Some(&file.display().to_string()))?;
+            let a = connect::client(global)?.put_policy(&text, false, if_match.as_deref())?;
+            print_answer(global, &a);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

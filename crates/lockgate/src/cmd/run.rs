@@ -1,0 +1,439 @@
+//! `lockgate run`: submit a client job, wait for admission, run the command, hold the
+//! lease while it runs, finish with its exit status (api.md, "lockgate run semantics").
+//!
+//! Threads: the main thread submits, waits and then waits for the child; a signal thread
+//! handles SIGINT/SIGTERM (cancel before the start, forward to the child's process group
+//! after); a heartbeat thread renews the lease every TTL/3 and stops the child when the
+//! lease is lost or cancellation is requested. [`Phase`] under one mutex orders them: the
+//! child is spawned only while the phase is still `Waiting`, so an interrupt never races
+//! a start.
+//!
+//! The child is started through `lockgate __exec`, which asks the kernel for
+//! `PR_SET_PDEATHSIG` (SIGKILL) and then `exec`s the command: a killed wrapper takes its
+//! command with it, so no work runs on a slot the server hands to someone else. The child
+//! gets its own process group, so a terminal's Ctrl+C reaches lockgate, which forwards it.
+
+use super::connect;
+use crate::GlobalArgs;
+use lockgate_api::{Client, ClientError, ExplainView, JobView, SubmitRequest};
+use lockgate_core::{JobState, Outcome};
+use std::io::{IsTerminal, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Exit code: the job could not run (expired, cancelled, lease lost).
+pub const EXIT_NOT_RUN: u8 = 75;
+/// Exit code: the server refused the token.
+pub const EXIT_TOKEN: u8 = 77;
+/// Exit code: the server could not be reached within `--connect-timeout`.
+pub const EXIT_UNREACHABLE: u8 = 69;
+/// Exit code: interrupted before the command started.
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code: usage error.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Arguments of `lockgate run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Job kind.
+    #[arg(long, default_value = "backup")]
+    pub kind: String,
+    /// Attribute KEY=VALUE (repeatable): datastore=ds1, group=vm/100, ...
+    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = connect::key_value)]
+    pub attrs: Vec<(String, String)>,
+    /// Priority (higher runs first).
+    #[arg(long)]
+    pub priority: Option<i64>,
+    /// The node this command runs on (counts against its number).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Pool cost POOL=N (repeatable).
+    #[arg(long = "cost", value_name = "POOL=N", value_parser = connect::cost)]
+    pub cost: Vec<(String, u64)>,
+    /// Give up (exit 75) after waiting this long: 30s, 10m, 2h.
+    #[arg(long, value_parser = connect::duration)]
+    pub max_wait: Option<Duration>,
+    /// Idempotency key (default: a random one, reused for retries of the submit).
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// How long to keep trying to reach the server (exit 69 after that).
+    #[arg(long, default_value = "30s", value_parser = connect::duration)]
+    pub connect_timeout: Duration,
+    /// Write the job's final JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// After SIGTERM to a child that must stop (lease lost, cancel requested), wait this
+    /// long before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = connect::duration)]
+    pub grace: Duration,
+    /// The command and its arguments.
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Arguments of the hidden `lockgate __exec`.
+#[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    /// The command and its arguments.
+    #[arg(required = true, last = true)]
+    pub command: Vec<String>,
+}
+
+/// `lockgate __exec -- CMD...`: sets `PR_SET_PDEATHSIG` and becomes the command.
+pub fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    // The parent may have died before the line above: then nobody would kill us.
+    let expected = std::env::var("LOCKGATE_PARENT_PID").ok().and_then(|p| p.parse::<i32>().ok());
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+    if expected.is_some() && parent != expected {
+        return Ok(ExitCode::from(EXIT_NOT_RUN));
+    }
+    let err = std::process::Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .env_remove("LOCKGATE_PARENT_PID")
+        .exec();
+    eprintln!("lockgate: cannot run {:?}: {err}", args.command[0]);
+    let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+    Ok(ExitCode::from(code))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Submitting,
+    Waiting(u64),
+    Running(u64, i32),
+    Interrupted,
+    Done,
+}
+
+struct Shared {
+    phase: Mutex<Phase>,
+    client: Client,
+    report: Option<PathBuf>,
+}
+
+impl Shared {
+    fn write_report(&self, job: Option<&JobView>) {
+        if let (Some(path), Some(job)) = (&self.report, job) {
+            let text = serde_json::to_string_pretty(job).expect("serializes");
+            if let Err(e) = std::fs::write(path, text + "\n") {
+                eprintln!("lockgate: cannot write the report {}: {e}", path.display());
+            }
+        }
+    }
+
+    fn final_report(&self, id: u64) {
+        if self.report.is_some() {
+            let job = self.client.job(id).ok();
+            self.write_report(job.as_ref());
+        }
+    }
+}
+
+fn exit(code: u8) -> ExitCode {
+    ExitCode::from(code)
+}
+
+fn random_key() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("run-{hex}")
+}
+
+/// What to do with an error that is not "unreachable".
+fn fatal(e: &ClientError) -> u8 {
+    eprintln!("lockgate: {e}");
+    match e.status() {
+        Some(401) | Some(403) => EXIT_TOKEN,
+        Some(s) if (400..500).contains(&s) && s != 404 && s != 409 => EXIT_USAGE,
+        _ => EXIT_NOT_RUN,
+    }
+}
+
+/// Calls `f` until it returns something other than "unreachable", for at most `timeout`
+/// of continuous unreachability (`Err(None)` then).
+fn retrying<T>(timeout: Duration, mut f: impl FnMut() -> Result<T, ClientError>) -> Result<T, Option<ClientError>> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_unreachable() || e.status() == Some(503) => {
+                if start.elapsed() >= timeout {
+                    eprintln!("lockgate: {e}; gave up after {:?}", timeout);
+                    return Err(None);
+                }
+                std::thread::sleep(pause.min(timeout.saturating_sub(start.elapsed())));
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(e) => return Err(Some(e)),
+        }
+    }
+}
+
+fn status_line(job: &JobView, ex: Option<&ExplainView>) -> String {
+    let Some(ex) = ex else { return format!("{}: job {}", job.state, job.id) };
+    let mut parts = vec![format!("{} in line", lockgate_core::explain::ordinal(ex.position))];
+    for r in &ex.reasons {
+        match (&r.scope, r.count, r.limit) {
+            (Some(s), Some(c), Some(l)) => parts.push(format!("{s} {c}/{l}")),
+            _ => parts.push(r.text.clone()),
+        }
+    }
+    format!("waiting: {}", parts.join("; "))
+}
+
+/// Runs the subcommand.
+pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    let client = connect::client(global)?;
+    let shared = Arc::new(Shared { phase: Mutex::new(Phase::Submitting), client: client.clone(), report: args.report.clone() });
+    spawn_signal_thread(shared.clone())?;
+    let req = SubmitRequest {
+        kind: args.kind.clone(),
+        attrs: args.attrs.iter().cloned().collect(),
+        priority: args.priority,
+        node: args.node.clone(),
+        executor: Some(lockgate_core::policy::Executor::Client),
+        cost: if args.cost.is_empty() { None } else { Some(args.cost.iter().cloned().collect()) },
+        two_stage: Some(false),
+        max_wait_s: args.max_wait.map(|d| d.as_secs_f64()),
+        idempotency_key: Some(args.idempotency_key.clone().unwrap_or_else(random_key)),
+        ..SubmitRequest::default()
+    };
+    let mut job = match retrying(args.connect_timeout, || client.submit(&req)) {
+        Ok((job, _)) => job,
+        Err(None) => return Ok(exit(EXIT_UNREACHABLE)),
+        Err(Some(e)) => return Ok(exit(fatal(&e))),
+    };
+    {
+        let mut phase = shared.phase.lock().expect("phase lock");
+        if *phase == Phase::Interrupted {
+            drop(phase);
+            interrupt(&shared, job.id);
+        }
+        *phase = Phase::Waiting(job.id);
+    }
+    let tty = std::io::stderr().is_terminal();
+    let poll_s = if tty { 2 } else { 30 };
+    let mut shown = false;
+    loop {
+        if job.state.is_admitted() && job.state != JobState::Preparing {
+            break;
+        }
+        if job.is_final() {
+            if *shared.phase.lock().expect("phase lock") == Phase::Interrupted {
+                park_forever();
+            }
+            if shown {
+                eprintln!();
+            }
+            eprintln!("lockgate: job {} {}{}", job.id, job.state, job.message.as_ref().map(|m| format!(": {m}")).unwrap_or_default());
+            shared.write_report(Some(&job));
+            return Ok(exit(EXIT_NOT_RUN));
+        }
+        if tty && job.state == JobState::Queued {
+            let ex = client.explain(job.id).ok();
+            eprint!("\r\x1b[2K{}", status_line(&job, ex.as_ref()));
+            let _ = std::io::stderr().flush();
+            shown = true;
+        }
+        let from = job.state;
+        job = match retrying(args.connect_timeout, || client.wait(job.id, from, poll_s)) {
+            Ok(j) => j,
+            Err(None) => return Ok(exit(EXIT_UNREACHABLE)),
+            Err(Some(e)) => return Ok(exit(fatal(&e))),
+        };
+    }
+    if shown {
+        eprint!("\r\x1b[2K");
+    }
+    let lease = job.lease.clone().expect("an admitted job holds a lease");
+    run_admitted(&shared, &args, job, lease.token, Duration::from_secs_f64(lease.ttl_s.max(0.03)))
+}
+
+fn run_admitted(shared: &Arc<Shared>, args: &Args, job: JobView, token: u64, ttl: Duration) -> anyhow::Result<ExitCode> {
+    let id = job.id;
+    let mut child = {
+        let mut phase = shared.phase.lock().expect("phase lock");
+        if *phase != Phase::Waiting(id) {
+            // Interrupted: the signal thread cancels and exits.
+            drop(phase);
+            park_forever();
+        }
+        let exe = std::env::current_exe()?;
+        let spawned = std::process::Command::new(exe)
+            .arg("__exec")
+            .arg("--")
+            .args(&args.command)
+            .env("LOCKGATE_PARENT_PID", std::process::id().to_string())
+            .env("LOCKGATE_JOB_ID", id.to_string())
+            .process_group(0)
+            .spawn();
+        match spawned {
+            Ok(c) => {
+                *phase = Phase::Running(id, c.id() as i32);
+                c
+            }
+            Err(e) => {
+                drop(phase);
+                eprintln!("lockgate: cannot start {:?}: {e}", args.command[0]);
+                let _ = shared.client.finish_job(id, token, Outcome::Failed, Some(format!("cannot start: {e}")));
+                shared.final_report(id);
+                return Ok(exit(EXIT_NOT_RUN));
+            }
+        }
+    };
+    let pid = child.id() as i32;
+    let lost = Arc::new(AtomicBool::new(false));
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let hb = {
+        let (client, lost, cancel, grace) = (shared.client.clone(), lost.clone(), cancel.clone(), args.grace);
+        std::thread::spawn(move || heartbeat(client, id, token, ttl, pid, grace, lost, cancel, stop_rx))
+    };
+    let status = child.wait()?;
+    {
+        *shared.phase.lock().expect("phase lock") = Phase::Done;
+    }
+    let _ = stop_tx.send(());
+    let _ = hb.join();
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        _ => 1,
+    };
+    if lost.load(Ordering::SeqCst) {
+        eprintln!("lockgate: job {id}: lease lost; the command was stopped");
+        shared.final_report(id);
+        return Ok(exit(EXIT_NOT_RUN));
+    }
+    let (outcome, message) = if cancel.load(Ordering::SeqCst) {
+        (Outcome::Cancelled, format!("cancel requested; command exited with {}", describe(status)))
+    } else if status.success() {
+        (Outcome::Succeeded, "exit status 0".to_string())
+    } else {
+        (Outcome::Failed, format!("command exited with {}", describe(status)))
+    };
+    match retrying(ttl, || shared.client.finish_job(id, token, outcome, Some(message.clone()))) {
+        Ok(j) => shared.write_report(Some(&j)),
+        Err(e) => {
+            if let Some(e) = e {
+                eprintln!("lockgate: job {id}: finishing failed: {e}");
+            }
+            shared.final_report(id);
+            return Ok(exit(EXIT_NOT_RUN));
+        }
+    }
+    if outcome == Outcome::Cancelled {
+        return Ok(exit(EXIT_NOT_RUN));
+    }
+    Ok(exit(code.clamp(0, 255) as u8))
+}
+
+/// The signal thread owns the exit from here on.
+fn park_forever() -> ! {
+    loop {
+        std::thread::park();
+    }
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "unknown status".into(),
+    }
+}
+
+fn kill_group(pid: i32, sig: rustix::process::Signal) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process_group(p, sig);
+    }
+}
+
+/// Renews the lease every TTL/3 until told to stop; on a lost lease or a cancel request,
+/// stops the child (SIGTERM to its group, SIGKILL after `grace`).
+#[allow(clippy::too_many_arguments)]
+fn heartbeat(
+    client: Client,
+    id: u64,
+    token: u64,
+    ttl: Duration,
+    pid: i32,
+    grace: Duration,
+    lost: Arc<AtomicBool>,
+    cancel: Arc<AtomicBool>,
+    stop: mpsc::Receiver<()>,
+) {
+    let mut last_ok = Instant::now();
+    let mut every = ttl / 3;
+    loop {
+        match stop.recv_timeout(every) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        match client.heartbeat(id, token) {
+            Ok(job) => {
+                last_ok = Instant::now();
+                every = ttl / 3;
+                if job.cancel_requested {
+                    eprintln!("lockgate: job {id}: cancel requested; stopping the command");
+                    cancel.store(true, Ordering::SeqCst);
+                    break;
+                }
+            }
+            Err(e) if (e.is_unreachable() || e.status() == Some(503)) && last_ok.elapsed() < ttl => {
+                every = (ttl / 10).max(Duration::from_millis(10));
+            }
+            Err(e) => {
+                eprintln!("lockgate: job {id}: {e}; stopping the command");
+                lost.store(true, Ordering::SeqCst);
+                break;
+            }
+        }
+    }
+    kill_group(pid, rustix::process::Signal::TERM);
+    if stop.recv_timeout(grace).is_err() {
+        kill_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+fn interrupt(shared: &Shared, id: u64) -> ! {
+    if let Ok(job) = shared.client.cancel(id, false) {
+        if let (true, Some(l)) = (job.state.is_admitted(), &job.lease) {
+            let _ = shared.client.finish_job(id, l.token, Outcome::Cancelled, Some("interrupted before the command started".into()));
+        }
+    }
+    shared.final_report(id);
+    eprintln!("\nlockgate: interrupted; job {id} cancelled");
+    std::process::exit(i32::from(EXIT_INTERRUPTED));
+}
+
+fn spawn_signal_thread(shared: Arc<Shared>) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            let mut phase = shared.phase.lock().expect("phase lock");
+            match *phase {
+                Phase::Submitting => *phase = Phase::Interrupted,
+                Phase::Waiting(id) => {
+                    *phase = Phase::Interrupted;
+                    drop(phase);
+                    interrupt(&shared, id);
+                }
+                Phase::Running(_, pid) => {
+                    let s = if sig == SIGINT { rustix::process::Signal::INT } else { rustix::process::Signal::TERM };
+                    kill_group(pid, s);
+                }
+                Phase::Interrupted | Phase::Done => {}
+            }
+        }
+    });
+    Ok(())
+}
