@@ -458,24 +458,33 @@ fn drop_duplicates(
     keep: &mut [bool],
     errors: &mut Vec<InputError>,
 ) {
-    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(index.entries.len());
-    for (i, e) in index.entries.iter().enumerate() {
-        if !keep[i] {
-            continue;
+    // Sorting positions by name (4 bytes per item) instead of hashing the names keeps the
+    // plan's peak memory low.
+    let name = |i: u32| &*index.entries[i as usize].name;
+    let mut order: Vec<u32> = (0..keep.len() as u32)
+        .filter(|&i| keep[i as usize])
+        .collect();
+    order.sort_unstable_by(|&a, &b| name(a).cmp(name(b)).then(a.cmp(&b)));
+    let mut dups = Vec::new();
+    for w in order.windows(2) {
+        if name(w[0]) == name(w[1]) {
+            let first = order[order.partition_point(|&i| name(i) < name(w[1]))];
+            dups.push((w[1], first));
         }
-        if let Some(&first) = seen.get(&*e.name) {
-            keep[i] = false;
-            errors.push(InputError {
-                file: sources.path(&e.loc).to_path_buf(),
-                item: e.name.to_string(),
-                message: format!(
-                    "duplicate item (first in {}); only the first is backed up",
-                    sources.path(&index.entries[first].loc).display()
-                ),
-            });
-        } else {
-            seen.insert(&e.name, i);
-        }
+    }
+    drop(order);
+    dups.sort_unstable();
+    for (dup, first) in dups {
+        let e = &index.entries[dup as usize];
+        keep[dup as usize] = false;
+        errors.push(InputError {
+            file: sources.path(&e.loc).to_path_buf(),
+            item: e.name.to_string(),
+            message: format!(
+                "duplicate item (first in {}); only the first is backed up",
+                sources.path(&index.entries[first as usize].loc).display()
+            ),
+        });
     }
 }
 
