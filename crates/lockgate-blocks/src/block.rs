@@ -255,7 +255,9 @@ impl<'a> BlockRun<'a> {
             .as_mut()
             .expect("pending items are loaded");
         if let Some(action) = &self.b.config.item_action {
-            action.execute(&item, manifest)?;
+            // A panicking action fails its item only: the block goes on to its post-hooks.
+            let run = std::panic::AssertUnwindSafe(|| action.execute(&item, manifest));
+            std::panic::catch_unwind(run).map_err(|_| "the item action panicked".to_string())??;
         }
         let data = serde_json::to_vec(&*manifest).map_err(|e| format!("cannot serialize: {e}"))?;
         let path = item.archive_path();

@@ -180,16 +180,23 @@ fn archive_layout_result_and_progress() {
 }
 
 #[test]
-fn an_item_action_error_fails_only_that_item() {
+fn an_item_action_error_or_panic_fails_only_that_item() {
     let dir = tempfile::tempdir().unwrap();
     let plan = load(
         dir.path(),
-        &[configmap("app", "ok"), configmap("app", "broken")],
+        &[
+            configmap("app", "ok"),
+            configmap("app", "broken"),
+            configmap("app", "panics"),
+        ],
         &PlanOptions::default(),
     );
     let mut config = BackupConfig::new("b", dir.path().join("b.tar.gz"), Arc::new(NoopMover));
     config.item_action = Some(Arc::new(|item: &ItemRef<'_>, v: &mut Value| {
         v["metadata"]["annotations"] = json!({"seen": "yes"});
+        if item.short_name == "panics" {
+            panic!("action bug");
+        }
         if item.short_name == "broken" {
             Err("refused by the action".to_string())
         } else {
@@ -198,10 +205,25 @@ fn an_item_action_error_fails_only_that_item() {
     }));
     let result = lockgate_blocks::run_to_completion(plan, config, 2).unwrap();
     assert_eq!(result.phase, Phase::PartiallyFailed);
-    assert_eq!(result.items.len(), 1);
+    let failed: Vec<(&str, ItemStatus, Option<&str>)> = result
+        .items
+        .iter()
+        .map(|i| (i.item.as_str(), i.status, i.error.as_deref()))
+        .collect();
     assert_eq!(
-        (result.items[0].status, result.items[0].error.as_deref()),
-        (ItemStatus::Failed, Some("refused by the action"))
+        failed,
+        [
+            (
+                "configmaps/app/broken",
+                ItemStatus::Failed,
+                Some("refused by the action")
+            ),
+            (
+                "configmaps/app/panics",
+                ItemStatus::Failed,
+                Some("the item action panicked")
+            ),
+        ]
     );
     let files = read_archive(&dir.path().join("b.tar.gz"));
     assert_eq!(
