@@ -1,0 +1,91 @@
+//! A restart loses nothing; retention deletes what is old.
+
+use crate::harness::*;
+use lockgate_core::job::Job;
+use lockgate_core::{JobState, Outcome, Timestamp};
+use lockgate_store::{Batch, SqliteStore, Store, StoredEvent};
+
+#[test]
+fn a_restart_keeps_jobs_leases_tokens_events_and_the_policy() {
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), "[global]\nmax_running = 1\n[leases]\nttl = \"5s\"\n");
+    let admin = s.admin();
+    let alice_token = admin
+        .create_token(&lockgate_api::TokenCreate { name: "alice".into(), role: lockgate_api::Role::Submitter, node: None })
+        .unwrap()
+        .token;
+    let alice = s.client(Some(&alice_token));
+    let a = admin.submit(&job("backup", &[])).unwrap().0;
+    let b = alice.submit(&job("backup", &[])).unwrap().0;
+    let c = admin.submit(&job("backup", &[])).unwrap().0;
+    admin.cancel(c.id, false).unwrap();
+    let digest = admin.policy().unwrap().digest;
+    let last = admin.events(0).unwrap().events.last().unwrap().seq;
+    s.stop();
+
+    let s = TestServer::open(dir.path(), None);
+    let admin = s.admin();
+    assert_eq!(admin.policy().unwrap().digest, digest);
+    let a2 = admin.job(a.id).unwrap();
+    assert_eq!(a2.state, JobState::Running);
+    // The holder's lease survived (fresh TTL) and its token still works.
+    let token = a.lease.unwrap().token;
+    assert!(admin.heartbeat(a.id, token).is_ok());
+    assert_eq!(admin.job(b.id).unwrap().state, JobState::Queued);
+    assert_eq!(admin.job(c.id).unwrap().state, JobState::Cancelled);
+    let alice = s.client(Some(&alice_token));
+    assert_eq!(alice.job(b.id).unwrap().owner, "alice", "tokens survive the restart");
+    admin.finish_job(a.id, token, Outcome::Succeeded, None).unwrap();
+    let b2 = admin.wait(b.id, JobState::Queued, 10).unwrap();
+    assert_eq!(b2.state, JobState::Running);
+    assert!(b2.lease.unwrap().token > token, "fencing tokens keep growing across restarts");
+    let d = admin.submit(&job("backup", &[])).unwrap().0;
+    assert!(d.id > c.id, "ids never repeat");
+    let events = admin.events(last).unwrap().events;
+    assert_eq!(events.first().map(|e| e.seq), Some(last + 1));
+}
+
+fn finished_job(id: u64, at: Timestamp) -> Job {
+    let mut j: Job = serde_json::from_value(serde_json::json!({
+        "id": id, "kind": "backup", "attrs": {}, "owner": "admin", "priority": 0, "executor": "client",
+        "state": "succeeded", "node": null, "pinned": false, "node_selector": null, "cost": {},
+        "two_stage": false, "attempt": 1, "lease": null, "cancel_requested": false,
+        "submitted_at": at.0, "queued_at": at.0, "prepare_started_at": null, "prepared_at": null,
+        "started_at": at.0, "finished_at": at.0, "outcome": "succeeded", "message": null,
+        "not_before": null, "max_wait_ms": null, "max_run_ms": null, "idempotency_key": "old",
+        "retry_at": null
+    }))
+    .unwrap();
+    j.finished_at = Some(at);
+    j
+}
+
+#[test]
+fn retention_deletes_old_finished_jobs_events_and_keys() {
+    let dir = tempdir();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let old = Timestamp(now - 20 * 86_400_000);
+    let recent = Timestamp(now - 86_400_000);
+    {
+        let mut store = SqliteStore::open(&dir.path().join("lockgate.db")).unwrap();
+        let mut b = Batch::default();
+        b.jobs.push((finished_job(1, old), false));
+        b.jobs.push((finished_job(2, recent), false));
+        b.jobs[1].0.idempotency_key = Some("recent".into());
+        b.events.push(StoredEvent { seq: 1, at: old, data: "{\"type\":\"x\"}".into() });
+        b.events.push(StoredEvent { seq: 2, at: recent, data: "{\"type\":\"x\"}".into() });
+        store.commit(&b).unwrap();
+        assert_eq!(store.schema_version().unwrap(), lockgate_store::SCHEMA_VERSION);
+    }
+    let s = TestServer::open(dir.path(), None);
+    let admin = s.admin();
+    assert_eq!(admin.job(1).unwrap_err().status(), Some(404));
+    assert_eq!(admin.job(2).unwrap().state, JobState::Succeeded);
+    let events = admin.events(0).unwrap().events;
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
+    // The old key is gone with its job; ids still never repeat.
+    let mut req = job("backup", &[]);
+    req.idempotency_key = Some("old".into());
+    let (j, created) = admin.submit(&req).unwrap();
+    assert!(created && j.id == 3);
+}

@@ -1,0 +1,116 @@
+//! Starts a server in-process (its own runtime on a thread) and stops it gracefully.
+
+use lockgate_api::Client;
+use lockgate_server::{Config, Server};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use tokio::sync::oneshot;
+
+pub struct TestServer {
+    pub url: String,
+    pub admin: String,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A temp dir that lives as long as the test needs it.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+impl TestServer {
+    /// A server whose store holds `policy` (applied through the API after start).
+    pub fn start(dir: &Path, policy: &str) -> TestServer {
+        let s = TestServer::open(dir, None);
+        if !policy.is_empty() {
+            s.admin().put_policy(policy, false, None).expect("policy applies");
+        }
+        s
+    }
+
+    /// A server on `dir`, with a `--config` file when given.
+    pub fn open(dir: &Path, config: Option<PathBuf>) -> TestServer {
+        let config = Config {
+            data_dir: dir.to_path_buf(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            policy_file: config,
+            tls: None,
+        };
+        let server = Server::open(config).expect("server opens");
+        let url = format!("http://{}", server.local_addr());
+        let admin = std::fs::read_to_string(dir.join("admin.token")).expect("admin token").trim().to_string();
+        let (tx, rx) = oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(server.run(async move {
+                let _ = rx.await;
+            }))
+            .unwrap();
+        });
+        TestServer { url, admin, stop: Some(tx), thread: Some(thread) }
+    }
+
+    pub fn client(&self, token: Option<&str>) -> Client {
+        Client::new(&self.url, token.map(str::to_string)).unwrap()
+    }
+
+    pub fn admin(&self) -> Client {
+        self.client(Some(&self.admin))
+    }
+
+    /// A token of another role.
+    pub fn token(&self, name: &str, role: lockgate_api::Role, node: Option<&str>) -> Client {
+        let t = self
+            .admin()
+            .create_token(&lockgate_api::TokenCreate { name: name.into(), role, node: node.map(str::to_string) })
+            .unwrap();
+        self.client(Some(&t.token))
+    }
+
+    /// Graceful stop (SIGTERM path): waits until the store is flushed.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+
+    /// A raw request: status and body text.
+    pub fn raw(&self, method: &str, path: &str, token: Option<&str>, body: Option<(&str, &str)>) -> (u16, String) {
+        let agent = ureq::AgentBuilder::new().build();
+        let mut req = agent.request(method, &format!("{}{path}", self.url));
+        if let Some(t) = token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        let r = match body {
+            Some((ctype, text)) => req.set("Content-Type", ctype).send_string(text),
+            None => req.call(),
+        };
+        match r {
+            Ok(resp) => (resp.status(), resp.into_string().unwrap()),
+            Err(ureq::Error::Status(s, resp)) => (s, resp.into_string().unwrap()),
+            Err(e) => panic!("transport error: {e}"),
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// A submit request for `kind` with attrs.
+pub fn job(kind: &str, attrs: &[(&str, &str)]) -> lockgate_api::SubmitRequest {
+    lockgate_api::SubmitRequest {
+        kind: kind.into(),
+        attrs: attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,8 @@
+//! Integration tests: the real server over real HTTP on 127.0.0.1 with a real SQLite file
+//! in a temporary directory, driven with the blocking client of `lockgate-api`.
+
+mod api;
+mod durability;
+mod errors;
+mod harness;
+mod longpoll;
