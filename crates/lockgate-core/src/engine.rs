@@ -207,6 +207,8 @@ pub struct Engine {
     events: VecDeque<Event>,
     /// Nodes whose prepared jobs may be able to start.
     dirty_nodes: BTreeSet<String>,
+    /// Scopes that hold a reservation.
+    reserved: BTreeSet<ScopeId>,
 }
 
 impl Engine {
@@ -234,6 +236,7 @@ impl Engine {
             timers: BTreeSet::new(),
             events: VecDeque::new(),
             dirty_nodes: BTreeSet::new(),
+            reserved: BTreeSet::new(),
         }
     }
 
@@ -308,19 +311,26 @@ impl Engine {
         if let Some(key) = &spec.idempotency_key {
             if let Some(&id) = self.idempotency.get(&(spec.owner.clone(), key.clone())) {
                 if let Some(e) = self.entries.get(&id) {
-                    return Ok(Submitted { job: e.job.clone(), existing: true });
+                    return Ok(Submitted {
+                        job: e.job.clone(),
+                        existing: true,
+                    });
                 }
             }
         }
         let job = self.job_from_spec(spec, now)?;
         let id = job.id;
         if let Some(key) = &job.idempotency_key {
-            self.idempotency.insert((job.owner.clone(), key.clone()), id);
+            self.idempotency
+                .insert((job.owner.clone(), key.clone()), id);
         }
         self.emit(JobChange::Submitted, &job);
         self.insert_entry(job, now);
         self.run_pass(now);
-        Ok(Submitted { job: self.entries[&id].job.clone(), existing: false })
+        Ok(Submitted {
+            job: self.entries[&id].job.clone(),
+            existing: false,
+        })
     }
 
     /// Registers an idempotency key for a job the caller keeps elsewhere (the server's
@@ -332,30 +342,53 @@ impl Engine {
     }
 
     fn job_from_spec(&mut self, spec: JobSpec, now: Timestamp) -> Result<Job, SubmitError> {
-        let invalid = |field: &str, message: String| SubmitError::Invalid { field: field.into(), message };
+        let invalid = |field: &str, message: String| SubmitError::Invalid {
+            field: field.into(),
+            message,
+        };
         if spec.kind.trim().is_empty() || spec.kind.contains(char::is_whitespace) {
-            return Err(invalid("kind", format!("expected a non-empty kind without spaces, got {:?}", spec.kind)));
+            return Err(invalid(
+                "kind",
+                format!(
+                    "expected a non-empty kind without spaces, got {:?}",
+                    spec.kind
+                ),
+            ));
         }
         for (k, v) in &spec.attrs {
             if matches!(k.as_str(), "kind" | "owner" | "node") {
-                return Err(invalid(&format!("attrs.{k}"), format!("{k:?} is reserved and cannot be an attribute")));
+                return Err(invalid(
+                    &format!("attrs.{k}"),
+                    format!("{k:?} is reserved and cannot be an attribute"),
+                ));
             }
             if k.is_empty() || k.contains(|c: char| c.is_whitespace() || ",()=!".contains(c)) {
                 return Err(invalid("attrs", format!("invalid attribute name {k:?}")));
             }
             if v.contains(char::is_whitespace) {
-                return Err(invalid(&format!("attrs.{k}"), format!("attribute values may not contain whitespace, got {v:?}")));
+                return Err(invalid(
+                    &format!("attrs.{k}"),
+                    format!("attribute values may not contain whitespace, got {v:?}"),
+                ));
             }
         }
         if spec.node.is_some() && spec.node_selector.is_some() {
-            return Err(invalid("node_selector", "give either node (pinned) or node_selector (movable), not both".into()));
+            return Err(invalid(
+                "node_selector",
+                "give either node (pinned) or node_selector (movable), not both".into(),
+            ));
         }
         if let Some(sel) = &spec.node_selector {
-            Selector::parse_labels(sel).map_err(|e| invalid("node_selector", format!("invalid selector {sel:?}: {e}")))?;
+            Selector::parse_labels(sel)
+                .map_err(|e| invalid("node_selector", format!("invalid selector {sel:?}: {e}")))?;
         }
-        let cost = spec.cost.unwrap_or_else(|| self.policy.kind_cost(&spec.kind));
+        let cost = spec
+            .cost
+            .unwrap_or_else(|| self.policy.kind_cost(&spec.kind));
         for pool in cost.keys() {
-            if !self.policy.resources.contains_key(pool) && !self.policy.nodes.resources.contains_key(pool) {
+            if !self.policy.resources.contains_key(pool)
+                && !self.policy.nodes.resources.contains_key(pool)
+            {
                 return Err(invalid(
                     &format!("cost.{pool}"),
                     format!("pool {pool:?} is not declared in [resources] or [nodes.resources]"),
@@ -371,8 +404,12 @@ impl Engine {
         self.next_id += 1;
         Ok(Job {
             id,
-            priority: spec.priority.unwrap_or_else(|| self.policy.kind_priority(&spec.kind)),
-            two_stage: spec.two_stage.unwrap_or_else(|| self.policy.kind_two_stage(&spec.kind)),
+            priority: spec
+                .priority
+                .unwrap_or_else(|| self.policy.kind_priority(&spec.kind)),
+            two_stage: spec
+                .two_stage
+                .unwrap_or_else(|| self.policy.kind_two_stage(&spec.kind)),
             kind: spec.kind,
             attrs: spec.attrs,
             owner: spec.owner,
@@ -405,14 +442,22 @@ impl Engine {
     ///
     /// # Errors
     /// [`LeaseError::LeaseLost`] when the token is stale or the lease ran out.
-    pub fn heartbeat(&mut self, id: JobId, token: u64, now: Timestamp) -> Result<HeartbeatAnswer, LeaseError> {
+    pub fn heartbeat(
+        &mut self,
+        id: JobId,
+        token: u64,
+        now: Timestamp,
+    ) -> Result<HeartbeatAnswer, LeaseError> {
         self.handle_timeout(now);
         let ttl = self.policy.leases.ttl;
         let e = self.entries.get_mut(&id).ok_or(LeaseError::NotFound(id))?;
         match &mut e.job.lease {
             Some(lease) if lease.token == token && e.job.state.is_admitted() => {
                 lease.expires_at = now.plus(ttl);
-                Ok(HeartbeatAnswer { lease: *lease, cancel_requested: e.job.cancel_requested })
+                Ok(HeartbeatAnswer {
+                    lease: *lease,
+                    cancel_requested: e.job.cancel_requested,
+                })
             }
             _ => Err(LeaseError::LeaseLost(id)),
         }
@@ -479,9 +524,18 @@ impl Engine {
     /// [`CancelError`] when the job is unknown or already ended.
     pub fn cancel(&mut self, id: JobId, force: bool, now: Timestamp) -> Result<Job, CancelError> {
         self.handle_timeout(now);
-        let state = self.entries.get(&id).ok_or(CancelError::NotFound(id))?.job.state;
+        let state = self
+            .entries
+            .get(&id)
+            .ok_or(CancelError::NotFound(id))?
+            .job
+            .state;
         let job = if state == JobState::Queued || state.is_terminal() || force {
-            let msg = if force && state.is_admitted() { "force-cancelled" } else { "cancelled" };
+            let msg = if force && state.is_admitted() {
+                "force-cancelled"
+            } else {
+                "cancelled"
+            };
             self.end_job(id, JobState::Cancelled, Some(msg.into()), now)
         } else {
             let e = self.entries.get_mut(&id).expect("live");
@@ -506,14 +560,20 @@ impl Engine {
     }
 
     fn emit(&mut self, change: JobChange, job: &Job) {
-        self.events.push_back(Event::Job { change, job: Box::new(job.clone()) });
+        self.events.push_back(Event::Job {
+            change,
+            job: Box::new(job.clone()),
+        });
     }
 
     fn intern(&mut self, key: ScopeKey) -> ScopeId {
         let id = self.interner.intern(key);
         if id as usize == self.scopes.len() {
             let limit = self.scope_limit(self.interner.key(id));
-            self.scopes.push(ScopeState { limit, ..ScopeState::default() });
+            self.scopes.push(ScopeState {
+                limit,
+                ..ScopeState::default()
+            });
         }
         id
     }

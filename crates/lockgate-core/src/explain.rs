@@ -55,13 +55,22 @@ pub fn rfc3339(t: Timestamp) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// `job 41` or `jobs 41, 57` (at most eight listed).
 pub fn job_list(ids: &[JobId]) -> String {
     let shown: Vec<String> = ids.iter().take(8).map(|i| i.to_string()).collect();
-    let more = if ids.len() > 8 { format!(", +{} more", ids.len() - 8) } else { String::new() };
+    let more = if ids.len() > 8 {
+        format!(", +{} more", ids.len() - 8)
+    } else {
+        String::new()
+    };
     let word = if ids.len() == 1 { "job" } else { "jobs" };
     format!("{word} {}{more}", shown.join(", "))
 }
@@ -75,11 +84,20 @@ impl Engine {
                 (s, Some(n)) if s.is_admitted() => format!("{s} on node {n}"),
                 (s, _) if s.is_admitted() => format!("{s}"),
                 (s, _) => match job.retry_at {
-                    Some(at) => format!("{s}; retry {} of the kind's retries at {}", job.attempt, rfc3339(at)),
+                    Some(at) => format!(
+                        "{s}; retry {} of the kind's retries at {}",
+                        job.attempt,
+                        rfc3339(at)
+                    ),
                     None => format!("{s}"),
                 },
             };
-            return Some(Explanation { position: 0, effective_priority: job.priority as f64, reasons: vec![], text });
+            return Some(Explanation {
+                position: 0,
+                effective_priority: job.priority as f64,
+                reasons: vec![],
+                text,
+            });
         }
         let effective_priority = self.effective_priority(id, now);
         let mut reasons: Vec<Reason> = match self.evaluate_all(id, now) {
@@ -97,7 +115,10 @@ impl Engine {
             });
         }
         let position = self.position(id);
-        let mut text = format!("queued, {} in line, effective priority {effective_priority:.2}", ordinal(position));
+        let mut text = format!(
+            "queued, {} in line, effective priority {effective_priority:.2}",
+            ordinal(position)
+        );
         if reasons.is_empty() {
             text.push_str("; admissible now");
         } else {
@@ -105,7 +126,12 @@ impl Engine {
             text.push_str("; ");
             text.push_str(&parts.join("; "));
         }
-        Some(Explanation { position, effective_priority, reasons, text })
+        Some(Explanation {
+            position,
+            effective_priority,
+            reasons,
+            text,
+        })
     }
 }
 
@@ -128,13 +154,19 @@ mod tests {
     #[test]
     fn formats_rfc3339() {
         assert_eq!(rfc3339(Timestamp(0)), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(Timestamp(1_774_649_861_000)), "2026-03-27T22:17:41Z");
+        assert_eq!(
+            rfc3339(Timestamp(1_774_649_861_000)),
+            "2026-03-27T22:17:41Z"
+        );
         assert_eq!(rfc3339(Timestamp(951_782_400_000)), "2000-02-29T00:00:00Z");
     }
 
     #[test]
     fn ordinals() {
         let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 101].map(ordinal).to_vec();
-        assert_eq!(got, ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]);
+        assert_eq!(
+            got,
+            ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
+        );
     }
 }

@@ -73,14 +73,21 @@ impl JobState {
 
     /// Holding slots: admitted and not yet ended.
     pub fn is_admitted(self) -> bool {
-        matches!(self, JobState::Preparing | JobState::Prepared | JobState::Running)
+        matches!(
+            self,
+            JobState::Preparing | JobState::Prepared | JobState::Running
+        )
     }
 
     /// Ended (a failed or lost job may still be retried).
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            JobState::Succeeded | JobState::Failed | JobState::Cancelled | JobState::Lost | JobState::Expired
+            JobState::Succeeded
+                | JobState::Failed
+                | JobState::Cancelled
+                | JobState::Lost
+                | JobState::Expired
         )
     }
 }

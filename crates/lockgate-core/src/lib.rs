@@ -5,14 +5,14 @@
 #![warn(missing_docs)]
 
 pub mod calendar;
-pub mod policy;
-pub mod selector;
-pub mod time;
 pub mod engine;
 pub mod event;
 pub mod explain;
 pub mod job;
+pub mod policy;
 pub mod scope;
+pub mod selector;
+pub mod time;
 
 pub use engine::{Engine, Mode};
 pub use job::{Job, JobId, JobSpec, JobState, Outcome};

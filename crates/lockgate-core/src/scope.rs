@@ -149,15 +149,33 @@ mod tests {
         let cases = [
             (ScopeKey::Global, "global"),
             (ScopeKey::GlobalPrepare, "global-prepare"),
-            (ScopeKey::Limit { name: "restores".into(), parts: vec![] }, "limit:restores"),
             (
-                ScopeKey::Limit { name: "per-datastore".into(), parts: vec![p("datastore", "ds1")] },
+                ScopeKey::Limit {
+                    name: "restores".into(),
+                    parts: vec![],
+                },
+                "limit:restores",
+            ),
+            (
+                ScopeKey::Limit {
+                    name: "per-datastore".into(),
+                    parts: vec![p("datastore", "ds1")],
+                },
                 "limit:per-datastore[datastore=ds1]",
             ),
             (ScopeKey::Node("worker-3".into()), "node:worker-3"),
-            (ScopeKey::NodePrepare("worker-3".into()), "node-prepare:worker-3"),
+            (
+                ScopeKey::NodePrepare("worker-3".into()),
+                "node-prepare:worker-3",
+            ),
             (ScopeKey::Pool("threads".into()), "pool:threads"),
-            (ScopeKey::NodePool { pool: "nvme".into(), node: "n1".into() }, "pool:nvme@n1"),
+            (
+                ScopeKey::NodePool {
+                    pool: "nvme".into(),
+                    node: "n1".into(),
+                },
+                "pool:nvme@n1",
+            ),
             (
                 ScopeKey::Conflict {
                     index: 0,

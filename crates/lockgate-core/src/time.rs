@@ -9,14 +9,19 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// A point in time, in milliseconds on the caller's clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Timestamp(pub u64);
 
 impl Timestamp {
     /// This instant plus a duration (saturating).
     pub fn plus(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(d.as_millis().min(u64::MAX as u128) as u64))
+        Timestamp(
+            self.0
+                .saturating_add(d.as_millis().min(u64::MAX as u128) as u64),
+        )
     }
 
     /// Milliseconds from `earlier` to `self`, zero if `earlier` is later.
@@ -56,8 +61,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Formats a duration the way the policy writes it, using the largest exact unit.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis() as u64;
-    for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-        if ms != 0 && ms % size == 0 {
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms != 0 && ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }
@@ -70,7 +80,13 @@ mod tests {
 
     #[test]
     fn durations_round_trip() {
-        for (text, ms) in [("250ms", 250), ("30s", 30_000), ("10m", 600_000), ("2h", 7_200_000), ("1d", 86_400_000)] {
+        for (text, ms) in [
+            ("250ms", 250),
+            ("30s", 30_000),
+            ("10m", 600_000),
+            ("2h", 7_200_000),
+            ("1d", 86_400_000),
+        ] {
             let d = parse_duration(text).unwrap();
             assert_eq!(d.as_millis() as u64, ms);
             assert_eq!(format_duration(d), text);

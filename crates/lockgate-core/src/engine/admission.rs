@@ -9,17 +9,14 @@
 //! class to the pass, and the next one only while it still has room.
 
 use super::needs::{Check, Need};
-use super::queue::{ClassId, ClassSig, PlacementSig, Rank};
+use super::queue::Rank;
 use super::timers::Timer;
-use super::{Engine, Entry, Mode};
+use super::{Engine, Mode};
 use crate::event::JobChange;
 use crate::job::{Job, JobId, JobState, Lease};
 use crate::policy::Executor;
 use crate::scope::{ScopeId, ScopeKey};
-use crate::selector::Selector;
 use crate::time::Timestamp;
-use std::collections::BTreeSet;
-use std::ops::Bound;
 
 /// Why a job cannot be admitted now.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,7 +58,10 @@ impl BlockKind {
     pub fn is_capacity(&self) -> bool {
         matches!(
             self,
-            BlockKind::Capacity | BlockKind::NodeFull | BlockKind::NodePrepareFull | BlockKind::NoRoom
+            BlockKind::Capacity
+                | BlockKind::NodeFull
+                | BlockKind::NodePrepareFull
+                | BlockKind::NoRoom
         )
     }
 }
@@ -80,12 +80,16 @@ pub(crate) type Placement = Option<String>;
 
 impl Engine {
     /// The fair-share shift of an owner's ranks.
-    fn fair_term(&self, owner: &str) -> f64 {
+    pub(crate) fn fair_term(&self, owner: &str) -> f64 {
         if !self.policy.queue.fair_share {
             return 0.0;
         }
         let running = self.owner_running.get(owner).copied().unwrap_or(0) as f64;
-        let scale = self.policy.queue.aging.map_or(1.0, |a| a.as_millis() as f64);
+        let scale = self
+            .policy
+            .queue
+            .aging
+            .map_or(1.0, |a| a.as_millis() as f64);
         running / f64::from(self.policy.owner_weight(owner)) * scale
     }
 
@@ -95,7 +99,11 @@ impl Engine {
             Some(a) => job.queued_at.0 as f64 - job.priority as f64 * a.as_millis() as f64,
             None => -(job.priority as f64),
         };
-        Rank { primary, queued_at: job.queued_at.0, id: job.id }
+        Rank {
+            primary,
+            queued_at: job.queued_at.0,
+            id: job.id,
+        }
     }
 
     /// Effective rank of a live job.
@@ -118,239 +126,16 @@ impl Engine {
         p
     }
 
-    // ----- filing jobs and classes -----
-
-    /// Adds a job to the engine (a new submit or a retry), with its timers.
-    pub(crate) fn insert_entry(&mut self, job: Job, now: Timestamp) {
-        let id = job.id;
-        let needs = self.compute_needs(&job);
-        let placement = self.job_placement_scope(&job);
-        let rank = self.base_rank(&job);
-        let queued_at = job.queued_at;
-        let attempt = job.attempt;
-        let not_before = job.not_before.filter(|&t| t > now);
-        if let Some(ms) = job.max_wait_ms {
-            self.timers.insert((queued_at.plus(std::time::Duration::from_millis(ms)), Timer::MaxWait(id, attempt)));
-        }
-        self.timers.insert((queued_at.plus(self.policy.queue.reserve_after), Timer::Reserve(id, attempt)));
-        self.entries.insert(id, Entry { job, needs, held: Vec::new(), class: None, rank, placement, reserving: Vec::new() });
-        match not_before {
-            Some(t) => {
-                self.timers.insert((t, Timer::NotBefore(id, attempt)));
-            }
-            None => self.enqueue(id),
-        }
-    }
-
-    pub(crate) fn job_placement_scope(&mut self, job: &Job) -> Option<ScopeId> {
-        if job.pinned {
-            return None;
-        }
-        let text = job.node_selector.as_ref()?;
-        let selector = Selector::parse_labels(text).unwrap_or_else(|_| Selector::everything());
-        let agent_kind = (job.executor == Executor::Agent).then(|| job.kind.clone());
-        Some(self.placement_scope(super::nodes::PlacementKey { selector, agent_kind, two_stage: job.two_stage }))
-    }
-
-    fn class_sig(&self, e: &Entry) -> ClassSig {
-        let placement = match (e.job.pinned, e.placement) {
-            (true, _) => PlacementSig::Pinned(e.job.node.clone().unwrap_or_default()),
-            (false, Some(p)) => PlacementSig::Movable(p),
-            (false, None) => PlacementSig::None,
-        };
-        ClassSig {
-            needs: e.needs.clone(),
-            placement,
-            two_stage: e.job.two_stage,
-            agent_kind: (e.job.executor == Executor::Agent).then(|| e.job.kind.clone()),
-            owner: self.policy.queue.fair_share.then(|| e.job.owner.clone()),
-        }
-    }
-
-    /// Puts a queued job into its class.
-    pub(crate) fn enqueue(&mut self, id: JobId) {
-        let sig = self.class_sig(&self.entries[&id]);
-        let cid = match self.class_ids.get(&sig) {
-            Some(&c) => c,
-            None => self.new_class(sig),
-        };
-        let rank = self.entries[&id].rank;
-        self.entries.get_mut(&id).expect("live").class = Some(cid);
-        let class = &mut self.classes[cid as usize];
-        let was_head = class.jobs.first().copied();
-        class.jobs.insert((rank, id));
-        if class.jobs.first().copied() != was_head {
-            self.detach(cid);
-            self.file(cid, true);
-        }
-    }
-
-    fn new_class(&mut self, sig: ClassSig) -> ClassId {
-        let class = super::Class { sig: sig.clone(), jobs: BTreeSet::new(), parked: None, ready: false, key: None, woken_from: None };
-        let cid = match self.free_classes.pop() {
-            Some(c) => {
-                self.classes[c as usize] = class;
-                c
-            }
-            None => {
-                self.classes.push(class);
-                (self.classes.len() - 1) as ClassId
-            }
-        };
-        if let Some(owner) = &sig.owner {
-            self.owner_classes.entry(owner.clone()).or_default().insert(cid);
-        }
-        self.class_ids.insert(sig, cid);
-        cid
-    }
-
-    /// Takes a queued job out of its class.
-    pub(crate) fn dequeue(&mut self, id: JobId) {
-        let Some(cid) = self.entries.get_mut(&id).and_then(|e| e.class.take()) else { return };
-        let rank = self.entries[&id].rank;
-        let class = &mut self.classes[cid as usize];
-        let was_head = class.head() == Some(id);
-        class.jobs.remove(&(rank, id));
-        if was_head {
-            let (ready, parked) = (class.ready, class.parked);
-            self.detach(cid);
-            if self.classes[cid as usize].jobs.is_empty() {
-                self.drop_class(cid);
-            } else if ready {
-                self.file(cid, true);
-            } else if let Some(s) = parked {
-                self.park_on(cid, s);
-            } else {
-                self.file(cid, false);
-            }
-        }
-        self.clear_reservations(id);
-    }
-
-    fn drop_class(&mut self, cid: ClassId) {
-        let sig = self.classes[cid as usize].sig.clone();
-        if let Some(owner) = &sig.owner {
-            if let Some(set) = self.owner_classes.get_mut(owner) {
-                set.remove(&cid);
-            }
-        }
-        self.class_ids.remove(&sig);
-        self.free_classes.push(cid);
-    }
-
-    /// The key a class is filed under: its head's effective rank.
-    fn class_key(&self, cid: ClassId) -> Option<Rank> {
-        let class = &self.classes[cid as usize];
-        let &(rank, _) = class.jobs.first()?;
-        Some(match &class.sig.owner {
-            Some(owner) => rank.shifted(self.fair_term(owner)),
-            None => rank,
-        })
-    }
-
-    /// Removes a class from `heads`, `ready` and its waiter set.
-    pub(crate) fn detach(&mut self, cid: ClassId) {
-        let class = &mut self.classes[cid as usize];
-        let Some(key) = class.key.take() else { return };
-        self.heads.remove(&(key, cid));
-        if class.ready {
-            self.ready.remove(&(key, cid));
-        }
-        if let Some(s) = class.parked.take() {
-            self.scopes[s as usize].waiters.remove(&(key, cid));
-        }
-        class.ready = false;
-    }
-
-    /// Files a detached, non-empty class in `heads`, and in `ready` when asked.
-    pub(crate) fn file(&mut self, cid: ClassId, ready: bool) {
-        let Some(key) = self.class_key(cid) else { return };
-        let class = &mut self.classes[cid as usize];
-        class.key = Some(key);
-        class.ready = ready;
-        self.heads.insert((key, cid));
-        if ready {
-            self.ready.insert((key, cid));
-        }
-    }
-
-    fn park_on(&mut self, cid: ClassId, scope: ScopeId) {
-        self.file(cid, false);
-        let class = &mut self.classes[cid as usize];
-        if let Some(key) = class.key {
-            class.parked = Some(scope);
-            self.scopes[scope as usize].waiters.insert((key, cid));
-        }
-    }
-
-    /// An owner's running count changed: re-key its classes (fair share). When it went
-    /// down, its classes rank better and are evaluated again.
-    fn owner_count_changed(&mut self, owner: &str, delta: i64) {
-        let count = self.owner_running.entry(owner.to_string()).or_insert(0);
-        *count = count.saturating_add_signed(delta);
-        if !self.policy.queue.fair_share {
-            return;
-        }
-        let cids: Vec<ClassId> = self.owner_classes.get(owner).map(|s| s.iter().copied().collect()).unwrap_or_default();
-        for cid in cids {
-            let class = &self.classes[cid as usize];
-            let (ready, parked) = (class.ready, class.parked);
-            if class.key.is_none() {
-                continue;
-            }
-            self.detach(cid);
-            match parked {
-                Some(s) if delta > 0 => self.park_on(cid, s),
-                _ => self.file(cid, ready || parked.is_some()),
-            }
-        }
-    }
-
-    // ----- waking -----
-
-    /// Whether a scope has room for at least some waiter.
-    fn has_room(&self, scope: ScopeId) -> bool {
-        let s = &self.scopes[scope as usize];
-        match self.interner.key(scope) {
-            ScopeKey::Conflict { .. } => s.used == 0,
-            ScopeKey::Placement(_) => self
-                .placement_nodes
-                .get(&scope)
-                .and_then(|set| set.first())
-                .is_some_and(|(room, _, _)| room.0 > 0),
-            _ => s.limit.is_none_or(|l| s.used < l),
-        }
-    }
-
-    /// A scope may have gained room: hand its best waiter (after `after`, if given) to the
-    /// pass. A reserved scope wakes nobody ranked below its reservation.
-    pub(crate) fn wake(&mut self, scope: ScopeId, after: Option<(Rank, ClassId)>) {
-        if self.mode == Mode::Rescan || !self.has_room(scope) {
-            return;
-        }
-        let s = &self.scopes[scope as usize];
-        let next = match after {
-            None => s.waiters.first().copied(),
-            Some(a) => s.waiters.range((Bound::Excluded(a), Bound::Unbounded)).next().copied(),
-        };
-        let Some((key, cid)) = next else { return };
-        if let Some(r) = s.reserved_by {
-            let head = self.classes[cid as usize].head();
-            if head != Some(r) && self.entries.contains_key(&r) && self.eff_rank(r) < key {
-                return;
-            }
-        }
-        self.scopes[scope as usize].waiters.remove(&(key, cid));
-        let class = &mut self.classes[cid as usize];
-        class.parked = None;
-        class.ready = true;
-        class.woken_from = Some(scope);
-        self.ready.insert((key, cid));
-    }
-
     // ----- evaluation -----
 
-    fn check_scope(&self, id: JobId, scope: ScopeId, take: u64, check: Check, out: &mut Vec<Block>) {
+    fn check_scope(
+        &self,
+        id: JobId,
+        scope: ScopeId,
+        take: u64,
+        check: Check,
+        out: &mut Vec<Block>,
+    ) {
         let s = &self.scopes[scope as usize];
         let kind = match check {
             Check::Free if s.used > 0 => Some(BlockKind::Conflict),
@@ -363,40 +148,57 @@ impl Engine {
             },
         };
         let kind = kind.or_else(|| {
-            let r = s.reserved_by.filter(|&r| r != id && self.entries.contains_key(&r))?;
+            let r = s
+                .reserved_by
+                .filter(|&r| r != id && self.entries.contains_key(&r))?;
             (self.eff_rank(r) < self.eff_rank(id)).then_some(BlockKind::Reserved(r))
         });
         if let Some(kind) = kind {
-            out.push(Block { scope: Some(scope), kind, need: take });
+            out.push(Block {
+                scope: Some(scope),
+                kind,
+                need: take,
+            });
         }
     }
 
     /// Whether a job fits on a node; pushes what holds it there.
     fn check_node(&mut self, id: JobId, node: &str, out: &mut Vec<Block>) {
         let e = &self.entries[&id];
-        let (two_stage, agent, kind) = (e.job.two_stage, e.job.executor == Executor::Agent, e.job.kind.clone());
+        let (two_stage, agent, kind) = (
+            e.job.two_stage,
+            e.job.executor == Executor::Agent,
+            e.job.kind.clone(),
+        );
         let cost = e.needs.node_cost.clone();
         let run_scope = self.intern(ScopeKey::Node(node.to_string()));
         let prep_scope = self.intern(ScopeKey::NodePrepare(node.to_string()));
-        let block = |kind, scope| Block { scope: Some(scope), kind, need: 1 };
+        // Node-wide conditions park a job on the scope whose room it needs first: the
+        // prepare bound for a two-stage job, the run slots otherwise.
+        let home = if two_stage { prep_scope } else { run_scope };
+        let block = |kind, scope| Block {
+            scope: Some(scope),
+            kind,
+            need: 1,
+        };
         let Some(n) = self.nodes.get(node) else {
-            out.push(block(BlockKind::NodeMissing, run_scope));
+            out.push(block(BlockKind::NodeMissing, home));
             return;
         };
         if n.state == super::NodeState::Lost {
-            out.push(block(BlockKind::NodeLost, run_scope));
+            out.push(block(BlockKind::NodeLost, home));
             return;
         }
         if n.cordoned {
-            out.push(block(BlockKind::NodeCordoned, run_scope));
+            out.push(block(BlockKind::NodeCordoned, home));
             return;
         }
         if agent && !n.kinds.contains(&kind) {
-            out.push(block(BlockKind::NoAgent, run_scope));
+            out.push(block(BlockKind::NoAgent, home));
             return;
         }
         if n.number == Some(0) {
-            out.push(block(BlockKind::NodeZero, run_scope));
+            out.push(block(BlockKind::NodeZero, home));
             return;
         }
         let before = out.len();
@@ -412,18 +214,30 @@ impl Engine {
             };
         }
         for (pool, amount) in cost {
-            let scope = self.intern(ScopeKey::NodePool { pool, node: node.to_string() });
+            let scope = self.intern(ScopeKey::NodePool {
+                pool,
+                node: node.to_string(),
+            });
             self.check_scope(id, scope, amount, Check::Fits, out);
         }
     }
 
     /// Everything that holds a queued job now (all of it, or the first thing when `all` is
     /// false), or where it goes when nothing does.
-    pub(crate) fn evaluate(&mut self, id: JobId, now: Timestamp, all: bool) -> Result<Placement, Vec<Block>> {
+    pub(crate) fn evaluate(
+        &mut self,
+        id: JobId,
+        now: Timestamp,
+        all: bool,
+    ) -> Result<Placement, Vec<Block>> {
         let mut out = Vec::new();
         let e = &self.entries[&id];
         if let Some(t) = e.job.not_before.filter(|&t| t > now) {
-            out.push(Block { scope: None, kind: BlockKind::NotBefore(t), need: 0 });
+            out.push(Block {
+                scope: None,
+                kind: BlockKind::NotBefore(t),
+                need: 0,
+            });
             if !all {
                 return Err(out);
             }
@@ -461,9 +275,16 @@ impl Engine {
 
     /// Picks the best eligible node with room for a movable job.
     fn place(&mut self, id: JobId, scope: ScopeId, out: &mut Vec<Block>) -> Option<String> {
-        let candidates: Vec<String> = self.placement_candidates(scope).map(str::to_string).collect();
+        let candidates: Vec<String> = self
+            .placement_candidates(scope)
+            .map(str::to_string)
+            .collect();
         if candidates.is_empty() {
-            out.push(Block { scope: Some(scope), kind: BlockKind::NoEligibleNode, need: 1 });
+            out.push(Block {
+                scope: Some(scope),
+                kind: BlockKind::NoEligibleNode,
+                need: 1,
+            });
             return None;
         }
         for node in candidates {
@@ -482,7 +303,11 @@ impl Engine {
                 continue;
             }
         }
-        out.push(Block { scope: Some(scope), kind: BlockKind::NoRoom, need: 1 });
+        out.push(Block {
+            scope: Some(scope),
+            kind: BlockKind::NoRoom,
+            need: 1,
+        });
         None
     }
 
@@ -493,7 +318,11 @@ impl Engine {
         s.used += amount;
         s.peak = s.peak.max(s.used);
         s.holders.insert(id);
-        self.entries.get_mut(&id).expect("live").held.push((scope, amount));
+        self.entries
+            .get_mut(&id)
+            .expect("live")
+            .held
+            .push((scope, amount));
     }
 
     fn give_back(&mut self, id: JobId, scope: ScopeId, amount: u64) {
@@ -504,9 +333,13 @@ impl Engine {
     }
 
     fn grant_lease(&mut self, id: JobId, now: Timestamp) -> Lease {
-        let lease = Lease { token: self.next_token, expires_at: now.plus(self.policy.leases.ttl) };
+        let lease = Lease {
+            token: self.next_token,
+            expires_at: now.plus(self.policy.leases.ttl),
+        };
         self.next_token += 1;
-        self.timers.insert((lease.expires_at, Timer::Lease(id, lease.token)));
+        self.timers
+            .insert((lease.expires_at, Timer::Lease(id, lease.token)));
         lease
     }
 
@@ -526,10 +359,16 @@ impl Engine {
                 self.take(id, run, 1);
             }
             for (pool, amount) in &needs.node_cost {
-                let scope = self.intern(ScopeKey::NodePool { pool: pool.clone(), node: node.clone() });
+                let scope = self.intern(ScopeKey::NodePool {
+                    pool: pool.clone(),
+                    node: node.clone(),
+                });
                 self.take(id, scope, *amount);
             }
-            let n = self.nodes.get_mut(node).expect("placed on a registered node");
+            let n = self
+                .nodes
+                .get_mut(node)
+                .expect("placed on a registered node");
             if two_stage {
                 n.preparing += 1;
             } else {
@@ -549,7 +388,8 @@ impl Engine {
         let change = if two_stage {
             e.job.state = JobState::Preparing;
             e.job.prepare_started_at = Some(now);
-            self.timers.insert((now.plus(timeout), Timer::PrepareTimeout(id, lease.token)));
+            self.timers
+                .insert((now.plus(timeout), Timer::PrepareTimeout(id, lease.token)));
             JobChange::AdmittedPrepare
         } else {
             e.job.state = JobState::Running;
@@ -568,7 +408,10 @@ impl Engine {
     fn arm_max_run(&mut self, id: JobId, now: Timestamp) {
         let e = &self.entries[&id];
         if let (Some(ms), Some(lease)) = (e.job.max_run_ms, e.job.lease) {
-            self.timers.insert((now.plus(std::time::Duration::from_millis(ms)), Timer::MaxRun(id, lease.token)));
+            self.timers.insert((
+                now.plus(std::time::Duration::from_millis(ms)),
+                Timer::MaxRun(id, lease.token),
+            ));
         }
     }
 
@@ -606,14 +449,23 @@ impl Engine {
     fn promote_prepared(&mut self, now: Timestamp) {
         let dirty = std::mem::take(&mut self.dirty_nodes);
         for name in dirty {
-            loop {
-                let Some(n) = self.nodes.get(&name) else { break };
+            while let Some(n) = self.nodes.get(&name) {
                 if n.state != super::NodeState::Ready || n.number.is_some_and(|m| n.running >= m) {
                     break;
                 }
-                let Some(&(t, id)) = n.prepared_queue.first() else { break };
-                self.nodes.get_mut(&name).expect("exists").prepared_queue.remove(&(t, id));
-                if self.entries.get(&id).is_some_and(|e| e.job.state == JobState::Prepared) {
+                let Some(&(t, id)) = n.prepared_queue.first() else {
+                    break;
+                };
+                self.nodes
+                    .get_mut(&name)
+                    .expect("exists")
+                    .prepared_queue
+                    .remove(&(t, id));
+                if self
+                    .entries
+                    .get(&id)
+                    .is_some_and(|e| e.job.state == JobState::Prepared)
+                {
                     self.promote(id, Some(&name), now);
                 }
             }
@@ -622,8 +474,16 @@ impl Engine {
 
     /// Ends a job in `state`, giving back everything it held; a failed or lost job with
     /// retries left is queued again after its kind's interval.
-    pub(crate) fn end_job(&mut self, id: JobId, state: JobState, message: Option<String>, now: Timestamp) -> Job {
-        let Some(e) = self.entries.get(&id) else { unreachable!("end_job on a live job") };
+    pub(crate) fn end_job(
+        &mut self,
+        id: JobId,
+        state: JobState,
+        message: Option<String>,
+        now: Timestamp,
+    ) -> Job {
+        let Some(e) = self.entries.get(&id) else {
+            unreachable!("end_job on a live job")
+        };
         let prev = e.job.state;
         if prev == JobState::Queued {
             self.dequeue(id);
@@ -661,7 +521,8 @@ impl Engine {
         if message.is_some() {
             e.job.message = message;
         }
-        let retries = matches!(state, JobState::Failed | JobState::Lost) && e.job.attempt <= retry.times;
+        let retries =
+            matches!(state, JobState::Failed | JobState::Lost) && e.job.attempt <= retry.times;
         if retries {
             let at = now.plus(retry.interval);
             e.job.retry_at = Some(at);
@@ -680,7 +541,9 @@ impl Engine {
 
     /// Queues a failed or lost job again (a retry): same id, `attempt + 1`.
     pub(crate) fn requeue(&mut self, id: JobId, now: Timestamp) {
-        let Some(e) = self.entries.remove(&id) else { return };
+        let Some(e) = self.entries.remove(&id) else {
+            return;
+        };
         let mut job = e.job;
         job.state = JobState::Queued;
         job.attempt += 1;
@@ -701,12 +564,15 @@ impl Engine {
 
     // ----- reservations -----
 
-    fn clear_reservations(&mut self, id: JobId) {
-        let Some(e) = self.entries.get_mut(&id) else { return };
+    pub(crate) fn clear_reservations(&mut self, id: JobId) {
+        let Some(e) = self.entries.get_mut(&id) else {
+            return;
+        };
         let scopes = std::mem::take(&mut e.reserving);
         for s in scopes {
             if self.scopes[s as usize].reserved_by == Some(id) {
                 self.scopes[s as usize].reserved_by = None;
+                self.reserved.remove(&s);
                 self.wake(s, None);
             }
         }
@@ -719,7 +585,9 @@ impl Engine {
         if now.since(e.job.queued_at) < self.policy.queue.reserve_after.as_millis() as u64 {
             return;
         }
-        let Err(blocks) = self.evaluate(id, now, true) else { return };
+        let Err(blocks) = self.evaluate(id, now, true) else {
+            return;
+        };
         if !blocks.iter().all(|b| b.kind.is_capacity()) {
             return;
         }
@@ -734,9 +602,14 @@ impl Engine {
             };
             if take {
                 if let Some(r) = current.filter(|r| self.entries.contains_key(r)) {
-                    self.entries.get_mut(&r).expect("live").reserving.retain(|&x| x != s);
+                    self.entries
+                        .get_mut(&r)
+                        .expect("live")
+                        .reserving
+                        .retain(|&x| x != s);
                 }
                 self.scopes[s as usize].reserved_by = Some(id);
+                self.reserved.insert(s);
                 self.entries.get_mut(&id).expect("live").reserving.push(s);
             }
         }
@@ -763,14 +636,17 @@ impl Engine {
             match self.evaluate(head, now, false) {
                 Ok(node) => {
                     self.admit(head, node, now);
-                    if self.classes[cid as usize].key.is_some() && !self.classes[cid as usize].ready {
+                    if self.classes[cid as usize].key.is_some() && !self.classes[cid as usize].ready
+                    {
                         self.detach(cid);
                         self.file(cid, true);
                     }
                 }
                 Err(blocks) => {
                     self.detach(cid);
-                    let scope = blocks[0].scope.expect("queued jobs in classes are past not_before");
+                    let scope = blocks[0]
+                        .scope
+                        .expect("queued jobs in classes are past not_before");
                     self.park_on(cid, scope);
                     self.maybe_reserve(head, now);
                 }

@@ -42,7 +42,11 @@ impl Engine {
         let me = &self.entries[&id];
         let mine = self.eff_rank(id);
         let competes = |other: &super::Entry| {
-            other.needs.common.iter().any(|n| me.needs.common.iter().any(|m| m.scope == n.scope))
+            other
+                .needs
+                .common
+                .iter()
+                .any(|n| me.needs.common.iter().any(|m| m.scope == n.scope))
                 || (me.job.pinned && other.job.pinned && me.job.node == other.job.node)
                 || (me.placement.is_some() && me.placement == other.placement)
         };
@@ -67,7 +71,9 @@ impl Engine {
         let state = block.scope.map(|s| &self.scopes[s as usize]);
         let count = state.map(|s| s.used);
         let limit = state.and_then(|s| s.limit);
-        let mut holders: Vec<JobId> = state.map(|s| s.holders.iter().copied().collect()).unwrap_or_default();
+        let mut holders: Vec<JobId> = state
+            .map(|s| s.holders.iter().copied().collect())
+            .unwrap_or_default();
         let name = key.as_ref().map(|k| k.to_string()).unwrap_or_default();
         let node = match &key {
             Some(ScopeKey::Node(n) | ScopeKey::NodePrepare(n)) => n.clone(),
@@ -139,7 +145,16 @@ impl Engine {
             }
             BlockKind::NotBefore(t) => ("not_before", format!("not before {}", rfc3339(*t))),
         };
-        let scope = key.filter(|k| !matches!(k, ScopeKey::Placement(_))).map(|k| k.to_string());
-        Reason { scope, kind: kind.into(), count, limit, holders, text }
+        let scope = key
+            .filter(|k| !matches!(k, ScopeKey::Placement(_)))
+            .map(|k| k.to_string());
+        Reason {
+            scope,
+            kind: kind.into(),
+            count,
+            limit,
+            holders,
+            text,
+        }
     }
 }

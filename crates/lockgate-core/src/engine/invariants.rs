@@ -36,17 +36,26 @@ impl Engine {
         let mut counted: HashMap<u32, u64> = HashMap::new();
         for e in self.entries.values() {
             if !e.job.state.is_admitted() && !e.held.is_empty() {
-                return Err(format!("job {} is {} but holds {:?}", e.job.id, e.job.state, e.held));
+                return Err(format!(
+                    "job {} is {} but holds {:?}",
+                    e.job.id, e.job.state, e.held
+                ));
             }
             for &(s, amount) in &e.held {
                 *counted.entry(s).or_insert(0) += amount;
             }
             let queued = e.job.state == JobState::Queued;
             if !queued && e.class.is_some() {
-                return Err(format!("job {} is {} but still in a class", e.job.id, e.job.state));
+                return Err(format!(
+                    "job {} is {} but still in a class",
+                    e.job.id, e.job.state
+                ));
             }
             if let Some(cid) = e.class {
-                if !self.classes[cid as usize].jobs.contains(&(e.rank, e.job.id)) {
+                if !self.classes[cid as usize]
+                    .jobs
+                    .contains(&(e.rank, e.job.id))
+                {
                     return Err(format!("job {} is not in its class {cid}", e.job.id));
                 }
             }
@@ -54,14 +63,20 @@ impl Engine {
         for (i, s) in self.scopes.iter().enumerate() {
             let c = counted.get(&(i as u32)).copied().unwrap_or(0);
             if c != s.used {
-                return Err(format!("scope {} counts {} but its holders took {c}", self.interner.key(i as u32), s.used));
+                return Err(format!(
+                    "scope {} counts {} but its holders took {c}",
+                    self.interner.key(i as u32),
+                    s.used
+                ));
             }
         }
         for (cid, class) in self.classes.iter().enumerate() {
             if class.jobs.is_empty() || self.free_classes.contains(&(cid as u32)) {
                 continue;
             }
-            let Some(key) = class.key else { return Err(format!("class {cid} is not filed")) };
+            let Some(key) = class.key else {
+                return Err(format!("class {cid} is not filed"));
+            };
             let cid = cid as u32;
             if !self.heads.contains(&(key, cid)) {
                 return Err(format!("class {cid} is missing from heads"));
@@ -71,9 +86,36 @@ impl Engine {
                 .is_some_and(|s| self.scopes[s as usize].waiters.contains(&(key, cid)));
             let in_ready = class.ready && self.ready.contains(&(key, cid));
             if self.mode == Mode::Indexed && !self.policy.queue.strict && !(in_waiters ^ in_ready) {
-                return Err(format!("class {cid} is filed {in_ready} ready / {in_waiters} parked"));
+                return Err(format!(
+                    "class {cid} is filed {in_ready} ready / {in_waiters} parked"
+                ));
             }
         }
         Ok(())
+    }
+}
+
+impl Engine {
+    /// Where a queued job's class is filed (debugging aid).
+    #[doc(hidden)]
+    pub fn debug_job(&self, id: JobId) -> String {
+        let Some(e) = self.entries.get(&id) else {
+            return "gone".into();
+        };
+        let Some(cid) = e.class else {
+            return format!("{} not in a class", e.job.state);
+        };
+        let c = &self.classes[cid as usize];
+        format!(
+            "class {cid} head {:?} ready {} parked {:?} needs {:?}",
+            c.head(),
+            c.ready,
+            c.parked.map(|s| self.interner.key(s).to_string()),
+            e.needs
+                .common
+                .iter()
+                .map(|n| self.interner.key(n.scope).to_string())
+                .collect::<Vec<_>>()
+        )
     }
 }

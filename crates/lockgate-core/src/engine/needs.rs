@@ -70,8 +70,17 @@ impl Engine {
             if !applies {
                 continue;
             }
-            let Some(parts) = per_parts(job, &limit.per) else { continue };
-            keys.push((ScopeKey::Limit { name: limit.name.clone(), parts }, 1, Check::Fits));
+            let Some(parts) = per_parts(job, &limit.per) else {
+                continue;
+            };
+            keys.push((
+                ScopeKey::Limit {
+                    name: limit.name.clone(),
+                    parts,
+                },
+                1,
+                Check::Fits,
+            ));
         }
         let mut node_cost = Vec::new();
         if !coordinator {
@@ -90,19 +99,35 @@ impl Engine {
             if conflict.matcher.as_ref().is_some_and(|m| !matches(job, m)) {
                 continue;
             }
-            let Some(parts) = per_parts(job, &conflict.keys) else { continue };
-            let Some(attr) = &conflict.overlap else {
-                keys.push((ScopeKey::Conflict { index, parts, overlap: None }, 1, Check::Free));
+            let Some(parts) = per_parts(job, &conflict.keys) else {
                 continue;
             };
-            let Some(list) = job.attrs.get(attr) else { continue };
+            let Some(attr) = &conflict.overlap else {
+                keys.push((
+                    ScopeKey::Conflict {
+                        index,
+                        parts,
+                        overlap: None,
+                    },
+                    1,
+                    Check::Free,
+                ));
+                continue;
+            };
+            let Some(list) = job.attrs.get(attr) else {
+                continue;
+            };
             let scope = |v: &str| ScopeKey::Conflict {
                 index,
                 parts: parts.clone(),
                 overlap: Some((attr.clone(), v.to_string())),
             };
             // `<attr>=` (empty value) counts every holder, `<attr>=*` the star holders.
-            let values: Vec<&str> = list.split(',').map(str::trim).filter(|v| !v.is_empty()).collect();
+            let values: Vec<&str> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .collect();
             if values.is_empty() {
                 continue;
             }
@@ -121,10 +146,18 @@ impl Engine {
             .then_some(ScopeKey::GlobalPrepare);
         let mut common: Vec<Need> = keys
             .into_iter()
-            .map(|(key, take, check)| Need { scope: self.intern(key), take, check })
+            .map(|(key, take, check)| Need {
+                scope: self.intern(key),
+                take,
+                check,
+            })
             .collect();
         common.sort();
         common.dedup_by_key(|n| n.scope);
-        Needs { common, prepare: prepare.map(|k| self.intern(k)), node_cost }
+        Needs {
+            common,
+            prepare: prepare.map(|k| self.intern(k)),
+            node_cost,
+        }
     }
 }

@@ -142,7 +142,10 @@ pub(crate) fn fresh_node(reg: NodeRegistration, cordoned: bool, now: Timestamp) 
 
 impl Engine {
     pub(crate) fn node_pool_capacity(&self, node: &str, pool: &str) -> u64 {
-        let reported = self.nodes.get(node).and_then(|n| n.resources.get(pool).copied());
+        let reported = self
+            .nodes
+            .get(node)
+            .and_then(|n| n.resources.get(pool).copied());
         reported
             .or_else(|| self.policy.nodes.resources.get(pool).copied())
             .unwrap_or(0)
@@ -155,7 +158,10 @@ impl Engine {
         let name = reg.name.clone();
         let (number, rule) = self.policy.node_number(&reg.labels);
         let rule = rule.map(|i| self.policy.nodes.rules[i].selector.text().to_string());
-        let node = self.nodes.entry(name.clone()).or_insert_with(|| fresh_node(NodeRegistration::default(), false, now));
+        let node = self
+            .nodes
+            .entry(name.clone())
+            .or_insert_with(|| fresh_node(NodeRegistration::default(), false, now));
         node.name = name.clone();
         node.labels = reg.labels;
         node.resources = reg.resources;
@@ -165,7 +171,8 @@ impl Engine {
         node.number = number;
         node.rule = rule;
         let ttl = self.policy.nodes.ttl;
-        self.timers.insert((now.plus(ttl), super::Timer::NodeTtl(name.clone())));
+        self.timers
+            .insert((now.plus(ttl), super::Timer::NodeTtl(name.clone())));
         self.node_changed(&name);
         self.run_pass(now);
         &self.nodes[&name]
@@ -174,12 +181,15 @@ impl Engine {
     /// Records a node heartbeat. Returns false for an unknown node (it must register).
     pub fn node_heartbeat(&mut self, name: &str, now: Timestamp) -> bool {
         self.handle_timeout(now);
-        let Some(node) = self.nodes.get_mut(name) else { return false };
+        let Some(node) = self.nodes.get_mut(name) else {
+            return false;
+        };
         node.last_seen = now;
         if node.state == NodeState::Lost {
             node.state = NodeState::Ready;
             let ttl = self.policy.nodes.ttl;
-            self.timers.insert((now.plus(ttl), super::Timer::NodeTtl(name.to_string())));
+            self.timers
+                .insert((now.plus(ttl), super::Timer::NodeTtl(name.to_string())));
             self.node_changed(name);
             self.run_pass(now);
         }
@@ -189,7 +199,9 @@ impl Engine {
     /// Cordons (`true`) or uncordons a node. Returns false for an unknown node.
     pub fn set_cordon(&mut self, name: &str, cordoned: bool, now: Timestamp) -> bool {
         self.handle_timeout(now);
-        let Some(node) = self.nodes.get_mut(name) else { return false };
+        let Some(node) = self.nodes.get_mut(name) else {
+            return false;
+        };
         if node.cordoned != cordoned {
             node.cordoned = cordoned;
             self.node_changed(name);
@@ -208,18 +220,24 @@ impl Engine {
         self.lose_node_jobs(name, "node removed", now);
         self.nodes.remove(name);
         self.node_changed(name);
-        self.events.push_back(Event::NodeRemoved { node: name.to_string() });
+        self.events.push_back(Event::NodeRemoved {
+            node: name.to_string(),
+        });
         self.run_pass(now);
         true
     }
 
     /// A node went silent: it is lost, and so is every job admitted on it.
     pub(crate) fn node_lost(&mut self, name: &str, now: Timestamp) {
-        let Some(node) = self.nodes.get_mut(name) else { return };
+        let Some(node) = self.nodes.get_mut(name) else {
+            return;
+        };
         node.state = NodeState::Lost;
         self.lose_node_jobs(name, "node lost", now);
         self.node_changed(name);
-        self.events.push_back(Event::NodeLost { node: name.to_string() });
+        self.events.push_back(Event::NodeLost {
+            node: name.to_string(),
+        });
     }
 
     fn lose_node_jobs(&mut self, name: &str, why: &str, now: Timestamp) {
@@ -238,7 +256,10 @@ impl Engine {
     /// Re-derives everything that depends on a node: its scopes' limits, its entries in
     /// the placement index, and wakes whatever waits on it.
     pub(crate) fn node_changed(&mut self, name: &str) {
-        for key in [ScopeKey::Node(name.to_string()), ScopeKey::NodePrepare(name.to_string())] {
+        for key in [
+            ScopeKey::Node(name.to_string()),
+            ScopeKey::NodePrepare(name.to_string()),
+        ] {
             let id = self.intern(key.clone());
             self.scopes[id as usize].limit = self.scope_limit(&key);
             self.wake(id, None);
@@ -268,12 +289,19 @@ impl Engine {
     fn eligible(&self, key: &PlacementKey, node: &Node) -> bool {
         node.usable()
             && key.selector.matches_map(&node.labels)
-            && key.agent_kind.as_ref().is_none_or(|k| node.kinds.contains(k))
+            && key
+                .agent_kind
+                .as_ref()
+                .is_none_or(|k| node.kinds.contains(k))
     }
 
     fn room_key(&self, node: &Node, two_stage: bool) -> RoomKey {
         let pq = self.policy.nodes.prepare_queue;
-        (Reverse(node.free_room(two_stage, pq)), node.occupied(), node.name.clone())
+        (
+            Reverse(node.free_room(two_stage, pq)),
+            node.occupied(),
+            node.name.clone(),
+        )
     }
 
     fn refile_node(&mut self, scope: ScopeId, name: &str) {
@@ -286,7 +314,9 @@ impl Engine {
             .map(|n| self.room_key(n, two_stage));
         let set = self.placement_nodes.entry(scope).or_default();
         set.retain(|(_, _, n)| n != name);
-        let gained = entry.as_ref().is_some_and(|(Reverse(room), _, _)| *room > 0);
+        let gained = entry
+            .as_ref()
+            .is_some_and(|(Reverse(room), _, _)| *room > 0);
         if let Some(e) = entry {
             set.insert(e);
         }

@@ -25,6 +25,14 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use super::needs::Needs;
+use super::timers::Timer;
+use super::{Engine, Entry, Mode};
+use crate::job::Job;
+use crate::policy::Executor;
+use crate::scope::ScopeKey;
+use crate::selector::Selector;
+use crate::time::Timestamp;
+use std::ops::Bound;
 
 /// Dense index of a class.
 pub(crate) type ClassId = u32;
@@ -40,7 +48,10 @@ pub(crate) struct Rank {
 impl Rank {
     /// The same rank shifted by a fair-share term.
     pub fn shifted(self, by: f64) -> Rank {
-        Rank { primary: self.primary + by, ..self }
+        Rank {
+            primary: self.primary + by,
+            ..self
+        }
     }
 }
 
@@ -106,5 +117,304 @@ pub(crate) struct Class {
 impl Class {
     pub fn head(&self) -> Option<JobId> {
         self.jobs.first().map(|&(_, id)| id)
+    }
+}
+
+impl Engine {
+    // ----- filing jobs and classes -----
+
+    /// Adds a job to the engine (a new submit or a retry), with its timers.
+    pub(crate) fn insert_entry(&mut self, job: Job, now: Timestamp) {
+        let id = job.id;
+        let needs = self.compute_needs(&job);
+        let placement = self.job_placement_scope(&job);
+        let rank = self.base_rank(&job);
+        let queued_at = job.queued_at;
+        let attempt = job.attempt;
+        let not_before = job.not_before.filter(|&t| t > now);
+        if let Some(ms) = job.max_wait_ms {
+            self.timers.insert((
+                queued_at.plus(std::time::Duration::from_millis(ms)),
+                Timer::MaxWait(id, attempt),
+            ));
+        }
+        self.timers.insert((
+            queued_at.plus(self.policy.queue.reserve_after),
+            Timer::Reserve(id, attempt),
+        ));
+        self.entries.insert(
+            id,
+            Entry {
+                job,
+                needs,
+                held: Vec::new(),
+                class: None,
+                rank,
+                placement,
+                reserving: Vec::new(),
+            },
+        );
+        match not_before {
+            Some(t) => {
+                self.timers.insert((t, Timer::NotBefore(id, attempt)));
+            }
+            None => self.enqueue(id),
+        }
+    }
+
+    pub(crate) fn job_placement_scope(&mut self, job: &Job) -> Option<ScopeId> {
+        if job.pinned {
+            return None;
+        }
+        let text = job.node_selector.as_ref()?;
+        let selector = Selector::parse_labels(text).unwrap_or_else(|_| Selector::everything());
+        let agent_kind = (job.executor == Executor::Agent).then(|| job.kind.clone());
+        Some(self.placement_scope(super::nodes::PlacementKey {
+            selector,
+            agent_kind,
+            two_stage: job.two_stage,
+        }))
+    }
+
+    fn class_sig(&self, e: &Entry) -> ClassSig {
+        let placement = match (e.job.pinned, e.placement) {
+            (true, _) => PlacementSig::Pinned(e.job.node.clone().unwrap_or_default()),
+            (false, Some(p)) => PlacementSig::Movable(p),
+            (false, None) => PlacementSig::None,
+        };
+        ClassSig {
+            needs: e.needs.clone(),
+            placement,
+            two_stage: e.job.two_stage,
+            agent_kind: (e.job.executor == Executor::Agent).then(|| e.job.kind.clone()),
+            owner: self.policy.queue.fair_share.then(|| e.job.owner.clone()),
+        }
+    }
+
+    /// Puts a queued job into its class.
+    pub(crate) fn enqueue(&mut self, id: JobId) {
+        let sig = self.class_sig(&self.entries[&id]);
+        let cid = match self.class_ids.get(&sig) {
+            Some(&c) => c,
+            None => self.new_class(sig),
+        };
+        let rank = self.entries[&id].rank;
+        self.entries.get_mut(&id).expect("live").class = Some(cid);
+        let class = &mut self.classes[cid as usize];
+        let was_head = class.jobs.first().copied();
+        class.jobs.insert((rank, id));
+        if class.jobs.first().copied() != was_head {
+            self.detach(cid);
+            self.file(cid, true);
+        }
+    }
+
+    fn new_class(&mut self, sig: ClassSig) -> ClassId {
+        let class = super::Class {
+            sig: sig.clone(),
+            jobs: BTreeSet::new(),
+            parked: None,
+            ready: false,
+            key: None,
+            woken_from: None,
+        };
+        let cid = match self.free_classes.pop() {
+            Some(c) => {
+                self.classes[c as usize] = class;
+                c
+            }
+            None => {
+                self.classes.push(class);
+                (self.classes.len() - 1) as ClassId
+            }
+        };
+        if let Some(owner) = &sig.owner {
+            self.owner_classes
+                .entry(owner.clone())
+                .or_default()
+                .insert(cid);
+        }
+        self.class_ids.insert(sig, cid);
+        cid
+    }
+
+    /// Takes a queued job out of its class.
+    pub(crate) fn dequeue(&mut self, id: JobId) {
+        let Some(cid) = self.entries.get_mut(&id).and_then(|e| e.class.take()) else {
+            return;
+        };
+        let rank = self.entries[&id].rank;
+        let class = &mut self.classes[cid as usize];
+        let was_head = class.head() == Some(id);
+        class.jobs.remove(&(rank, id));
+        if was_head {
+            let (ready, parked) = (class.ready, class.parked);
+            self.detach(cid);
+            if self.classes[cid as usize].jobs.is_empty() {
+                self.drop_class(cid);
+            } else if ready {
+                self.file(cid, true);
+            } else if let Some(s) = parked {
+                self.park_on(cid, s);
+            } else {
+                self.file(cid, false);
+            }
+        }
+        self.clear_reservations(id);
+    }
+
+    fn drop_class(&mut self, cid: ClassId) {
+        let sig = self.classes[cid as usize].sig.clone();
+        if let Some(owner) = &sig.owner {
+            if let Some(set) = self.owner_classes.get_mut(owner) {
+                set.remove(&cid);
+            }
+        }
+        self.class_ids.remove(&sig);
+        self.free_classes.push(cid);
+    }
+
+    /// The key a class is filed under: its head's effective rank.
+    fn class_key(&self, cid: ClassId) -> Option<Rank> {
+        let class = &self.classes[cid as usize];
+        let &(rank, _) = class.jobs.first()?;
+        Some(match &class.sig.owner {
+            Some(owner) => rank.shifted(self.fair_term(owner)),
+            None => rank,
+        })
+    }
+
+    /// Removes a class from `heads`, `ready` and its waiter set.
+    pub(crate) fn detach(&mut self, cid: ClassId) {
+        let class = &mut self.classes[cid as usize];
+        let Some(key) = class.key.take() else { return };
+        self.heads.remove(&(key, cid));
+        if class.ready {
+            self.ready.remove(&(key, cid));
+        }
+        if let Some(s) = class.parked.take() {
+            self.scopes[s as usize].waiters.remove(&(key, cid));
+        }
+        class.ready = false;
+    }
+
+    /// Files a detached, non-empty class in `heads`, and in `ready` when asked.
+    pub(crate) fn file(&mut self, cid: ClassId, ready: bool) {
+        let Some(key) = self.class_key(cid) else {
+            return;
+        };
+        let class = &mut self.classes[cid as usize];
+        class.key = Some(key);
+        class.ready = ready;
+        self.heads.insert((key, cid));
+        if ready {
+            self.ready.insert((key, cid));
+        }
+    }
+
+    pub(crate) fn park_on(&mut self, cid: ClassId, scope: ScopeId) {
+        self.file(cid, false);
+        let class = &mut self.classes[cid as usize];
+        if let Some(key) = class.key {
+            class.parked = Some(scope);
+            self.scopes[scope as usize].waiters.insert((key, cid));
+        }
+    }
+
+    /// An owner's running count changed: re-key its classes (fair share). When it went
+    /// down, its classes rank better and are evaluated again.
+    pub(crate) fn owner_count_changed(&mut self, owner: &str, delta: i64) {
+        let count = self.owner_running.entry(owner.to_string()).or_insert(0);
+        *count = count.saturating_add_signed(delta);
+        if !self.policy.queue.fair_share {
+            return;
+        }
+        if delta > 0 {
+            // The owner's reservations now outrank fewer jobs: let their scopes choose again.
+            let held: Vec<ScopeId> = self
+                .reserved
+                .iter()
+                .copied()
+                .filter(|&s| {
+                    let r = self.scopes[s as usize].reserved_by;
+                    r.and_then(|r| self.entries.get(&r))
+                        .is_some_and(|e| e.job.owner == owner)
+                })
+                .collect();
+            for s in held {
+                self.wake(s, None);
+            }
+        }
+        let cids: Vec<ClassId> = self
+            .owner_classes
+            .get(owner)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        for cid in cids {
+            let class = &self.classes[cid as usize];
+            let (ready, parked, from) = (class.ready, class.parked, class.woken_from);
+            if class.key.is_none() {
+                continue;
+            }
+            self.detach(cid);
+            match (parked, from) {
+                // Worse ranks: a class woken as its scope's best waiter may no longer be
+                // the best; put it back and let the scope choose again.
+                (Some(s), _) if delta > 0 => self.park_on(cid, s),
+                (None, Some(s)) if ready && delta > 0 => {
+                    self.classes[cid as usize].woken_from = None;
+                    self.park_on(cid, s);
+                    self.wake(s, None);
+                }
+                // Better ranks: evaluate again (it may now outrank a reservation).
+                _ => self.file(cid, ready || parked.is_some()),
+            }
+        }
+    }
+
+    // ----- waking -----
+
+    /// Whether a scope has room for at least some waiter.
+    pub(crate) fn has_room(&self, scope: ScopeId) -> bool {
+        let s = &self.scopes[scope as usize];
+        match self.interner.key(scope) {
+            ScopeKey::Conflict { .. } => s.used == 0,
+            ScopeKey::Placement(_) => self
+                .placement_nodes
+                .get(&scope)
+                .and_then(|set| set.first())
+                .is_some_and(|(room, _, _)| room.0 > 0),
+            _ => s.limit.is_none_or(|l| s.used < l),
+        }
+    }
+
+    /// A scope may have gained room: hand its best waiter (after `after`, if given) to the
+    /// pass. A reserved scope wakes nobody ranked below its reservation.
+    pub(crate) fn wake(&mut self, scope: ScopeId, after: Option<(Rank, ClassId)>) {
+        if self.mode == Mode::Rescan || !self.has_room(scope) {
+            return;
+        }
+        let s = &self.scopes[scope as usize];
+        let next = match after {
+            None => s.waiters.first().copied(),
+            Some(a) => s
+                .waiters
+                .range((Bound::Excluded(a), Bound::Unbounded))
+                .next()
+                .copied(),
+        };
+        let Some((key, cid)) = next else { return };
+        if let Some(r) = s.reserved_by {
+            let head = self.classes[cid as usize].head();
+            if head != Some(r) && self.entries.contains_key(&r) && self.eff_rank(r) < key {
+                return;
+            }
+        }
+        self.scopes[scope as usize].waiters.remove(&(key, cid));
+        let class = &mut self.classes[cid as usize];
+        class.parked = None;
+        class.ready = true;
+        class.woken_from = Some(scope);
+        self.ready.insert((key, cid));
     }
 }

@@ -73,8 +73,13 @@ impl Engine {
         let ttl = engine.policy.leases.ttl;
         for rec in snapshot.nodes {
             let name = rec.registration.name.clone();
-            engine.nodes.insert(name.clone(), super::nodes::fresh_node(rec.registration, rec.cordoned, now));
-            engine.timers.insert((now.plus(engine.policy.nodes.ttl), Timer::NodeTtl(name)));
+            engine.nodes.insert(
+                name.clone(),
+                super::nodes::fresh_node(rec.registration, rec.cordoned, now),
+            );
+            engine
+                .timers
+                .insert((now.plus(engine.policy.nodes.ttl), Timer::NodeTtl(name)));
         }
         for mut job in snapshot.jobs {
             if let Some(lease) = &mut job.lease {
@@ -85,13 +90,23 @@ impl Engine {
                 engine.next_token = engine.next_token.max(token + 1);
             }
             if let Some(key) = &job.idempotency_key {
-                engine.idempotency.insert((job.owner.clone(), key.clone()), job.id);
+                engine
+                    .idempotency
+                    .insert((job.owner.clone(), key.clone()), job.id);
             }
             let id = job.id;
             let rank = engine.base_rank(&job);
             engine.entries.insert(
                 id,
-                Entry { job, needs: Default::default(), held: Vec::new(), class: None, rank, placement: None, reserving: Vec::new() },
+                Entry {
+                    job,
+                    needs: Default::default(),
+                    held: Vec::new(),
+                    class: None,
+                    rank,
+                    placement: None,
+                    reserving: Vec::new(),
+                },
             );
             engine.arm_timers(id, now);
         }
@@ -112,7 +127,10 @@ impl Engine {
                 if let Some(t) = job.not_before.filter(|&t| t > now) {
                     timers.push((t, Timer::NotBefore(id, job.attempt)));
                 }
-                timers.push((job.queued_at.plus(self.policy.queue.reserve_after), Timer::Reserve(id, job.attempt)));
+                timers.push((
+                    job.queued_at.plus(self.policy.queue.reserve_after),
+                    Timer::Reserve(id, job.attempt),
+                ));
             }
             s if s.is_admitted() => {
                 let lease = job.lease.expect("admitted jobs hold a lease");
@@ -142,13 +160,22 @@ impl Engine {
         self.policy = policy;
         self.rebuild(now);
         let over_limit: Vec<String> = (0..self.scopes.len())
-            .filter(|&i| self.scopes[i].limit.is_some_and(|l| self.scopes[i].used > l))
+            .filter(|&i| {
+                self.scopes[i]
+                    .limit
+                    .is_some_and(|l| self.scopes[i].used > l)
+            })
             .map(|i| self.interner.key(i as u32).to_string())
             .collect();
         self.run_pass(now);
         let admitted_now = self.admitted_ids().difference(&before).copied().collect();
-        self.events.push_back(Event::PolicyApplied { over_limit: over_limit.clone() });
-        ApplyReport { over_limit, admitted_now }
+        self.events.push_back(Event::PolicyApplied {
+            over_limit: over_limit.clone(),
+        });
+        ApplyReport {
+            over_limit,
+            admitted_now,
+        }
     }
 
     /// What [`Engine::apply_policy`] would do, without doing it.
@@ -178,6 +205,7 @@ impl Engine {
         self.owner_classes.clear();
         self.placement_nodes.clear();
         self.placement_keys.clear();
+        self.reserved.clear();
         let names: Vec<String> = self.nodes.keys().cloned().collect();
         for name in &names {
             let (number, rule) = self.policy.node_number(&self.nodes[name].labels);
@@ -214,7 +242,10 @@ impl Engine {
                 continue;
             }
             self.dirty_nodes.insert(name.clone());
-            for key in [ScopeKey::Node(name.clone()), ScopeKey::NodePrepare(name.clone())] {
+            for key in [
+                ScopeKey::Node(name.clone()),
+                ScopeKey::NodePrepare(name.clone()),
+            ] {
                 self.intern(key);
             }
         }
@@ -240,7 +271,10 @@ impl Engine {
                 self.take(id, run, 1);
             }
             for (pool, amount) in &needs.node_cost {
-                let scope = self.intern(ScopeKey::NodePool { pool: pool.clone(), node: node.clone() });
+                let scope = self.intern(ScopeKey::NodePool {
+                    pool: pool.clone(),
+                    node: node.clone(),
+                });
                 self.take(id, scope, *amount);
             }
             if let Some(n) = self.nodes.get_mut(node) {
@@ -248,7 +282,8 @@ impl Engine {
                     JobState::Preparing => n.preparing += 1,
                     JobState::Prepared => {
                         n.prepared += 1;
-                        n.prepared_queue.insert((job.prepared_at.unwrap_or_default(), id));
+                        n.prepared_queue
+                            .insert((job.prepared_at.unwrap_or_default(), id));
                     }
                     _ => n.running += 1,
                 }
@@ -259,7 +294,9 @@ impl Engine {
 
     /// Wakes the class of a queued job if the job is its head (a reservation may be due).
     pub(crate) fn wake_class_of(&mut self, id: JobId) {
-        let Some(cid) = self.entries.get(&id).and_then(|e| e.class) else { return };
+        let Some(cid) = self.entries.get(&id).and_then(|e| e.class) else {
+            return;
+        };
         if self.classes[cid as usize].head() != Some(id) || self.mode == Mode::Rescan {
             return;
         }

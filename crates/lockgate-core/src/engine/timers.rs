@@ -56,7 +56,9 @@ impl Engine {
     fn fire(&mut self, timer: Timer, now: Timestamp) -> bool {
         match timer {
             Timer::Lease(id, token) => {
-                let Some((state, _, Some(t))) = self.state_of(id) else { return false };
+                let Some((state, _, Some(t))) = self.state_of(id) else {
+                    return false;
+                };
                 if t != token || !state.is_admitted() {
                     return false;
                 }
@@ -80,12 +82,17 @@ impl Engine {
                     return false;
                 }
                 let ms = self.entries[&id].job.max_wait_ms.unwrap_or(0);
-                let msg = format!("not admitted within max_wait ({})", crate::time::format_duration(std::time::Duration::from_millis(ms)));
+                let msg = format!(
+                    "not admitted within max_wait ({})",
+                    crate::time::format_duration(std::time::Duration::from_millis(ms))
+                );
                 self.end_job(id, JobState::Expired, Some(msg), now);
                 true
             }
             Timer::MaxRun(id, token) => {
-                let Some((state, _, Some(t))) = self.state_of(id) else { return false };
+                let Some((state, _, Some(t))) = self.state_of(id) else {
+                    return false;
+                };
                 if t != token || !state.is_admitted() {
                     return false;
                 }
@@ -95,11 +102,14 @@ impl Engine {
                 let job = e.job.clone();
                 self.emit(JobChange::CancelRequested, &job);
                 let ttl = self.policy.leases.ttl;
-                self.timers.insert((now.plus(ttl), Timer::MaxRunRevoke(id, token)));
+                self.timers
+                    .insert((now.plus(ttl), Timer::MaxRunRevoke(id, token)));
                 false
             }
             Timer::MaxRunRevoke(id, token) => {
-                let Some((state, _, Some(t))) = self.state_of(id) else { return false };
+                let Some((state, _, Some(t))) = self.state_of(id) else {
+                    return false;
+                };
                 if t != token || !state.is_admitted() {
                     return false;
                 }
@@ -107,14 +117,27 @@ impl Engine {
                 true
             }
             Timer::PrepareTimeout(id, token) => {
-                if self.state_of(id) != Some((JobState::Preparing, self.entries[&id].job.attempt, Some(token))) {
+                if self.state_of(id)
+                    != Some((
+                        JobState::Preparing,
+                        self.entries[&id].job.attempt,
+                        Some(token),
+                    ))
+                {
                     return false;
                 }
-                self.end_job(id, JobState::Failed, Some("prepare timeout: not prepared in time".into()), now);
+                self.end_job(
+                    id,
+                    JobState::Failed,
+                    Some("prepare timeout: not prepared in time".into()),
+                    now,
+                );
                 true
             }
             Timer::Retry(id, attempt) => {
-                let Some((state, a, _)) = self.state_of(id) else { return false };
+                let Some((state, a, _)) = self.state_of(id) else {
+                    return false;
+                };
                 if a != attempt || !matches!(state, JobState::Failed | JobState::Lost) {
                     return false;
                 }
@@ -130,7 +153,9 @@ impl Engine {
             }
             Timer::NodeTtl(name) => {
                 let ttl = self.policy.nodes.ttl;
-                let Some(node) = self.nodes.get(&name) else { return false };
+                let Some(node) = self.nodes.get(&name) else {
+                    return false;
+                };
                 if node.state != super::NodeState::Ready {
                     return false;
                 }

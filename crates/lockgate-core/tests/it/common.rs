@@ -6,7 +6,8 @@ use lockgate_core::{Policy, Timestamp};
 use std::collections::BTreeMap;
 
 pub fn policy(toml: &str) -> Policy {
-    Policy::from_toml(toml, Some("test.toml")).unwrap_or_else(|e| panic!("test policy is invalid: {e}"))
+    Policy::from_toml(toml, Some("test.toml"))
+        .unwrap_or_else(|e| panic!("test policy is invalid: {e}"))
 }
 
 pub fn engine(toml: &str) -> Engine {
@@ -14,11 +15,19 @@ pub fn engine(toml: &str) -> Engine {
 }
 
 pub fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 pub fn spec(kind: &str, pairs: &[(&str, &str)]) -> JobSpec {
-    JobSpec { kind: kind.into(), attrs: attrs(pairs), owner: "alice".into(), ..JobSpec::default() }
+    JobSpec {
+        kind: kind.into(),
+        attrs: attrs(pairs),
+        owner: "alice".into(),
+        ..JobSpec::default()
+    }
 }
 
 pub fn submit(e: &mut Engine, s: JobSpec, now: u64) -> JobId {
@@ -30,7 +39,10 @@ pub fn state(e: &Engine, id: JobId) -> Option<JobState> {
 }
 
 pub fn token(e: &Engine, id: JobId) -> u64 {
-    e.job(id).and_then(|j| j.lease).expect("admitted job has a lease").token
+    e.job(id)
+        .and_then(|j| j.lease)
+        .expect("admitted job has a lease")
+        .token
 }
 
 pub fn node(e: &mut Engine, name: &str, labels: &[(&str, &str)], kinds: &[&str], now: u64) {

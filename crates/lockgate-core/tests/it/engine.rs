@@ -15,26 +15,48 @@ fn expired_lease_frees_the_slot_and_the_job_is_lost() {
     e.heartbeat(a, t, Timestamp(60)).unwrap();
     assert_eq!(e.next_deadline(), Some(Timestamp(100)));
     e.handle_timeout(Timestamp(100));
-    assert_eq!(state(&e, a), Some(JobState::Running), "renewed at 60, so alive until 160");
+    assert_eq!(
+        state(&e, a),
+        Some(JobState::Running),
+        "renewed at 60, so alive until 160"
+    );
     e.handle_timeout(Timestamp(160));
-    assert_eq!(state(&e, a), None, "lost jobs without retries leave the engine");
+    assert_eq!(
+        state(&e, a),
+        None,
+        "lost jobs without retries leave the engine"
+    );
     assert_eq!(state(&e, b), Some(JobState::Running));
-    assert_eq!(e.heartbeat(a, t, Timestamp(161)), Err(LeaseError::NotFound(a)));
+    assert_eq!(
+        e.heartbeat(a, t, Timestamp(161)),
+        Err(LeaseError::NotFound(a))
+    );
     let tb = token(&e, b);
     assert!(tb > t, "fencing tokens grow");
-    assert_eq!(e.heartbeat(b, t, Timestamp(161)), Err(LeaseError::LeaseLost(b)));
+    assert_eq!(
+        e.heartbeat(b, t, Timestamp(161)),
+        Err(LeaseError::LeaseLost(b))
+    );
 }
 
 #[test]
 fn failed_job_is_retried_with_the_same_id() {
     let mut e = engine("[kinds.data-upload]\nretry = { times = 1, interval = \"30s\" }\n");
     let a = submit(&mut e, spec("data-upload", &[]), 0);
-    e.finish(a, token(&e, a), Outcome::Failed, Some("disk full".into()), Timestamp(10)).unwrap();
+    e.finish(
+        a,
+        token(&e, a),
+        Outcome::Failed,
+        Some("disk full".into()),
+        Timestamp(10),
+    )
+    .unwrap();
     assert_eq!(state(&e, a), Some(JobState::Failed));
     e.handle_timeout(Timestamp(30_010));
     let j = e.job(a).unwrap();
     assert_eq!((j.state, j.attempt), (JobState::Running, 2));
-    e.finish(a, token(&e, a), Outcome::Failed, None, Timestamp(30_020)).unwrap();
+    e.finish(a, token(&e, a), Outcome::Failed, None, Timestamp(30_020))
+        .unwrap();
     assert_eq!(state(&e, a), None, "no retries left");
 }
 
@@ -44,7 +66,8 @@ fn cancelled_job_is_never_retried() {
     let a = submit(&mut e, spec("data-upload", &[]), 0);
     let j = e.cancel(a, false, Timestamp(1)).unwrap();
     assert!(j.cancel_requested);
-    e.finish(a, token(&e, a), Outcome::Cancelled, None, Timestamp(2)).unwrap();
+    e.finish(a, token(&e, a), Outcome::Cancelled, None, Timestamp(2))
+        .unwrap();
     e.handle_timeout(Timestamp(10_000));
     assert_eq!(state(&e, a), None);
 }
@@ -65,13 +88,30 @@ fn force_cancel_revokes_the_lease() {
 fn max_wait_expires_and_not_before_waits() {
     let mut e = engine("[global]\nmax_running = 1\n");
     let _a = submit(&mut e, spec("backup", &[]), 0);
-    let b = submit(&mut e, JobSpec { max_wait_ms: Some(500), ..spec("backup", &[]) }, 0);
+    let b = submit(
+        &mut e,
+        JobSpec {
+            max_wait_ms: Some(500),
+            ..spec("backup", &[])
+        },
+        0,
+    );
     e.handle_timeout(Timestamp(500));
     assert_eq!(state(&e, b), None);
     let mut e = engine("");
-    let c = submit(&mut e, JobSpec { not_before: Some(Timestamp(1_000)), ..spec("backup", &[]) }, 0);
+    let c = submit(
+        &mut e,
+        JobSpec {
+            not_before: Some(Timestamp(1_000)),
+            ..spec("backup", &[])
+        },
+        0,
+    );
     assert_eq!(state(&e, c), Some(JobState::Queued));
-    assert_eq!(e.explain(c, Timestamp(1)).unwrap().reasons[0].kind, "not_before");
+    assert_eq!(
+        e.explain(c, Timestamp(1)).unwrap().reasons[0].kind,
+        "not_before"
+    );
     assert_eq!(e.next_deadline(), Some(Timestamp(1_000)));
     e.handle_timeout(Timestamp(1_000));
     assert_eq!(state(&e, c), Some(JobState::Running));
@@ -80,14 +120,25 @@ fn max_wait_expires_and_not_before_waits() {
 #[test]
 fn max_run_requests_cancel_then_revokes_after_a_ttl() {
     let mut e = engine("[leases]\nttl = \"1s\"\n");
-    let a = submit(&mut e, JobSpec { max_run_ms: Some(5_000), ..spec("backup", &[]) }, 0);
+    let a = submit(
+        &mut e,
+        JobSpec {
+            max_run_ms: Some(5_000),
+            ..spec("backup", &[])
+        },
+        0,
+    );
     let t = token(&e, a);
     for now in (500..5_000).step_by(500) {
         e.heartbeat(a, t, Timestamp(now)).unwrap();
     }
     e.handle_timeout(Timestamp(5_000));
     assert!(e.job(a).unwrap().cancel_requested);
-    assert!(e.heartbeat(a, t, Timestamp(5_400)).unwrap().cancel_requested);
+    assert!(
+        e.heartbeat(a, t, Timestamp(5_400))
+            .unwrap()
+            .cancel_requested
+    );
     e.handle_timeout(Timestamp(6_000));
     assert_eq!(state(&e, a), None);
 }
@@ -95,15 +146,32 @@ fn max_run_requests_cancel_then_revokes_after_a_ttl() {
 #[test]
 fn lowered_limit_drains_and_raised_limit_admits_at_once() {
     let mut e = engine("[global]\nmax_running = 3\n");
-    let ids: Vec<u64> = (0..5).map(|i| submit(&mut e, spec("backup", &[]), i)).collect();
+    let ids: Vec<u64> = (0..5)
+        .map(|i| submit(&mut e, spec("backup", &[]), i))
+        .collect();
     assert_eq!(count(&e, JobState::Running), 3);
     let report = e.apply_policy(policy("[global]\nmax_running = 1\n"), Timestamp(10));
     assert_eq!(report.over_limit, vec!["global".to_string()]);
-    assert_eq!(count(&e, JobState::Running), 3, "running jobs are never stopped");
+    assert_eq!(
+        count(&e, JobState::Running),
+        3,
+        "running jobs are never stopped"
+    );
     let why = e.explain(ids[3], Timestamp(10)).unwrap();
     assert_eq!(why.reasons[0].kind, "over_limit");
-    e.finish(ids[0], token(&e, ids[0]), Outcome::Succeeded, None, Timestamp(11)).unwrap();
-    assert_eq!(count(&e, JobState::Running), 2, "still over: nothing admitted");
+    e.finish(
+        ids[0],
+        token(&e, ids[0]),
+        Outcome::Succeeded,
+        None,
+        Timestamp(11),
+    )
+    .unwrap();
+    assert_eq!(
+        count(&e, JobState::Running),
+        2,
+        "still over: nothing admitted"
+    );
     let dry = e.dry_run_policy(policy("[global]\nmax_running = 4\n"), Timestamp(12));
     assert_eq!(dry.admitted_now, vec![ids[3], ids[4]]);
     assert_eq!(count(&e, JobState::Running), 2, "a dry run changes nothing");
@@ -124,14 +192,27 @@ fn coordinator_kinds_never_fill_the_global_limit() {
 
 #[test]
 fn overlapping_namespaces_conflict() {
-    let mut e = engine("[[conflict]]\nmatch = \"kind=resource-backup\"\noverlap = \"namespaces\"\n");
+    let mut e =
+        engine("[[conflict]]\nmatch = \"kind=resource-backup\"\noverlap = \"namespaces\"\n");
     let a = submit(&mut e, spec("resource-backup", &[("namespaces", "a,b")]), 0);
     let b = submit(&mut e, spec("resource-backup", &[("namespaces", "c")]), 1);
     let c = submit(&mut e, spec("resource-backup", &[("namespaces", "b,d")]), 2);
     let d = submit(&mut e, spec("resource-backup", &[("namespaces", "*")]), 3);
-    let states: Vec<_> = [a, b, c, d].iter().map(|&i| state(&e, i).unwrap()).collect();
-    assert_eq!(states, [JobState::Running, JobState::Running, JobState::Queued, JobState::Queued]);
-    e.finish(a, token(&e, a), Outcome::Succeeded, None, Timestamp(5)).unwrap();
+    let states: Vec<_> = [a, b, c, d]
+        .iter()
+        .map(|&i| state(&e, i).unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        [
+            JobState::Running,
+            JobState::Running,
+            JobState::Queued,
+            JobState::Queued
+        ]
+    );
+    e.finish(a, token(&e, a), Outcome::Succeeded, None, Timestamp(5))
+        .unwrap();
     assert_eq!(state(&e, c), Some(JobState::Running));
     assert_eq!(state(&e, d), Some(JobState::Queued));
 }
@@ -139,14 +220,20 @@ fn overlapping_namespaces_conflict() {
 #[test]
 fn export_and_restore_keep_everything_with_fresh_leases() {
     let mut e = engine("[global]\nmax_running = 2\n[leases]\nttl = \"10s\"\n");
-    let ids: Vec<u64> = (0..4).map(|i| submit(&mut e, spec("backup", &[]), i)).collect();
+    let ids: Vec<u64> = (0..4)
+        .map(|i| submit(&mut e, spec("backup", &[]), i))
+        .collect();
     let snap = e.export();
     let mut r = Engine::restore(e.policy().clone(), snap, Timestamp(60_000), Mode::Indexed);
-    assert_eq!(r.job(ids[0]).unwrap().lease.unwrap().expires_at, Timestamp(70_000));
+    assert_eq!(
+        r.job(ids[0]).unwrap().lease.unwrap().expires_at,
+        Timestamp(70_000)
+    );
     assert_eq!(count(&r, JobState::Running), 2);
     assert_eq!(count(&r, JobState::Queued), 2);
     let t = token(&r, ids[0]);
-    r.finish(ids[0], t, Outcome::Succeeded, None, Timestamp(60_001)).unwrap();
+    r.finish(ids[0], t, Outcome::Succeeded, None, Timestamp(60_001))
+        .unwrap();
     assert_eq!(state(&r, ids[2]), Some(JobState::Running));
     let fresh = submit(&mut r, spec("backup", &[]), 60_002);
     assert!(fresh > ids[3], "ids keep growing after a restore");
@@ -156,12 +243,23 @@ fn export_and_restore_keep_everything_with_fresh_leases() {
 #[test]
 fn idempotency_key_returns_the_existing_job() {
     let mut e = engine("");
-    let s = JobSpec { idempotency_key: Some("k1".into()), ..spec("backup", &[]) };
+    let s = JobSpec {
+        idempotency_key: Some("k1".into()),
+        ..spec("backup", &[])
+    };
     let first = e.submit(s.clone(), Timestamp(0)).unwrap();
     let again = e.submit(s.clone(), Timestamp(1)).unwrap();
     assert!(again.existing);
     assert_eq!(first.job.id, again.job.id);
-    let other_owner = e.submit(JobSpec { owner: "bob".into(), ..s }, Timestamp(2)).unwrap();
+    let other_owner = e
+        .submit(
+            JobSpec {
+                owner: "bob".into(),
+                ..s
+            },
+            Timestamp(2),
+        )
+        .unwrap();
     assert_ne!(other_owner.job.id, first.job.id);
 }
 
@@ -171,12 +269,43 @@ fn movable_jobs_spread_to_the_node_with_most_room() {
     for n in ["a", "b", "c"] {
         node(&mut e, n, &[], &["data-upload"], 0);
     }
-    let ids: Vec<u64> = (0..6).map(|i| submit(&mut e, JobSpec { node_selector: Some(String::new()), ..spec("data-upload", &[]) }, i)).collect();
-    let nodes: Vec<String> = ids.iter().map(|&i| e.job(i).unwrap().node.clone().unwrap()).collect();
+    let ids: Vec<u64> = (0..6)
+        .map(|i| {
+            submit(
+                &mut e,
+                JobSpec {
+                    node_selector: Some(String::new()),
+                    ..spec("data-upload", &[])
+                },
+                i,
+            )
+        })
+        .collect();
+    let nodes: Vec<String> = ids
+        .iter()
+        .map(|&i| e.job(i).unwrap().node.clone().unwrap())
+        .collect();
     assert_eq!(nodes, ["a", "b", "c", "a", "b", "c"]);
-    let extra = submit(&mut e, JobSpec { node_selector: Some(String::new()), ..spec("data-upload", &[]) }, 9);
-    assert_eq!(e.explain(extra, Timestamp(9)).unwrap().reasons[0].kind, "no_room");
-    let none = submit(&mut e, JobSpec { node_selector: Some("zone=eu-1".into()), ..spec("data-upload", &[]) }, 9);
+    let extra = submit(
+        &mut e,
+        JobSpec {
+            node_selector: Some(String::new()),
+            ..spec("data-upload", &[])
+        },
+        9,
+    );
+    assert_eq!(
+        e.explain(extra, Timestamp(9)).unwrap().reasons[0].kind,
+        "no_room"
+    );
+    let none = submit(
+        &mut e,
+        JobSpec {
+            node_selector: Some("zone=eu-1".into()),
+            ..spec("data-upload", &[])
+        },
+        9,
+    );
     assert_eq!(
         e.explain(none, Timestamp(9)).unwrap().reasons[0].text,
         "no eligible node: selector \"zone=eu-1\" matches 0 ready nodes with an agent for kind data-upload"
@@ -188,11 +317,46 @@ fn cordon_stops_admission_and_lost_node_loses_its_jobs() {
     let mut e = engine("[nodes]\nmax_running = 1\nttl = \"1s\"\n");
     node(&mut e, "a", &[], &["verify"], 0);
     e.set_cordon("a", true, Timestamp(0));
-    let j = submit(&mut e, JobSpec { node: Some("a".into()), executor: Some(lockgate_core::policy::Executor::Agent), ..spec("verify", &[]) }, 0);
-    assert_eq!(e.explain(j, Timestamp(0)).unwrap().reasons[0].text, "node:a is cordoned");
+    let j = submit(
+        &mut e,
+        JobSpec {
+            node: Some("a".into()),
+            executor: Some(lockgate_core::policy::Executor::Agent),
+            ..spec("verify", &[])
+        },
+        0,
+    );
+    assert_eq!(
+        e.explain(j, Timestamp(0)).unwrap().reasons[0].text,
+        "node:a is cordoned"
+    );
     e.set_cordon("a", false, Timestamp(1));
     assert_eq!(state(&e, j), Some(JobState::Running));
     e.handle_timeout(Timestamp(1_000));
     assert_eq!(state(&e, j), None, "the node went silent: its job is lost");
     assert_eq!(e.node("a").unwrap().state_name(), "lost");
+}
+
+/// Regression: a two-stage job waiting for an unregistered node was parked on the node's
+/// run slots; when the node came back with its run slots full but prepare room left, the
+/// job was never woken.
+#[test]
+fn two_stage_job_waiting_for_a_missing_node_wakes_on_prepare_room() {
+    let mut e = engine("[nodes]\nmax_running = 1\nprepare_queue = 1\n");
+    let pinned = |kind: &str| JobSpec {
+        node: Some("n1".into()),
+        ..spec(kind, &[])
+    };
+    let single = submit(&mut e, pinned("backup"), 0);
+    let staged = submit(
+        &mut e,
+        JobSpec {
+            two_stage: Some(true),
+            ..pinned("data-upload")
+        },
+        1,
+    );
+    node(&mut e, "n1", &[], &[], 2);
+    assert_eq!(state(&e, single), Some(JobState::Running));
+    assert_eq!(state(&e, staged), Some(JobState::Preparing));
 }

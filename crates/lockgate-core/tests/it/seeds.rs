@@ -19,14 +19,30 @@ fn velero_global_three_node2_rule_five() {
         "#,
     );
     for n in ["node-1", "node-2", "node-3"] {
-        node(&mut e, n, &[("kubernetes.io/hostname", n)], &["data-upload"], 0);
+        node(
+            &mut e,
+            n,
+            &[("kubernetes.io/hostname", n)],
+            &["data-upload"],
+            0,
+        );
         for _ in 0..10 {
-            let s = JobSpec { node: Some(n.into()), ..spec("data-upload", &[]) };
+            let s = JobSpec {
+                node: Some(n.into()),
+                ..spec("data-upload", &[])
+            };
             submit(&mut e, s, 0);
         }
     }
-    let running = |n: &str| e.jobs().filter(|j| j.state == JobState::Running && j.node.as_deref() == Some(n)).count();
-    assert_eq!((running("node-1"), running("node-2"), running("node-3")), (3, 5, 3));
+    let running = |n: &str| {
+        e.jobs()
+            .filter(|j| j.state == JobState::Running && j.node.as_deref() == Some(n))
+            .count()
+    };
+    assert_eq!(
+        (running("node-1"), running("node-2"), running("node-3")),
+        (3, 5, 3)
+    );
     assert_eq!(e.node("node-2").unwrap().number, Some(5));
     assert_eq!(e.node("node-1").unwrap().number, Some(3));
 }
@@ -73,13 +89,30 @@ fn zero_rule_runs_nothing_and_says_why() {
     );
     node(&mut e, "db-1", &[("role", "database")], &["data-upload"], 0);
     node(&mut e, "w-1", &[("role", "worker")], &["data-upload"], 0);
-    let pinned = submit(&mut e, JobSpec { node: Some("db-1".into()), ..spec("data-upload", &[]) }, 0);
-    let movable = submit(&mut e, JobSpec { node_selector: Some(String::new()), ..spec("data-upload", &[]) }, 0);
+    let pinned = submit(
+        &mut e,
+        JobSpec {
+            node: Some("db-1".into()),
+            ..spec("data-upload", &[])
+        },
+        0,
+    );
+    let movable = submit(
+        &mut e,
+        JobSpec {
+            node_selector: Some(String::new()),
+            ..spec("data-upload", &[])
+        },
+        0,
+    );
     assert_eq!(state(&e, pinned), Some(JobState::Queued));
     assert_eq!(e.job(movable).unwrap().node.as_deref(), Some("w-1"));
     let why = e.explain(pinned, Timestamp(0)).unwrap();
     assert_eq!(why.reasons[0].kind, "zero");
-    assert_eq!(why.reasons[0].text, "node:db-1 is 0 (rule \"role=database\")");
+    assert_eq!(
+        why.reasons[0].text,
+        "node:db-1 is 0 (rule \"role=database\")"
+    );
 }
 
 /// Velero issue 8344: 100 data-mover tasks, loadConcurrency 2, prepare queue 1: never more
@@ -96,26 +129,56 @@ fn hundred_pvcs_never_expose_more_than_the_prepare_bound() {
         "#,
     );
     node(&mut e, "node-1", &[], &["data-upload"], 0);
-    let ids: Vec<u64> =
-        (0..100).map(|_| submit(&mut e, JobSpec { node_selector: Some(String::new()), ..spec("data-upload", &[]) }, 0)).collect();
+    let ids: Vec<u64> = (0..100)
+        .map(|_| {
+            submit(
+                &mut e,
+                JobSpec {
+                    node_selector: Some(String::new()),
+                    ..spec("data-upload", &[])
+                },
+                0,
+            )
+        })
+        .collect();
     let mut now = 0;
     let mut done = 0;
     while done < 100 {
         now += 1;
         let n = e.node("node-1").unwrap();
-        assert!(n.running + n.preparing + n.prepared <= 3, "exposed {}", n.occupied());
+        assert!(
+            n.running + n.preparing + n.prepared <= 3,
+            "exposed {}",
+            n.occupied()
+        );
         assert!(n.running <= 2);
         let live: Vec<_> = ids.iter().filter_map(|&id| e.job(id).cloned()).collect();
         let queued = live.iter().filter(|j| j.state == JobState::Queued).count();
         if queued > 0 {
-            assert_eq!(n.running + n.preparing + n.prepared, 3, "the pipeline stays full while work waits");
+            assert_eq!(
+                n.running + n.preparing + n.prepared,
+                3,
+                "the pipeline stays full while work waits"
+            );
         }
         // Each step: every preparing job finishes its prepare step, then one running job finishes.
         for j in live.iter().filter(|j| j.state == JobState::Preparing) {
             e.prepared(j.id, token(&e, j.id), Timestamp(now)).unwrap();
         }
-        if let Some(j) = ids.iter().filter_map(|&id| e.job(id)).find(|j| j.state == JobState::Running).cloned() {
-            e.finish(j.id, token(&e, j.id), Outcome::Succeeded, None, Timestamp(now)).unwrap();
+        if let Some(j) = ids
+            .iter()
+            .filter_map(|&id| e.job(id))
+            .find(|j| j.state == JobState::Running)
+            .cloned()
+        {
+            e.finish(
+                j.id,
+                token(&e, j.id),
+                Outcome::Succeeded,
+                None,
+                Timestamp(now),
+            )
+            .unwrap();
             done += 1;
         }
     }
@@ -130,16 +193,38 @@ fn same_group_same_datastore_waits_instead_of_failing() {
         keys = ["datastore", "group"]
         "#,
     );
-    let first = submit(&mut e, spec("backup", &[("datastore", "ds1"), ("group", "vm/100")]), 0);
-    let second = submit(&mut e, spec("backup", &[("datastore", "ds1"), ("group", "vm/100")]), 1);
-    let other = submit(&mut e, spec("backup", &[("datastore", "ds1"), ("group", "vm/101")]), 2);
+    let first = submit(
+        &mut e,
+        spec("backup", &[("datastore", "ds1"), ("group", "vm/100")]),
+        0,
+    );
+    let second = submit(
+        &mut e,
+        spec("backup", &[("datastore", "ds1"), ("group", "vm/100")]),
+        1,
+    );
+    let other = submit(
+        &mut e,
+        spec("backup", &[("datastore", "ds1"), ("group", "vm/101")]),
+        2,
+    );
     assert_eq!(state(&e, first), Some(JobState::Running));
     assert_eq!(state(&e, second), Some(JobState::Queued));
     assert_eq!(state(&e, other), Some(JobState::Running));
     let why = e.explain(second, Timestamp(3)).unwrap();
     assert_eq!(why.reasons.len(), 1);
-    assert_eq!(why.reasons[0].text, format!("conflict: job {first} holds datastore=ds1, group=vm/100"));
-    e.finish(first, token(&e, first), Outcome::Succeeded, None, Timestamp(4)).unwrap();
+    assert_eq!(
+        why.reasons[0].text,
+        format!("conflict: job {first} holds datastore=ds1, group=vm/100")
+    );
+    e.finish(
+        first,
+        token(&e, first),
+        Outcome::Succeeded,
+        None,
+        Timestamp(4),
+    )
+    .unwrap();
     assert_eq!(state(&e, second), Some(JobState::Running));
 }
 
@@ -156,14 +241,27 @@ fn threads_ten_tape_costs_four_two_at_once() {
         cost = { threads = 1 }
         "#,
     );
-    let tapes: Vec<u64> = (0..3).map(|i| submit(&mut e, spec("tape-backup", &[]), i)).collect();
+    let tapes: Vec<u64> = (0..3)
+        .map(|i| submit(&mut e, spec("tape-backup", &[]), i))
+        .collect();
     let states: Vec<_> = tapes.iter().map(|&id| state(&e, id).unwrap()).collect();
-    assert_eq!(states, [JobState::Running, JobState::Running, JobState::Queued]);
-    assert_eq!(e.explain(tapes[2], Timestamp(5)).unwrap().reasons[0].text, "pool:threads: needs 4, 2 free");
+    assert_eq!(
+        states,
+        [JobState::Running, JobState::Running, JobState::Queued]
+    );
+    assert_eq!(
+        e.explain(tapes[2], Timestamp(5)).unwrap().reasons[0].text,
+        "pool:threads: needs 4, 2 free"
+    );
     // Best effort: two small backups still fit in the 2 free threads.
-    let small: Vec<u64> = (0..3).map(|i| submit(&mut e, spec("backup", &[]), 10 + i)).collect();
+    let small: Vec<u64> = (0..3)
+        .map(|i| submit(&mut e, spec("backup", &[]), 10 + i))
+        .collect();
     let states: Vec<_> = small.iter().map(|&id| state(&e, id).unwrap()).collect();
-    assert_eq!(states, [JobState::Running, JobState::Running, JobState::Queued]);
+    assert_eq!(
+        states,
+        [JobState::Running, JobState::Running, JobState::Queued]
+    );
 }
 
 /// policy.md's explain texts for limits, with the holders.
@@ -181,12 +279,23 @@ fn per_datastore_limit_explains_with_holders() {
     let a = submit(&mut e, spec("backup", &[("datastore", "ds1")]), 0);
     let b = submit(&mut e, spec("backup", &[("datastore", "ds1")]), 1);
     let c = submit(&mut e, spec("backup", &[("datastore", "ds1")]), 2);
-    let fast: Vec<u64> = (0..5).map(|i| submit(&mut e, spec("backup", &[("datastore", "ds-fast")]), 3 + i)).collect();
+    let fast: Vec<u64> = (0..5)
+        .map(|i| submit(&mut e, spec("backup", &[("datastore", "ds-fast")]), 3 + i))
+        .collect();
     assert_eq!(count(&e, JobState::Running), 6);
     assert_eq!(state(&e, fast[4]), Some(JobState::Queued));
     let why = e.explain(c, Timestamp(10)).unwrap();
-    assert_eq!(why.reasons[0].text, format!("limit:per-datastore[datastore=ds1]: 2/2 (jobs {a}, {b})"));
-    assert_eq!(why.reasons[0].scope.as_deref(), Some("limit:per-datastore[datastore=ds1]"));
-    assert_eq!((why.reasons[0].count, why.reasons[0].limit), (Some(2), Some(2)));
+    assert_eq!(
+        why.reasons[0].text,
+        format!("limit:per-datastore[datastore=ds1]: 2/2 (jobs {a}, {b})")
+    );
+    assert_eq!(
+        why.reasons[0].scope.as_deref(),
+        Some("limit:per-datastore[datastore=ds1]")
+    );
+    assert_eq!(
+        (why.reasons[0].count, why.reasons[0].limit),
+        (Some(2), Some(2))
+    );
     assert_eq!(why.position, 1);
 }
