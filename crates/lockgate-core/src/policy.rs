@@ -182,7 +182,9 @@ pub struct LeasesPolicy {
 
 impl Default for LeasesPolicy {
     fn default() -> Self {
-        LeasesPolicy { ttl: DEFAULT_LEASE_TTL }
+        LeasesPolicy {
+            ttl: DEFAULT_LEASE_TTL,
+        }
     }
 }
 
@@ -221,7 +223,10 @@ pub struct OwnerPolicy {
 
 impl Default for OwnerPolicy {
     fn default() -> Self {
-        OwnerPolicy { weight: 1, max_priority: None }
+        OwnerPolicy {
+            weight: 1,
+            max_priority: None,
+        }
     }
 }
 
@@ -261,7 +266,9 @@ pub struct RetentionPolicy {
 
 impl Default for RetentionPolicy {
     fn default() -> Self {
-        RetentionPolicy { days: DEFAULT_RETENTION_DAYS }
+        RetentionPolicy {
+            days: DEFAULT_RETENTION_DAYS,
+        }
     }
 }
 
@@ -292,7 +299,9 @@ pub enum Misfire {
 }
 
 /// Who runs a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Executor {
     /// The submitter holds the lease and does the work.
@@ -375,7 +384,15 @@ impl Default for BlocksPolicy {
         BlocksPolicy {
             rules: Vec::new(),
             exec_template: [
-                "kubectl", "exec", "-n", "{namespace}", "{pod}", "-c", "{container}", "--", "{command}",
+                "kubectl",
+                "exec",
+                "-n",
+                "{namespace}",
+                "{pod}",
+                "-c",
+                "{container}",
+                "--",
+                "{command}",
             ]
             .iter()
             .map(|s| s.to_string())
