@@ -752,6 +752,12 @@ fn schedule(s: &RawSchedule, pools: &Pools<'_>, p: &FieldPath) -> Checked<Schedu
             "expected a calendar event or cron expression (such as \"mon..fri 02:00\" or \"30 2 * * 1-5\"), got an empty string",
         );
     }
+    if let Err(e) = crate::calendar::validate_expression(s.when.trim()) {
+        return bad(
+            &p.key("when"),
+            format!("invalid schedule {:?}: {e}", s.when.trim()),
+        );
+    }
     let duplicates = match s.duplicates.as_deref() {
         None | Some("skip") => Duplicates::Skip,
         Some("queue") => Duplicates::Queue,
@@ -1398,6 +1404,9 @@ max_running = 0
         "schedule[0].when",
         "expected a calendar event or cron expression"
     )]
+    #[case::bad_weekday_range(&format!("[[schedule]]\nname = \"s\"\nwhen = \"mon..xyz 02:00\"\njob = {{ kind = \"verify\" }}\n"), 3, "schedule[0].when", "xyz")]
+    #[case::bad_hour(&format!("[[schedule]]\nname = \"s\"\nwhen = \"25:00\"\njob = {{ kind = \"verify\" }}\n"), 3, "schedule[0].when", "25")]
+    #[case::bad_zone(&format!("[[schedule]]\nname = \"s\"\nwhen = \"daily Mars/Olympus\"\njob = {{ kind = \"verify\" }}\n"), 3, "schedule[0].when", "Mars/Olympus")]
     #[case::reserved_kind(&format!("{SCHEDULE}job = {{ kind = \"verify\", attrs = {{ kind = \"x\" }} }}\n"), 4, "schedule[0].job.attrs.kind", "`kind` is reserved")]
     #[case::reserved_owner(&format!("{SCHEDULE}job = {{ kind = \"verify\", attrs = {{ owner = \"x\" }} }}\n"), 4, "schedule[0].job.attrs.owner", "`owner` is reserved")]
     #[case::reserved_node(&format!("{SCHEDULE}job = {{ kind = \"verify\", attrs = {{ node = \"x\" }} }}\n"), 4, "schedule[0].job.attrs.node", "`node` is reserved")]
