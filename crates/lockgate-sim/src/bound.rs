@@ -1,0 +1,418 @@
+//! A lower bound on the makespan: no scheduler that obeys the policy's limits can finish
+//! the workload earlier, whatever order it picks.
+//!
+//! # How it is derived
+//! Every constraint below is a resource of some capacity `L` that a job occupies for at
+//! least a known time `p`, taking `c` units, and that the job cannot start using before a
+//! release time `r`. For any instant `t`, the jobs with `r >= t` need `W(t) = sum c * p`
+//! unit-seconds, all of it after `t`, and the resource delivers at most `L` per second, so
+//!
+//! ```text
+//! makespan >= max over t of  t + W(t) / L        (t ranging over the release times)
+//! ```
+//!
+//! The bound is the largest of these over every resource, and of `at + prepare + run` over
+//! every job (a job cannot end before it arrived and did its work; this covers "the last
+//! arrival plus its run time" and "the longest job"). The resources (a two-stage job holds
+//! everything but its run slot from prepare admission to its end, policy.md):
+//!
+//! | resource | L | jobs | r | p | c |
+//! |---|---|---|---|---|---|
+//! | `global` | `[global].max_running` | non-coordinator | at | prepare + run | 1 |
+//! | `global-prepare` | `[global].prepare_queue` | two-stage | at | prepare | 1 |
+//! | each `limit:` partition | its number | those it counts | at | prepare + run | 1 |
+//! | each pool | capacity | those that cost it | at | prepare + run | cost |
+//! | each conflict key (a set of jobs that pairwise conflict: equal keys, or for `overlap` one value plus the `*` holders) | 1 | those | at | prepare + run | 1 |
+//! | run slots of a node set `E` | sum of the numbers in `E` | jobs whose eligible nodes all lie in `E` | at + prepare | run | 1 |
+//! | prepare bound of `E` | sum of `number + prepare_queue` | two-stage jobs eligible only in `E` | at | prepare + run | 1 |
+//!
+//! The node sets `E` are the distinct eligible sets of the workload's jobs (a pinned job's
+//! is its node; a movable job's, the nodes its selector matches). Jobs that eligible only
+//! inside `E` must run inside `E`, whatever the placement. Unlimited resources give no
+//! bound. Per-node pools and reservations are left out (that only makes the bound lower,
+//! never wrong). Jobs that can never run (a `max = 0` scope, a pinned node that does not
+//! exist, a cost above a pool's capacity, no eligible node with a non-zero number) are left
+//! out of every term: the simulator reports them as unfinished.
+//!
+//! What the bound does not see: the interplay of constraints (a job needing a free slot in
+//! two saturated scopes at once), integrality at the end of a run (the last jobs cannot be
+//! split across idle slots) and the time a prepare step leaves a run slot idle. Those are
+//! what separates a good schedule from the bound.
+
+use crate::input::{NodeSpec, WorkloadJob};
+use lockgate_core::policy::{PerKey, Policy};
+use lockgate_core::scope::ScopeKey;
+use lockgate_core::selector::Selector;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The bound and what sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LowerBound {
+    /// The bound, in milliseconds.
+    pub ms: u64,
+    /// The constraint that sets it (`limit:per-datastore[datastore=ds1]`, `run slots of
+    /// node-1, node-2`, `job 17: at + prepare + run`, ...).
+    pub by: String,
+    /// Every resource's own bound, largest first (ties by name).
+    pub terms: Vec<(String, u64)>,
+}
+
+/// One job's use of a resource: release time, hold time (ms) and units taken.
+type Use = (u64, u64, u64);
+
+/// One resource: capacity and every job's use of it.
+#[derive(Debug, Default)]
+struct Resource {
+    capacity: u64,
+    uses: Vec<Use>,
+}
+
+/// A capacity scope a job uses.
+struct ScopeUse {
+    name: String,
+    capacity: u64,
+    uses: Use,
+}
+
+/// What the bound needs to know about one job.
+struct Shape<'a> {
+    job: &'a WorkloadJob,
+    two_stage: bool,
+    prep: u64,
+    run: u64,
+    /// Eligible nodes (indices), `None` for a job that runs on no node.
+    eligible: Option<BTreeSet<usize>>,
+}
+
+impl Shape<'_> {
+    fn key_value(&self, key: &str) -> Option<&str> {
+        match key {
+            "kind" => Some(&self.job.kind),
+            "owner" => Some(self.job.owner()),
+            "node" => self.job.node.as_deref(),
+            attr => self.job.attrs.get(attr).map(String::as_str),
+        }
+    }
+
+    fn matches(&self, sel: &Selector) -> bool {
+        sel.matches(|k| self.key_value(k))
+    }
+
+    fn parts(&self, per: &[PerKey]) -> Option<Vec<(String, String)>> {
+        per.iter()
+            .map(|k| {
+                self.key_value(k.name())
+                    .map(|v| (k.name().to_string(), v.to_string()))
+            })
+            .collect()
+    }
+}
+
+/// Computes the lower bound (see the module docs).
+pub fn lower_bound(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) -> LowerBound {
+    let numbers: Vec<Option<u64>> = nodes
+        .iter()
+        .map(|n| policy.node_number(&n.labels).0.map(u64::from))
+        .collect();
+    let shapes: Vec<Shape> = jobs
+        .iter()
+        .map(|j| {
+            let two_stage = j
+                .two_stage
+                .unwrap_or_else(|| policy.kind_two_stage(&j.kind));
+            let eligible = match (&j.node, &j.node_selector) {
+                (Some(n), _) => Some(
+                    nodes
+                        .iter()
+                        .position(|x| &x.name == n)
+                        .into_iter()
+                        .collect(),
+                ),
+                (None, Some(sel)) => Some(match Selector::parse_labels(sel) {
+                    Ok(s) => (0..nodes.len())
+                        .filter(|&i| s.matches_map(&nodes[i].labels))
+                        .collect(),
+                    Err(_) => BTreeSet::new(),
+                }),
+                (None, None) => None,
+            };
+            let eligible = eligible.map(|e: BTreeSet<usize>| {
+                e.into_iter().filter(|&i| numbers[i] != Some(0)).collect()
+            });
+            Shape {
+                job: j,
+                two_stage,
+                prep: if two_stage { j.prepare_ms() } else { 0 },
+                run: j.run_ms(),
+                eligible,
+            }
+        })
+        .collect();
+
+    let mut resources: BTreeMap<String, Resource> = BTreeMap::new();
+    let mut impossible = vec![false; shapes.len()];
+    let mut job_uses: Vec<Vec<ScopeUse>> = Vec::with_capacity(shapes.len());
+    for (i, s) in shapes.iter().enumerate() {
+        let mut uses = Vec::new();
+        capacity_uses(policy, s, &mut uses);
+        if s.eligible.as_ref().is_some_and(BTreeSet::is_empty)
+            || uses.iter().any(|u| u.capacity < u.uses.2)
+        {
+            impossible[i] = true;
+        }
+        job_uses.push(uses);
+    }
+    for (i, uses) in job_uses.into_iter().enumerate() {
+        if impossible[i] {
+            continue;
+        }
+        for u in uses {
+            let res = resources.entry(u.name).or_default();
+            res.capacity = u.capacity;
+            res.uses.push(u.uses);
+        }
+    }
+
+    add_star_holders(&mut resources);
+
+    // Node sets.
+    let sets: BTreeSet<&BTreeSet<usize>> = shapes
+        .iter()
+        .filter_map(|s| s.eligible.as_ref())
+        .filter(|e| !e.is_empty())
+        .collect();
+    for set in sets {
+        let names: Vec<&str> = set.iter().map(|&i| nodes[i].name.as_str()).collect();
+        let inside = || {
+            shapes.iter().enumerate().filter(|(i, s)| {
+                !impossible[*i] && s.eligible.as_ref().is_some_and(|e| e.is_subset(set))
+            })
+        };
+        let run_cap: Option<u64> = set.iter().map(|&i| numbers[i]).sum();
+        if let Some(cap) = run_cap {
+            let uses = inside()
+                .map(|(_, s)| (s.job.at_ms() + s.prep, s.run, 1))
+                .collect();
+            resources.insert(
+                format!("run slots of {}", names.join(", ")),
+                Resource {
+                    capacity: cap,
+                    uses,
+                },
+            );
+            let prep_cap = cap + u64::from(policy.nodes.prepare_queue) * set.len() as u64;
+            let uses = inside()
+                .filter(|(_, s)| s.two_stage)
+                .map(|(_, s)| (s.job.at_ms(), s.prep + s.run, 1))
+                .collect();
+            resources.insert(
+                format!("prepare bound of {}", names.join(", ")),
+                Resource {
+                    capacity: prep_cap,
+                    uses,
+                },
+            );
+        }
+    }
+
+    let mut best = (0, "empty workload".to_string());
+    for (i, s) in shapes.iter().enumerate() {
+        let end = s.job.at_ms() + s.prep + s.run;
+        if !impossible[i] && end > best.0 {
+            best = (end, format!("job {}: at + prepare + run", i + 1));
+        }
+    }
+    let mut terms: Vec<(String, u64)> = resources
+        .into_iter()
+        .map(|(name, res)| (name, resource_bound(res)))
+        .collect();
+    terms.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    if let Some((name, ms)) = terms.first().filter(|t| t.1 > best.0) {
+        best = (*ms, name.clone());
+    }
+    LowerBound {
+        ms: best.0,
+        by: best.1,
+        terms,
+    }
+}
+
+const CLIQUE: &str = " (overlap clique)";
+const STAR_CLIQUE: &str = "=* (overlap clique)";
+
+/// A `*` holder of an overlap conflict conflicts with every job that has the attribute:
+/// it joins the clique of every value of the same conflict key.
+fn add_star_holders(resources: &mut BTreeMap<String, Resource>) {
+    let stars: Vec<(String, Vec<Use>)> = resources
+        .iter()
+        .filter_map(|(n, r)| {
+            n.strip_suffix(STAR_CLIQUE)
+                .map(|p| (format!("{p}="), r.uses.clone()))
+        })
+        .collect();
+    for (prefix, uses) in stars {
+        for (name, res) in resources.iter_mut() {
+            if name.starts_with(&prefix) && name.ends_with(CLIQUE) && !name.ends_with(STAR_CLIQUE) {
+                res.uses.extend(uses.iter().copied());
+            }
+        }
+    }
+}
+
+/// `max over t of t + W(t) / L`, rounded up to a whole millisecond.
+fn resource_bound(mut res: Resource) -> u64 {
+    if res.capacity == 0 {
+        return 0;
+    }
+    res.uses.sort_unstable_by_key(|u| std::cmp::Reverse(u.0));
+    let (mut work, mut best) = (0u128, 0u64);
+    for (r, p, c) in res.uses {
+        work += u128::from(p) * u128::from(c);
+        let t = u128::from(r) + work.div_ceil(u128::from(res.capacity));
+        best = best.max(t.min(u128::from(u64::MAX)) as u64);
+    }
+    best
+}
+
+/// The capacity scopes a job uses: (name, release, hold, take, capacity). Mirrors the
+/// engine's needs (global, limits, pools, conflicts), scope names included.
+fn capacity_uses(policy: &Policy, s: &Shape, out: &mut Vec<ScopeUse>) {
+    let at = s.job.at_ms();
+    let hold = s.prep + s.run;
+    let mut push = |name: String, release: u64, hold: u64, take: u64, capacity: u64| {
+        out.push(ScopeUse {
+            name,
+            capacity,
+            uses: (release, hold, take),
+        });
+    };
+    let coordinator = policy.is_coordinator(&s.job.kind);
+    if let (false, Some(cap)) = (coordinator, policy.global.max_running) {
+        push(ScopeKey::Global.to_string(), at, hold, 1, u64::from(cap));
+    }
+    if let (true, false, Some(cap)) = (s.two_stage, coordinator, policy.global.prepare_queue) {
+        push(
+            ScopeKey::GlobalPrepare.to_string(),
+            at,
+            s.prep,
+            1,
+            u64::from(cap),
+        );
+    }
+    for limit in &policy.limits {
+        let applies = match &limit.matcher {
+            Some(m) if coordinator => m.names_value("kind", &s.job.kind) && s.matches(m),
+            Some(m) => s.matches(m),
+            None => !coordinator,
+        };
+        let Some(parts) = applies.then(|| s.parts(&limit.per)).flatten() else {
+            continue;
+        };
+        let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
+        if let Some(cap) = limit.limit_for(&values) {
+            let name = ScopeKey::Limit {
+                name: limit.name.clone(),
+                parts,
+            }
+            .to_string();
+            push(name, at, hold, 1, u64::from(cap));
+        }
+    }
+    if !coordinator {
+        let cost = s
+            .job
+            .cost
+            .clone()
+            .unwrap_or_else(|| policy.kind_cost(&s.job.kind));
+        for (pool, amount) in cost {
+            if let (true, Some(&cap)) = (amount > 0, policy.resources.get(&pool)) {
+                push(ScopeKey::Pool(pool).to_string(), at, hold, amount, cap);
+            }
+        }
+    }
+    for (index, conflict) in policy.conflicts.iter().enumerate() {
+        if conflict.matcher.as_ref().is_some_and(|m| !s.matches(m)) {
+            continue;
+        }
+        let Some(parts) = s.parts(&conflict.keys) else {
+            continue;
+        };
+        let Some(attr) = &conflict.overlap else {
+            push(
+                ScopeKey::Conflict {
+                    index,
+                    parts,
+                    overlap: None,
+                }
+                .to_string(),
+                at,
+                hold,
+                1,
+                1,
+            );
+            continue;
+        };
+        let Some(list) = s.job.attrs.get(attr) else {
+            continue;
+        };
+        let values: BTreeSet<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .collect();
+        // Jobs sharing a value conflict pairwise, and a `*` holder conflicts with all of
+        // them: one clique per value, the `*` holders in every clique (and their own).
+        let clique = |v: &str| {
+            let key = ScopeKey::Conflict {
+                index,
+                parts: parts.clone(),
+                overlap: Some((attr.clone(), v.to_string())),
+            };
+            format!("{key}{CLIQUE}")
+        };
+        if values.contains("*") {
+            // Added to every value's clique by `add_star_holders`.
+            push(clique("*"), at, hold, 1, 1);
+        } else {
+            for v in values {
+                push(clique(v), at, hold, 1, 1);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(at: f64, run: f64) -> WorkloadJob {
+        serde_json::from_value(serde_json::json!({"at": at, "kind": "backup", "run_s": run}))
+            .unwrap()
+    }
+
+    #[test]
+    fn capacity_bound_with_arrivals() {
+        // Two slots, four jobs of 10 s at 0: 20 s. A late arrival sets its own bound.
+        let res = Resource {
+            capacity: 2,
+            uses: vec![(0, 10, 1); 4],
+        };
+        assert_eq!(resource_bound(res), 20);
+        let res = Resource {
+            capacity: 2,
+            uses: vec![(0, 10, 1), (100, 10, 1), (100, 10, 1), (100, 10, 1)],
+        };
+        assert_eq!(resource_bound(res), 115);
+    }
+
+    #[test]
+    fn global_limit_and_longest_job() {
+        let p = Policy::from_toml("[global]\nmax_running = 2\n", None).unwrap();
+        let jobs: Vec<WorkloadJob> = (0..4).map(|_| job(0.0, 10.0)).collect();
+        let b = lower_bound(&p, &[], &jobs);
+        assert_eq!((b.ms, b.by.as_str()), (20_000, "global"));
+        let mut jobs = jobs;
+        jobs.push(job(5.0, 100.0));
+        assert_eq!(lower_bound(&p, &[], &jobs).by, "job 5: at + prepare + run");
+    }
+}

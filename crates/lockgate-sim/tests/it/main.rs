@@ -1,0 +1,6 @@
+//! lockgate-sim integration tests: one binary, one module per area.
+
+mod common;
+mod determinism;
+mod examples;
+mod models;
