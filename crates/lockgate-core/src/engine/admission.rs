@@ -8,7 +8,7 @@
 //! counter. Every release wakes the scope it frees; a woken scope hands its best waiting
 //! class to the pass, and the next one only while it still has room.
 
-use super::needs::{Check, Need};
+use super::needs::Check;
 use super::queue::Rank;
 use super::timers::Timer;
 use super::{Engine, Mode};
@@ -164,41 +164,26 @@ impl Engine {
 
     /// Whether a job fits on a node; pushes what holds it there.
     fn check_node(&mut self, id: JobId, node: &str, out: &mut Vec<Block>) {
+        let (run_scope, prep_scope) = self.node_scopes(node);
         let e = &self.entries[&id];
-        let (two_stage, agent, kind) = (
-            e.job.two_stage,
-            e.job.executor == Executor::Agent,
-            e.job.kind.clone(),
-        );
-        let cost = e.needs.node_cost.clone();
-        let run_scope = self.intern(ScopeKey::Node(node.to_string()));
-        let prep_scope = self.intern(ScopeKey::NodePrepare(node.to_string()));
+        let (two_stage, agent) = (e.job.two_stage, e.job.executor == Executor::Agent);
         // Node-wide conditions park a job on the scope whose room it needs first: the
         // prepare bound for a two-stage job, the run slots otherwise.
         let home = if two_stage { prep_scope } else { run_scope };
-        let block = |kind, scope| Block {
-            scope: Some(scope),
-            kind,
-            need: 1,
+        let held = match self.nodes.get(node) {
+            None => Some(BlockKind::NodeMissing),
+            Some(n) if n.state == super::NodeState::Lost => Some(BlockKind::NodeLost),
+            Some(n) if n.cordoned => Some(BlockKind::NodeCordoned),
+            Some(n) if agent && !n.kinds.contains(&e.job.kind) => Some(BlockKind::NoAgent),
+            Some(n) if n.number == Some(0) => Some(BlockKind::NodeZero),
+            Some(_) => None,
         };
-        let Some(n) = self.nodes.get(node) else {
-            out.push(block(BlockKind::NodeMissing, home));
-            return;
-        };
-        if n.state == super::NodeState::Lost {
-            out.push(block(BlockKind::NodeLost, home));
-            return;
-        }
-        if n.cordoned {
-            out.push(block(BlockKind::NodeCordoned, home));
-            return;
-        }
-        if agent && !n.kinds.contains(&kind) {
-            out.push(block(BlockKind::NoAgent, home));
-            return;
-        }
-        if n.number == Some(0) {
-            out.push(block(BlockKind::NodeZero, home));
+        if let Some(kind) = held {
+            out.push(Block {
+                scope: Some(home),
+                kind,
+                need: 1,
+            });
             return;
         }
         let before = out.len();
@@ -213,7 +198,10 @@ impl Engine {
                 (k, _) => k.clone(),
             };
         }
-        for (pool, amount) in cost {
+        if self.entries[&id].needs.node_cost.is_empty() {
+            return;
+        }
+        for (pool, amount) in self.entries[&id].needs.node_cost.clone() {
             let scope = self.intern(ScopeKey::NodePool {
                 pool,
                 node: node.to_string(),
@@ -242,15 +230,15 @@ impl Engine {
                 return Err(out);
             }
         }
-        let needs: Vec<Need> = e.needs.common.clone();
-        let prepare = e.needs.prepare;
-        let (pinned, node, placement) = (e.job.pinned, e.job.node.clone(), e.placement);
-        for n in needs {
+        for n in &e.needs.common {
             self.check_scope(id, n.scope, n.take, n.check, &mut out);
             if !all && !out.is_empty() {
                 return Err(out);
             }
         }
+        let prepare = e.needs.prepare;
+        let (pinned, placement) = (e.job.pinned, e.placement);
+        let node = if pinned { e.job.node.clone() } else { None };
         if let Some(p) = prepare {
             self.check_scope(id, p, 1, Check::Fits, &mut out);
         }
@@ -346,16 +334,16 @@ impl Engine {
     /// Admits a queued job: to prepare (two-stage) or to run.
     pub(crate) fn admit(&mut self, id: JobId, node: Placement, now: Timestamp) {
         self.dequeue(id);
-        let e = &self.entries[&id];
-        let (needs, two_stage, owner) = (e.needs.clone(), e.job.two_stage, e.job.owner.clone());
+        let e = self.entries.get_mut(&id).expect("live");
+        let needs = std::mem::take(&mut e.needs);
+        let (two_stage, owner) = (e.job.two_stage, e.job.owner.clone());
         for n in &needs.common {
             self.take(id, n.scope, n.take);
         }
         if let Some(node) = &node {
-            let prep = self.intern(ScopeKey::NodePrepare(node.clone()));
+            let (run, prep) = self.node_scopes(node);
             self.take(id, prep, 1);
             if !two_stage {
-                let run = self.intern(ScopeKey::Node(node.clone()));
                 self.take(id, run, 1);
             }
             for (pool, amount) in &needs.node_cost {
@@ -380,6 +368,7 @@ impl Engine {
                 self.take(id, p, 1);
             }
         }
+        self.entries.get_mut(&id).expect("live").needs = needs;
         let lease = self.grant_lease(id, now);
         let timeout = self.policy.prepare_timeout(&self.entries[&id].job.kind);
         let e = self.entries.get_mut(&id).expect("live");
@@ -418,7 +407,7 @@ impl Engine {
     /// Starts a prepared job on its node's run slot.
     pub(crate) fn promote(&mut self, id: JobId, node: Option<&str>, now: Timestamp) {
         if let Some(node) = node {
-            let run = self.intern(ScopeKey::Node(node.to_string()));
+            let (run, _) = self.node_scopes(node);
             self.take(id, run, 1);
             if let Some(n) = self.nodes.get_mut(node) {
                 n.prepared = n.prepared.saturating_sub(1);

@@ -75,6 +75,9 @@ pub struct Node {
     /// Prepared jobs in start order (prepared time, id).
     #[serde(skip)]
     pub(crate) prepared_queue: BTreeSet<(Timestamp, JobId)>,
+    /// Interned run-slot and prepare-bound scopes.
+    #[serde(skip)]
+    pub(crate) scope_ids: Option<(ScopeId, ScopeId)>,
 }
 
 impl Node {
@@ -137,10 +140,24 @@ pub(crate) fn fresh_node(reg: NodeRegistration, cordoned: bool, now: Timestamp) 
         preparing: 0,
         prepared: 0,
         prepared_queue: BTreeSet::new(),
+        scope_ids: None,
     }
 }
 
 impl Engine {
+    /// The run-slot and prepare-bound scopes of a node (cached on registered nodes).
+    pub(crate) fn node_scopes(&mut self, name: &str) -> (ScopeId, ScopeId) {
+        if let Some(ids) = self.nodes.get(name).and_then(|n| n.scope_ids) {
+            return ids;
+        }
+        let run = self.intern(ScopeKey::Node(name.to_string()));
+        let prep = self.intern(ScopeKey::NodePrepare(name.to_string()));
+        if let Some(n) = self.nodes.get_mut(name) {
+            n.scope_ids = Some((run, prep));
+        }
+        (run, prep)
+    }
+
     pub(crate) fn node_pool_capacity(&self, node: &str, pool: &str) -> u64 {
         let reported = self
             .nodes
@@ -256,12 +273,9 @@ impl Engine {
     /// Re-derives everything that depends on a node: its scopes' limits, its entries in
     /// the placement index, and wakes whatever waits on it.
     pub(crate) fn node_changed(&mut self, name: &str) {
-        for key in [
-            ScopeKey::Node(name.to_string()),
-            ScopeKey::NodePrepare(name.to_string()),
-        ] {
-            let id = self.intern(key.clone());
-            self.scopes[id as usize].limit = self.scope_limit(&key);
+        let (run, prep) = self.node_scopes(name);
+        for id in [run, prep] {
+            self.scopes[id as usize].limit = self.scope_limit(&self.interner.key(id).clone());
             self.wake(id, None);
         }
         let pools: Vec<ScopeId> = (0..self.interner.len() as ScopeId)

@@ -213,6 +213,7 @@ impl Engine {
             let n = self.nodes.get_mut(name).expect("listed");
             (n.number, n.rule) = (number, rule);
             (n.running, n.preparing, n.prepared) = (0, 0, 0);
+            n.scope_ids = None;
             n.prepared_queue.clear();
         }
         let mut ids: Vec<JobId> = self.entries.keys().copied().collect();
@@ -242,12 +243,7 @@ impl Engine {
                 continue;
             }
             self.dirty_nodes.insert(name.clone());
-            for key in [
-                ScopeKey::Node(name.clone()),
-                ScopeKey::NodePrepare(name.clone()),
-            ] {
-                self.intern(key);
-            }
+            self.node_scopes(&name);
         }
     }
 
@@ -264,10 +260,9 @@ impl Engine {
             }
         }
         if let Some(node) = &job.node {
-            let prep = self.intern(ScopeKey::NodePrepare(node.clone()));
+            let (run, prep) = self.node_scopes(node);
             self.take(id, prep, 1);
             if !staged {
-                let run = self.intern(ScopeKey::Node(node.clone()));
                 self.take(id, run, 1);
             }
             for (pool, amount) in &needs.node_cost {

@@ -1404,9 +1404,24 @@ max_running = 0
         "schedule[0].when",
         "expected a calendar event or cron expression"
     )]
-    #[case::bad_weekday_range(&format!("[[schedule]]\nname = \"s\"\nwhen = \"mon..xyz 02:00\"\njob = {{ kind = \"verify\" }}\n"), 3, "schedule[0].when", "xyz")]
-    #[case::bad_hour(&format!("[[schedule]]\nname = \"s\"\nwhen = \"25:00\"\njob = {{ kind = \"verify\" }}\n"), 3, "schedule[0].when", "25")]
-    #[case::bad_zone(&format!("[[schedule]]\nname = \"s\"\nwhen = \"daily Mars/Olympus\"\njob = {{ kind = \"verify\" }}\n"), 3, "schedule[0].when", "Mars/Olympus")]
+    #[case::bad_weekday_range(
+        "[[schedule]]\nname = \"s\"\nwhen = \"mon..xyz 02:00\"\njob = { kind = \"verify\" }\n",
+        3,
+        "schedule[0].when",
+        "xyz"
+    )]
+    #[case::bad_hour(
+        "[[schedule]]\nname = \"s\"\nwhen = \"25:00\"\njob = { kind = \"verify\" }\n",
+        3,
+        "schedule[0].when",
+        "25"
+    )]
+    #[case::bad_zone(
+        "[[schedule]]\nname = \"s\"\nwhen = \"daily Mars/Olympus\"\njob = { kind = \"verify\" }\n",
+        3,
+        "schedule[0].when",
+        "Mars/Olympus"
+    )]
     #[case::reserved_kind(&format!("{SCHEDULE}job = {{ kind = \"verify\", attrs = {{ kind = \"x\" }} }}\n"), 4, "schedule[0].job.attrs.kind", "`kind` is reserved")]
     #[case::reserved_owner(&format!("{SCHEDULE}job = {{ kind = \"verify\", attrs = {{ owner = \"x\" }} }}\n"), 4, "schedule[0].job.attrs.owner", "`owner` is reserved")]
     #[case::reserved_node(&format!("{SCHEDULE}job = {{ kind = \"verify\", attrs = {{ node = \"x\" }} }}\n"), 4, "schedule[0].job.attrs.node", "`node` is reserved")]
