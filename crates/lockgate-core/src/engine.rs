@@ -435,6 +435,7 @@ impl Engine {
             max_run_ms: spec.max_run_ms,
             idempotency_key: spec.idempotency_key,
             retry_at: None,
+            retry: spec.retry,
         })
     }
 

@@ -172,6 +172,19 @@ pub struct JobSpec {
     /// Per owner: a resubmission with the same key returns the existing job.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// Retries of this job, overriding the kind's `retry` (schedules set it).
+    #[serde(default)]
+    pub retry: Option<RetrySpec>,
+}
+
+/// A job-level retry rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// How many times a failed or lost run is queued again.
+    pub times: u32,
+    /// Milliseconds between the failure and the retry.
+    pub interval_ms: u64,
 }
 
 /// A job as the engine keeps it (and as the API shows it).
@@ -233,6 +246,9 @@ pub struct Job {
     pub idempotency_key: Option<String>,
     /// When a pending retry will queue it again.
     pub retry_at: Option<Timestamp>,
+    /// Job-level retry rule overriding the kind's.
+    #[serde(default)]
+    pub retry: Option<RetrySpec>,
 }
 
 impl Job {

@@ -10,6 +10,7 @@ pub mod event;
 pub mod explain;
 pub mod job;
 pub mod policy;
+pub mod schedule;
 pub mod scope;
 pub mod selector;
 pub mod time;

@@ -500,7 +500,14 @@ impl Engine {
             }
             self.owner_count_changed(&owner, -1);
         }
-        let retry = self.policy.retry(&self.entries[&id].job.kind);
+        let job = &self.entries[&id].job;
+        let retry = match job.retry {
+            Some(r) => crate::policy::Retry {
+                times: r.times,
+                interval: std::time::Duration::from_millis(r.interval_ms),
+            },
+            None => self.policy.retry(&job.kind),
+        };
         let e = self.entries.get_mut(&id).expect("live");
         e.job.state = state;
         e.job.finished_at = Some(now);

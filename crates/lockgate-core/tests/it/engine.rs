@@ -360,3 +360,24 @@ fn two_stage_job_waiting_for_a_missing_node_wakes_on_prepare_room() {
     assert_eq!(state(&e, single), Some(JobState::Running));
     assert_eq!(state(&e, staged), Some(JobState::Preparing));
 }
+
+#[test]
+fn job_level_retry_overrides_the_kind() {
+    let mut e = engine("");
+    let s = JobSpec {
+        retry: Some(lockgate_core::job::RetrySpec {
+            times: 1,
+            interval_ms: 1_000,
+        }),
+        ..spec("verify", &[])
+    };
+    let a = submit(&mut e, s, 0);
+    e.finish(a, token(&e, a), Outcome::Failed, None, Timestamp(5))
+        .unwrap();
+    assert_eq!(e.job(a).unwrap().retry_at, Some(Timestamp(1_005)));
+    e.handle_timeout(Timestamp(1_005));
+    assert_eq!(
+        e.job(a).map(|j| (j.state, j.attempt)),
+        Some((JobState::Running, 2))
+    );
+}

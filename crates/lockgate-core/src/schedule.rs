@@ -1,0 +1,344 @@
+//! Periodic schedules (design `schedules.md`): which runs are due, and what each becomes.
+//!
+//! Pure planning; the server owns the clock, the store and the engine. A schedule's run is
+//! an ordinary job owned by `schedule:<name>` with the idempotency key
+//! `<name>/<planned time>`, so a run is never submitted twice, across restarts and replicas.
+//!
+//! Invariants:
+//! - every planned time in `(last, now]` yields exactly one [`Planned`] (a submit or a
+//!   recorded skip), except that under `misfire = "run-once"` the times missed while the
+//!   server was down collapse into one catch-up run for the latest of them;
+//! - jitter is a deterministic function of the schedule's name and the planned time, so
+//!   every replica computes the same start.
+
+use crate::calendar::{CalendarError, Schedule as Expr};
+use crate::explain::rfc3339;
+use crate::job::{JobId, JobSpec, JobState, RetrySpec};
+use crate::policy::{Duplicates, Misfire, ScheduleSpec};
+use crate::time::Timestamp;
+
+/// A planned time counts as missed (a misfire) when it is this much older than `now`.
+pub const MISFIRE_GRACE_MS: u64 = 60_000;
+
+/// At most this many planned times are looked at in one call (a very frequent schedule
+/// after a long downtime is summarised, not replayed).
+const MAX_DUE: usize = 10_000;
+
+/// What to do for one planned time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Submit this job; cancel `cancel` first (duplicates = cancel-queued/cancel-running).
+    Submit {
+        /// The run's job.
+        spec: Box<JobSpec>,
+        /// The previous run to cancel.
+        cancel: Option<JobId>,
+    },
+    /// Record the planned time as skipped.
+    Skip {
+        /// Why, in words.
+        reason: String,
+    },
+}
+
+/// One planned time and what happens to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// The planned time.
+    pub planned: Timestamp,
+    /// What to do.
+    pub action: Action,
+}
+
+/// A schedule with its parsed expression.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    spec: ScheduleSpec,
+    expr: Expr,
+    zone: String,
+}
+
+impl Runner {
+    /// Prepares a validated schedule; `zone` is the server's local zone for expressions
+    /// without their own.
+    ///
+    /// # Errors
+    /// The expression does not parse (a validated policy never gets here with one).
+    pub fn new(spec: ScheduleSpec, zone: &str) -> Result<Runner, CalendarError> {
+        let expr = Expr::parse(&spec.when)?;
+        Ok(Runner {
+            spec,
+            expr,
+            zone: zone.to_string(),
+        })
+    }
+
+    /// The schedule.
+    pub fn spec(&self) -> &ScheduleSpec {
+        &self.spec
+    }
+
+    /// The owner of its runs.
+    pub fn owner(&self) -> String {
+        format!("schedule:{}", self.spec.name)
+    }
+
+    /// The next planned time strictly after `after`.
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        self.expr
+            .next_after(after.0, &self.zone)
+            .ok()
+            .flatten()
+            .map(Timestamp)
+    }
+
+    /// The idempotency key of the run planned at `planned`.
+    pub fn run_key(&self, planned: Timestamp) -> String {
+        format!("{}/{}", self.spec.name, rfc3339(planned))
+    }
+
+    /// Deterministic jitter for a planned time, in `[0, jitter)`.
+    pub fn jitter_ms(&self, planned: Timestamp) -> u64 {
+        let span = self.spec.jitter.map_or(0, |j| j.as_millis() as u64);
+        if span == 0 {
+            return 0;
+        }
+        // FNV-1a over the name and the planned time.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in self.spec.name.bytes().chain(planned.0.to_le_bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        h % span
+    }
+
+    /// The job a run planned at `planned` submits.
+    pub fn job_spec(&self, planned: Timestamp) -> JobSpec {
+        let t = &self.spec.job;
+        let jitter = self.jitter_ms(planned);
+        JobSpec {
+            kind: t.kind.clone(),
+            attrs: t.attrs.clone(),
+            owner: self.owner(),
+            priority: t.priority,
+            node: t.node.clone(),
+            node_selector: t.node_selector.clone(),
+            executor: t.executor,
+            cost: (!t.cost.is_empty()).then(|| t.cost.clone()),
+            two_stage: t.two_stage,
+            not_before: (jitter > 0).then_some(Timestamp(planned.0 + jitter)),
+            max_wait_ms: self
+                .spec
+                .max_start_delay
+                .or(t.max_wait)
+                .map(|d| d.as_millis() as u64 + jitter),
+            max_run_ms: t.max_run.map(|d| d.as_millis() as u64),
+            idempotency_key: Some(self.run_key(planned)),
+            retry: self.spec.retry.map(|r| RetrySpec {
+                times: r.times,
+                interval_ms: r.interval.as_millis() as u64,
+            }),
+        }
+    }
+
+    /// The runs planned in `(last, now]`. `previous` is the last run's job and its state
+    /// while it is still queued or admitted.
+    pub fn due(
+        &self,
+        last: Timestamp,
+        now: Timestamp,
+        previous: Option<(JobId, JobState)>,
+    ) -> Vec<Planned> {
+        let mut times = Vec::new();
+        let mut t = last;
+        while let Some(next) = self.next_after(t).filter(|&n| n <= now) {
+            times.push(next);
+            t = next;
+            if times.len() >= MAX_DUE {
+                break;
+            }
+        }
+        let (missed, on_time): (Vec<Timestamp>, Vec<Timestamp>) = times
+            .into_iter()
+            .partition(|p| now.since(*p) > MISFIRE_GRACE_MS);
+        let mut out = Vec::new();
+        let mut runs: Vec<Timestamp> = Vec::new();
+        match self.spec.misfire {
+            Misfire::RunOnce => {
+                let catch_up = if on_time.is_empty() {
+                    missed.last().copied()
+                } else {
+                    None
+                };
+                for &p in &missed {
+                    if Some(p) != catch_up {
+                        out.push(Planned {
+                            planned: p,
+                            action: Action::Skip {
+                                reason:
+                                    "missed while the server was down; one catch-up run covers it"
+                                        .into(),
+                            },
+                        });
+                    }
+                }
+                runs.extend(catch_up);
+            }
+            Misfire::Skip => {
+                for &p in &missed {
+                    out.push(Planned {
+                        planned: p,
+                        action: Action::Skip {
+                            reason: "missed while the server was down (misfire = skip)".into(),
+                        },
+                    });
+                }
+            }
+        }
+        runs.extend(on_time);
+        let mut prev = previous;
+        for p in runs {
+            let action = self.decide(p, prev);
+            if let Action::Submit { .. } = action {
+                prev = None; // the caller learns the new run's id when it submits it
+            }
+            out.push(Planned { planned: p, action });
+        }
+        out.sort_by_key(|p| p.planned);
+        out
+    }
+
+    fn decide(&self, planned: Timestamp, previous: Option<(JobId, JobState)>) -> Action {
+        let submit = |cancel| Action::Submit {
+            spec: Box::new(self.job_spec(planned)),
+            cancel,
+        };
+        let Some((id, state)) = previous.filter(|(_, s)| *s == JobState::Queued || s.is_admitted())
+        else {
+            return submit(None);
+        };
+        let word = if state == JobState::Queued {
+            "queued"
+        } else {
+            "running"
+        };
+        match self.spec.duplicates {
+            Duplicates::Queue => submit(None),
+            Duplicates::CancelRunning => submit(Some(id)),
+            Duplicates::CancelQueued if state == JobState::Queued => submit(Some(id)),
+            Duplicates::Skip | Duplicates::CancelQueued => Action::Skip {
+                reason: format!(
+                    "previous run (job {id}) is still {word} (duplicates = {})",
+                    duplicates_name(self.spec.duplicates)
+                ),
+            },
+        }
+    }
+}
+
+fn duplicates_name(d: Duplicates) -> &'static str {
+    match d {
+        Duplicates::Skip => "skip",
+        Duplicates::Queue => "queue",
+        Duplicates::CancelQueued => "cancel-queued",
+        Duplicates::CancelRunning => "cancel-running",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+
+    fn runner(extra: &str) -> Runner {
+        let text = format!("[[schedule]]\nname = \"verify-ds1\"\nwhen = \"*:0/15\"\njob = {{ kind = \"verify\", attrs = {{ datastore = \"ds1\" }} }}\n{extra}");
+        let policy = Policy::from_toml(&text, None).unwrap();
+        Runner::new(policy.schedules[0].clone(), "UTC").unwrap()
+    }
+
+    const T0: u64 = 1_796_083_200_000; // 2026-12-01T00:00:00Z
+
+    #[test]
+    fn runs_are_keyed_by_schedule_and_planned_time() {
+        let r = runner("");
+        let due = r.due(Timestamp(T0), Timestamp(T0 + 15 * 60_000), None);
+        assert_eq!(due.len(), 1);
+        let Action::Submit { spec, .. } = &due[0].action else {
+            panic!("{due:?}")
+        };
+        assert_eq!(
+            spec.idempotency_key.as_deref(),
+            Some("verify-ds1/2026-12-01T00:15:00Z")
+        );
+        assert_eq!(spec.owner, "schedule:verify-ds1");
+        assert_eq!(
+            r.next_after(Timestamp(T0)),
+            Some(Timestamp(T0 + 15 * 60_000))
+        );
+    }
+
+    #[test]
+    fn duplicates_decide_what_happens_to_a_live_previous_run() {
+        let at = Timestamp(T0 + 15 * 60_000);
+        let kinds = |extra: &str, state| {
+            let due = runner(extra).due(Timestamp(T0), at, Some((7, state)));
+            match &due[0].action {
+                Action::Skip { .. } => "skip".to_string(),
+                Action::Submit { cancel, .. } => format!("submit cancel={cancel:?}"),
+            }
+        };
+        assert_eq!(kinds("", JobState::Running), "skip");
+        assert_eq!(
+            kinds("duplicates = \"queue\"", JobState::Running),
+            "submit cancel=None"
+        );
+        assert_eq!(
+            kinds("duplicates = \"cancel-queued\"", JobState::Queued),
+            "submit cancel=Some(7)"
+        );
+        assert_eq!(
+            kinds("duplicates = \"cancel-queued\"", JobState::Running),
+            "skip"
+        );
+        assert_eq!(
+            kinds("duplicates = \"cancel-running\"", JobState::Running),
+            "submit cancel=Some(7)"
+        );
+        assert_eq!(kinds("", JobState::Succeeded), "submit cancel=None");
+    }
+
+    #[test]
+    fn misfire_run_once_submits_one_catch_up_and_skip_none() {
+        let down_until = Timestamp(T0 + 50 * 60_000); // three planned times missed
+        let once = runner("").due(Timestamp(T0), down_until, None);
+        let submits: Vec<_> = once
+            .iter()
+            .filter(|p| matches!(p.action, Action::Submit { .. }))
+            .collect();
+        assert_eq!((once.len(), submits.len()), (3, 1));
+        assert_eq!(submits[0].planned, Timestamp(T0 + 45 * 60_000));
+        let skip = runner("misfire = \"skip\"").due(Timestamp(T0), down_until, None);
+        assert!(skip.iter().all(|p| matches!(p.action, Action::Skip { .. })));
+        assert_eq!(skip.len(), 3);
+    }
+
+    #[test]
+    fn jitter_and_start_delay_shape_the_job() {
+        let r = runner(
+            "jitter = \"5m\"\nmax_start_delay = \"2h\"\nretry = { times = 3, interval = \"30m\" }",
+        );
+        let p = Timestamp(T0 + 15 * 60_000);
+        let spec = r.job_spec(p);
+        let j = r.jitter_ms(p);
+        assert!(j < 300_000);
+        assert_eq!(j, r.jitter_ms(p), "deterministic");
+        assert_eq!(spec.not_before, (j > 0).then_some(Timestamp(p.0 + j)));
+        assert_eq!(spec.max_wait_ms, Some(7_200_000 + j));
+        assert_eq!(
+            spec.retry,
+            Some(RetrySpec {
+                times: 3,
+                interval_ms: 1_800_000
+            })
+        );
+    }
+}
