@@ -16,7 +16,9 @@ impl Loop {
         if let Some(j) = self.engine.job(id) {
             return Ok(j.clone());
         }
-        self.store.job(id)?.ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
+        self.store
+            .job(id)?
+            .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
     }
 
     /// Whether `p` may read `job`.
@@ -35,7 +37,10 @@ impl Loop {
     /// Whether `p` may hold, finish or cancel `job`.
     fn may_act(p: &Principal, job: &Job) -> Result<(), ApiError> {
         if p.role == Role::Viewer {
-            return Err(ApiError::forbidden(format!("viewer token {:?} is read-only", p.name)));
+            return Err(ApiError::forbidden(format!(
+                "viewer token {:?} is read-only",
+                p.name
+            )));
         }
         Self::may_see(p, job)
     }
@@ -43,7 +48,12 @@ impl Loop {
     pub(crate) fn submit(&mut self, p: &Principal, req: SubmitRequest, now: Timestamp) -> Reply {
         p.require(&[Role::Admin, Role::Submitter], "submit jobs")?;
         if let Some(prio) = req.priority {
-            let set = self.engine.policy().owners.get(&p.name).and_then(|o| o.max_priority);
+            let set = self
+                .engine
+                .policy()
+                .owners
+                .get(&p.name)
+                .and_then(|o| o.max_priority);
             let max = match p.role {
                 Role::Admin => set,
                 _ => Some(set.unwrap_or(0)),
@@ -58,9 +68,16 @@ impl Loop {
         }
         if let Some(key) = &req.idempotency_key {
             if key.is_empty() {
-                return Err(ApiError::invalid("idempotency_key", "idempotency_key must not be empty"));
+                return Err(ApiError::invalid(
+                    "idempotency_key",
+                    "idempotency_key must not be empty",
+                ));
             }
-            let live = self.engine.idempotent_job(&p.name, key).and_then(|id| self.engine.job(id)).cloned();
+            let live = self
+                .engine
+                .idempotent_job(&p.name, key)
+                .and_then(|id| self.engine.job(id))
+                .cloned();
             let existing = match live {
                 Some(j) => Some(j),
                 None => self.store.job_by_key(&p.name, key)?,
@@ -75,7 +92,10 @@ impl Loop {
             None => None,
         };
         let ms = |field: &str, v: Option<f64>| -> Result<Option<u64>, ApiError> {
-            v.map(|s| time::millis(s).map_err(|m| ApiError::invalid(field, format!("{field}: {m}")))).transpose()
+            v.map(|s| {
+                time::millis(s).map_err(|m| ApiError::invalid(field, format!("{field}: {m}")))
+            })
+            .transpose()
         };
         let spec = JobSpec {
             kind: req.kind,
@@ -91,10 +111,15 @@ impl Loop {
             max_wait_ms: ms("max_wait_s", req.max_wait_s)?,
             max_run_ms: ms("max_run_s", req.max_run_s)?,
             idempotency_key: req.idempotency_key,
+            retry: None,
         };
         match self.engine.submit(spec, now) {
             Ok(s) => {
-                let status = if s.existing { StatusCode::OK } else { StatusCode::CREATED };
+                let status = if s.existing {
+                    StatusCode::OK
+                } else {
+                    StatusCode::CREATED
+                };
                 Ok(Answer::Json(status, json(&self.view(&s.job))))
             }
             Err(SubmitError::Invalid { field, message }) => Err(ApiError::invalid(field, message)),
@@ -111,18 +136,32 @@ impl Loop {
         if let Some(s) = &q.state {
             if JobState::parse(s).is_none() {
                 let all: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
-                return Err(ApiError::invalid("state", format!("unknown state {s:?}: expected one of {}", all.join(", "))));
+                return Err(ApiError::invalid(
+                    "state",
+                    format!("unknown state {s:?}: expected one of {}", all.join(", ")),
+                ));
             }
         }
         let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
-        let mut f = JobFilter { state: q.state, kind: q.kind, owner: q.owner, node: q.node, after: q.after, limit };
+        let mut f = JobFilter {
+            state: q.state,
+            kind: q.kind,
+            owner: q.owner,
+            node: q.node,
+            after: q.after,
+            limit,
+        };
         match p.role {
             Role::Submitter => f.owner = Some(p.name.clone()),
             Role::Agent => f.node = p.node.clone(),
             _ => {}
         }
         let jobs = self.store.jobs(&f)?;
-        let next = if jobs.len() == limit { jobs.last().map(|j| j.id) } else { None };
+        let next = if jobs.len() == limit {
+            jobs.last().map(|j| j.id)
+        } else {
+            None
+        };
         let jobs = jobs
             .into_iter()
             .map(|j| {
@@ -134,7 +173,12 @@ impl Loop {
     }
 
     /// `Some(answer)` at once, or `None`: register a waiter.
-    pub(crate) fn wait(&mut self, p: &Principal, id: JobId, from: JobState) -> Result<Option<Answer>, ApiError> {
+    pub(crate) fn wait(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        from: JobState,
+    ) -> Result<Option<Answer>, ApiError> {
         let job = self.find(id)?;
         Self::may_see(p, &job)?;
         if job.state != from {
@@ -177,7 +221,13 @@ impl Loop {
         }
     }
 
-    pub(crate) fn heartbeat(&mut self, p: &Principal, id: JobId, token: u64, now: Timestamp) -> Reply {
+    pub(crate) fn heartbeat(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        token: u64,
+        now: Timestamp,
+    ) -> Reply {
         let job = self.find(id)?;
         Self::may_act(p, &job)?;
         match self.engine.heartbeat(id, token, now) {
@@ -189,7 +239,13 @@ impl Loop {
         }
     }
 
-    pub(crate) fn prepared(&mut self, p: &Principal, id: JobId, token: u64, now: Timestamp) -> Reply {
+    pub(crate) fn prepared(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        token: u64,
+        now: Timestamp,
+    ) -> Reply {
         let job = self.find(id)?;
         Self::may_act(p, &job)?;
         match self.engine.prepared(id, token, now) {
@@ -198,16 +254,31 @@ impl Loop {
         }
     }
 
-    pub(crate) fn finish(&mut self, p: &Principal, id: JobId, req: FinishRequest, now: Timestamp) -> Reply {
+    pub(crate) fn finish(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        req: FinishRequest,
+        now: Timestamp,
+    ) -> Reply {
         let job = self.find(id)?;
         Self::may_act(p, &job)?;
-        match self.engine.finish(id, req.token, req.outcome, req.message, now) {
+        match self
+            .engine
+            .finish(id, req.token, req.outcome, req.message, now)
+        {
             Ok(j) => ok(json(&self.view(&j))),
             Err(e) => Err(self.lease_error(id, e)),
         }
     }
 
-    pub(crate) fn cancel(&mut self, p: &Principal, id: JobId, force: bool, now: Timestamp) -> Reply {
+    pub(crate) fn cancel(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        force: bool,
+        now: Timestamp,
+    ) -> Reply {
         let job = self.find(id)?;
         Self::may_act(p, &job)?;
         if force && p.role != Role::Admin {
@@ -222,9 +293,10 @@ impl Loop {
                 "already_ended",
                 format!("job {id} already ended ({})", job.state),
             )),
-            Err(CancelError::AlreadyEnded { state, .. }) => {
-                Err(ApiError::conflict("already_ended", format!("job {id} already ended ({state})")))
-            }
+            Err(CancelError::AlreadyEnded { state, .. }) => Err(ApiError::conflict(
+                "already_ended",
+                format!("job {id} already ended ({state})"),
+            )),
         }
     }
 }
