@@ -381,3 +381,58 @@ fn job_level_retry_overrides_the_kind() {
         Some((JobState::Running, 2))
     );
 }
+
+/// Starvation bound. Two slots, jobs of 10 s, and a steady stream of priority-5 jobs (two
+/// new ones every 10 s, so the backlog of 10 never drains). With `aging = "1m"` a
+/// priority-0 job submitted at t = 0 outranks every priority-5 job submitted after
+/// t = 5 × 60 s = 300 s. Ahead of it are then at most the 10 jobs queued at t = 0 plus the
+/// 2 × 30 submitted up to 300 s: 70 jobs, served 2 per 10 s, so it starts by t = 350 s.
+/// Without aging it never starts.
+#[test]
+fn aging_bounds_the_wait_of_a_low_priority_job_under_steady_load() {
+    let run = |aging: &str| -> Option<u64> {
+        let mut e = engine(&format!(
+            "[global]\nmax_running = 2\n[leases]\nttl = \"1h\"\n{aging}"
+        ));
+        let high = || JobSpec {
+            priority: Some(5),
+            ..spec("backup", &[])
+        };
+        for _ in 0..12 {
+            submit(&mut e, high(), 0);
+        }
+        let low = submit(
+            &mut e,
+            JobSpec {
+                priority: Some(0),
+                ..spec("backup", &[])
+            },
+            0,
+        );
+        for step in 1..=200u64 {
+            let now = step * 10_000;
+            let running: Vec<u64> = e
+                .jobs()
+                .filter(|j| j.state == JobState::Running)
+                .map(|j| j.id)
+                .collect();
+            if running.contains(&low) {
+                return Some(now - 10_000);
+            }
+            for id in running {
+                e.finish(id, token(&e, id), Outcome::Succeeded, None, Timestamp(now))
+                    .unwrap();
+            }
+            submit(&mut e, high(), now);
+            submit(&mut e, high(), now);
+        }
+        None
+    };
+    let started = run("[queue]\naging = \"1m\"\n").expect("aging admits the low-priority job");
+    assert!(started <= 350_000, "started at {started} ms, bound 350 s");
+    assert!(
+        started >= 300_000,
+        "it cannot outrank the backlog before 300 s (started {started} ms)"
+    );
+    assert_eq!(run(""), None, "without aging the stream starves it");
+}
