@@ -42,6 +42,8 @@
 //! broken-down time of `clock.rs`.
 
 mod clock;
+
+pub(crate) use clock::civil_from_days;
 mod cron;
 mod event;
 mod next;

@@ -320,6 +320,49 @@ impl Engine {
         self.wake(scope, None);
     }
 
+    /// Takes everything a job in `state` holds: its common needs, `global-prepare` while
+    /// staged, and on its node the prepare bound, the run slot once running, and node pools.
+    pub(crate) fn take_share(
+        &mut self,
+        id: JobId,
+        needs: &super::needs::Needs,
+        node: Option<&str>,
+        state: JobState,
+        prepared_at: Option<Timestamp>,
+    ) {
+        for n in &needs.common {
+            self.take(id, n.scope, n.take);
+        }
+        let staged = matches!(state, JobState::Preparing | JobState::Prepared);
+        if let (true, Some(p)) = (staged, needs.prepare) {
+            self.take(id, p, 1);
+        }
+        let Some(node) = node else { return };
+        let (run, prep) = self.node_scopes(node);
+        self.take(id, prep, 1);
+        if !staged {
+            self.take(id, run, 1);
+        }
+        for (pool, amount) in &needs.node_cost {
+            let scope = self.intern(ScopeKey::NodePool {
+                pool: pool.clone(),
+                node: node.to_string(),
+            });
+            self.take(id, scope, *amount);
+        }
+        if let Some(n) = self.nodes.get_mut(node) {
+            match state {
+                JobState::Preparing => n.preparing += 1,
+                JobState::Prepared => {
+                    n.prepared += 1;
+                    n.prepared_queue
+                        .insert((prepared_at.unwrap_or_default(), id));
+                }
+                _ => n.running += 1,
+            }
+        }
+    }
+
     fn grant_lease(&mut self, id: JobId, now: Timestamp) -> Lease {
         let lease = Lease {
             token: self.next_token,
@@ -337,37 +380,12 @@ impl Engine {
         let e = self.entries.get_mut(&id).expect("live");
         let needs = std::mem::take(&mut e.needs);
         let (two_stage, owner) = (e.job.two_stage, e.job.owner.clone());
-        for n in &needs.common {
-            self.take(id, n.scope, n.take);
-        }
-        if let Some(node) = &node {
-            let (run, prep) = self.node_scopes(node);
-            self.take(id, prep, 1);
-            if !two_stage {
-                self.take(id, run, 1);
-            }
-            for (pool, amount) in &needs.node_cost {
-                let scope = self.intern(ScopeKey::NodePool {
-                    pool: pool.clone(),
-                    node: node.clone(),
-                });
-                self.take(id, scope, *amount);
-            }
-            let n = self
-                .nodes
-                .get_mut(node)
-                .expect("placed on a registered node");
-            if two_stage {
-                n.preparing += 1;
-            } else {
-                n.running += 1;
-            }
-        }
-        if two_stage {
-            if let Some(p) = needs.prepare {
-                self.take(id, p, 1);
-            }
-        }
+        let state = if two_stage {
+            JobState::Preparing
+        } else {
+            JobState::Running
+        };
+        self.take_share(id, &needs, node.as_deref(), state, None);
         self.entries.get_mut(&id).expect("live").needs = needs;
         let lease = self.grant_lease(id, now);
         let timeout = self.policy.prepare_timeout(&self.entries[&id].job.kind);

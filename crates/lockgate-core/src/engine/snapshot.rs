@@ -11,7 +11,7 @@ use super::{ApplyReport, Engine, Entry, Mode, NodeRegistration, NodeState};
 use crate::event::Event;
 use crate::job::{Job, JobId, JobState};
 use crate::policy::Policy;
-use crate::scope::{Interner, ScopeKey};
+use crate::scope::Interner;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -249,41 +249,9 @@ impl Engine {
 
     /// An admitted job takes again what it holds under the current policy.
     fn retake(&mut self, id: JobId, job: &Job) {
-        let needs = self.entries[&id].needs.clone();
-        for n in &needs.common {
-            self.take(id, n.scope, n.take);
-        }
-        let staged = matches!(job.state, JobState::Preparing | JobState::Prepared);
-        if staged {
-            if let Some(p) = needs.prepare {
-                self.take(id, p, 1);
-            }
-        }
-        if let Some(node) = &job.node {
-            let (run, prep) = self.node_scopes(node);
-            self.take(id, prep, 1);
-            if !staged {
-                self.take(id, run, 1);
-            }
-            for (pool, amount) in &needs.node_cost {
-                let scope = self.intern(ScopeKey::NodePool {
-                    pool: pool.clone(),
-                    node: node.clone(),
-                });
-                self.take(id, scope, *amount);
-            }
-            if let Some(n) = self.nodes.get_mut(node) {
-                match job.state {
-                    JobState::Preparing => n.preparing += 1,
-                    JobState::Prepared => {
-                        n.prepared += 1;
-                        n.prepared_queue
-                            .insert((job.prepared_at.unwrap_or_default(), id));
-                    }
-                    _ => n.running += 1,
-                }
-            }
-        }
+        let needs = std::mem::take(&mut self.entries.get_mut(&id).expect("listed").needs);
+        self.take_share(id, &needs, job.node.as_deref(), job.state, job.prepared_at);
+        self.entries.get_mut(&id).expect("listed").needs = needs;
         *self.owner_running.entry(job.owner.clone()).or_insert(0) += 1;
     }
 
