@@ -78,7 +78,9 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("base", &self.base).finish_non_exhaustive()
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
     }
 }
 
@@ -98,7 +100,11 @@ impl Client {
         if let Ok(path) = std::env::var("LOCKGATE_CA_CERT") {
             builder = builder.tls_config(Arc::new(tls_config(&path)?));
         }
-        Ok(Client { agent: builder.build(), base: base.trim_end_matches('/').to_string(), token })
+        Ok(Client {
+            agent: builder.build(),
+            base: base.trim_end_matches('/').to_string(),
+            token,
+        })
     }
 
     /// The server's base URL.
@@ -127,7 +133,10 @@ impl Client {
         })?;
         serde_json::from_str(&text)
             .map(|v| (status, v))
-            .map_err(|e| ClientError::Decode { url: url.to_string(), message: format!("{e}: {}", snippet(&text)) })
+            .map_err(|e| ClientError::Decode {
+                url: url.to_string(),
+                message: format!("{e}: {}", snippet(&text)),
+            })
     }
 
     /// A call with an optional JSON body.
@@ -140,7 +149,8 @@ impl Client {
         path: &str,
         body: Option<&impl Serialize>,
     ) -> Result<T, ClientError> {
-        self.call_status(method, path, body, CALL_TIMEOUT).map(|(_, v)| v)
+        self.call_status(method, path, body, CALL_TIMEOUT)
+            .map(|(_, v)| v)
     }
 
     fn call_status<T: DeserializeOwned>(
@@ -154,7 +164,8 @@ impl Client {
         let result = match body {
             Some(b) => {
                 let text = serde_json::to_string(b).expect("request types serialize");
-                req.set("Content-Type", "application/json").send_string(&text)
+                req.set("Content-Type", "application/json")
+                    .send_string(&text)
             }
             None => req.call(),
         };
@@ -205,7 +216,12 @@ impl Client {
     /// See [`ClientError`].
     pub fn jobs(&self, q: &JobQuery) -> Result<JobList, ClientError> {
         let mut parts = Vec::new();
-        for (k, v) in [("state", &q.state), ("kind", &q.kind), ("owner", &q.owner), ("node", &q.node)] {
+        for (k, v) in [
+            ("state", &q.state),
+            ("kind", &q.kind),
+            ("owner", &q.owner),
+            ("node", &q.node),
+        ] {
             if let Some(v) = v {
                 parts.push(format!("{k}={}", encode(v)));
             }
@@ -216,7 +232,11 @@ impl Client {
         if let Some(a) = q.after {
             parts.push(format!("after={a}"));
         }
-        let qs = if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) };
+        let qs = if parts.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", parts.join("&"))
+        };
         self.call("GET", &format!("/v1/jobs{qs}"), None::<&()>)
     }
 
@@ -225,10 +245,16 @@ impl Client {
     ///
     /// # Errors
     /// See [`ClientError`].
-    pub fn wait(&self, id: u64, from: lockgate_core::JobState, timeout_s: u64) -> Result<JobView, ClientError> {
+    pub fn wait(
+        &self,
+        id: u64,
+        from: lockgate_core::JobState,
+        timeout_s: u64,
+    ) -> Result<JobView, ClientError> {
         let path = format!("/v1/jobs/{id}/wait?from={from}&timeout_s={timeout_s}");
         let timeout = Duration::from_secs(timeout_s + 15);
-        self.call_status("GET", &path, None::<&()>, timeout).map(|(_, v)| v)
+        self.call_status("GET", &path, None::<&()>, timeout)
+            .map(|(_, v)| v)
     }
 
     /// `GET /v1/jobs/{id}/explain`.
@@ -244,7 +270,11 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn heartbeat(&self, id: u64, token: u64) -> Result<JobView, ClientError> {
-        self.call("POST", &format!("/v1/jobs/{id}/heartbeat"), Some(&LeaseRequest { token }))
+        self.call(
+            "POST",
+            &format!("/v1/jobs/{id}/heartbeat"),
+            Some(&LeaseRequest { token }),
+        )
     }
 
     /// `POST /v1/jobs/{id}/prepared`.
@@ -252,7 +282,11 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn prepared(&self, id: u64, token: u64) -> Result<JobView, ClientError> {
-        self.call("POST", &format!("/v1/jobs/{id}/prepared"), Some(&LeaseRequest { token }))
+        self.call(
+            "POST",
+            &format!("/v1/jobs/{id}/prepared"),
+            Some(&LeaseRequest { token }),
+        )
     }
 
     /// `POST /v1/jobs/{id}/finish`.
@@ -266,7 +300,11 @@ impl Client {
         outcome: lockgate_core::Outcome,
         message: Option<String>,
     ) -> Result<JobView, ClientError> {
-        let body = FinishRequest { token, outcome, message };
+        let body = FinishRequest {
+            token,
+            outcome,
+            message,
+        };
         self.call("POST", &format!("/v1/jobs/{id}/finish"), Some(&body))
     }
 
@@ -275,7 +313,11 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn cancel(&self, id: u64, force: bool) -> Result<JobView, ClientError> {
-        self.call("POST", &format!("/v1/jobs/{id}/cancel?force={force}"), None::<&()>)
+        self.call(
+            "POST",
+            &format!("/v1/jobs/{id}/cancel?force={force}"),
+            None::<&()>,
+        )
     }
 
     /// `GET /v1/policy`.
@@ -290,9 +332,20 @@ impl Client {
     ///
     /// # Errors
     /// See [`ClientError`].
-    pub fn put_policy(&self, toml: &str, dry_run: bool, if_match: Option<&str>) -> Result<PolicyAnswer, ClientError> {
+    pub fn put_policy(
+        &self,
+        toml: &str,
+        dry_run: bool,
+        if_match: Option<&str>,
+    ) -> Result<PolicyAnswer, ClientError> {
         let headers: Vec<(&str, &str)> = if_match.map(|d| ("If-Match", d)).into_iter().collect();
-        self.call_raw("PUT", &format!("/v1/policy?dry_run={dry_run}"), "application/toml", toml, &headers)
+        self.call_raw(
+            "PUT",
+            &format!("/v1/policy?dry_run={dry_run}"),
+            "application/toml",
+            toml,
+            &headers,
+        )
     }
 
     /// `POST /v1/tokens`.
@@ -316,7 +369,11 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn revoke_token(&self, name: &str) -> Result<serde_json::Value, ClientError> {
-        self.call("DELETE", &format!("/v1/tokens/{}", encode(name)), None::<&()>)
+        self.call(
+            "DELETE",
+            &format!("/v1/tokens/{}", encode(name)),
+            None::<&()>,
+        )
     }
 
     /// `GET /v1/events?after=SEQ`.
@@ -332,8 +389,16 @@ impl Client {
     ///
     /// # Errors
     /// See [`ClientError`].
-    pub fn follow_events(&self, after: u64, mut f: impl FnMut(EventView) -> bool) -> Result<(), ClientError> {
-        let (url, req) = self.request("GET", "/v1/events/stream", Duration::from_secs(365 * 86_400));
+    pub fn follow_events(
+        &self,
+        after: u64,
+        mut f: impl FnMut(EventView) -> bool,
+    ) -> Result<(), ClientError> {
+        let (url, req) = self.request(
+            "GET",
+            "/v1/events/stream",
+            Duration::from_secs(365 * 86_400),
+        );
         let resp = req
             .set("Last-Event-ID", &after.to_string())
             .call()
@@ -341,12 +406,18 @@ impl Client {
         let reader = BufReader::new(resp.into_reader());
         let mut data = String::new();
         for line in reader.lines() {
-            let line = line.map_err(|e| ClientError::Unreachable { url: url.clone(), message: e.to_string() })?;
+            let line = line.map_err(|e| ClientError::Unreachable {
+                url: url.clone(),
+                message: e.to_string(),
+            })?;
             if let Some(d) = line.strip_prefix("data:") {
                 data.push_str(d.trim_start());
             } else if line.is_empty() && !data.is_empty() {
-                let ev: EventView = serde_json::from_str(&data)
-                    .map_err(|e| ClientError::Decode { url: url.clone(), message: e.to_string() })?;
+                let ev: EventView =
+                    serde_json::from_str(&data).map_err(|e| ClientError::Decode {
+                        url: url.clone(),
+                        message: e.to_string(),
+                    })?;
                 data.clear();
                 if !f(ev) {
                     return Ok(());
@@ -386,7 +457,11 @@ impl Client {
     /// See [`ClientError`].
     pub fn cordon(&self, name: &str, cordon: bool) -> Result<NodeView, ClientError> {
         let verb = if cordon { "cordon" } else { "uncordon" };
-        self.call("POST", &format!("/v1/nodes/{}/{verb}", encode(name)), None::<&()>)
+        self.call(
+            "POST",
+            &format!("/v1/nodes/{}/{verb}", encode(name)),
+            None::<&()>,
+        )
     }
 
     /// `DELETE /v1/nodes/{name}`.
@@ -394,7 +469,11 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn remove_node(&self, name: &str) -> Result<serde_json::Value, ClientError> {
-        self.call("DELETE", &format!("/v1/nodes/{}", encode(name)), None::<&()>)
+        self.call(
+            "DELETE",
+            &format!("/v1/nodes/{}", encode(name)),
+            None::<&()>,
+        )
     }
 }
 
@@ -402,15 +481,20 @@ fn map_error(url: &str, e: ureq::Error) -> ClientError {
     match e {
         ureq::Error::Status(status, resp) => {
             let text = resp.into_string().unwrap_or_default();
-            let detail = serde_json::from_str::<ErrorBody>(&text).map(|b| b.error).unwrap_or_else(|_| ErrorDetail {
-                code: format!("http_{status}"),
-                message: snippet(&text),
-                field: None,
-                line: None,
-            });
+            let detail = serde_json::from_str::<ErrorBody>(&text)
+                .map(|b| b.error)
+                .unwrap_or_else(|_| ErrorDetail {
+                    code: format!("http_{status}"),
+                    message: snippet(&text),
+                    field: None,
+                    line: None,
+                });
             ClientError::Api { status, detail }
         }
-        ureq::Error::Transport(t) => ClientError::Unreachable { url: url.to_string(), message: t.to_string() },
+        ureq::Error::Transport(t) => ClientError::Unreachable {
+            url: url.to_string(),
+            message: t.to_string(),
+        },
     }
 }
 

@@ -26,7 +26,9 @@ pub fn parse(text: &str) -> Result<Timestamp, String> {
         format!("invalid time {text:?}: expected RFC 3339 such as \"2026-03-27T22:17:41Z\" ({e})")
     })?;
     let ms = ts.as_millisecond();
-    u64::try_from(ms).map(Timestamp).map_err(|_| format!("invalid time {text:?}: before 1970"))
+    u64::try_from(ms)
+        .map(Timestamp)
+        .map_err(|_| format!("invalid time {text:?}: before 1970"))
 }
 
 /// Seconds (as the API writes durations) from milliseconds.
@@ -55,7 +57,10 @@ mod tests {
         assert_eq!(format(t), "2026-03-27T22:17:41.25Z");
         assert_eq!(parse(&format(t)).unwrap(), t);
         assert_eq!(format(Timestamp(1_774_649_861_000)), "2026-03-27T22:17:41Z");
-        assert_eq!(parse("2026-03-27T23:17:41+01:00").unwrap(), Timestamp(1_774_649_861_000));
+        assert_eq!(
+            parse("2026-03-27T23:17:41+01:00").unwrap(),
+            Timestamp(1_774_649_861_000)
+        );
         assert!(parse("yesterday").unwrap_err().contains("RFC 3339"));
     }
 }

@@ -25,7 +25,11 @@ pub struct Principal {
 impl Principal {
     /// The server itself (SIGHUP reloads and the like).
     pub fn system() -> Principal {
-        Principal { name: "system".into(), role: Role::Admin, node: None }
+        Principal {
+            name: "system".into(),
+            role: Role::Admin,
+            node: None,
+        }
     }
 
     /// Fails unless the role is one of `roles`.
@@ -36,7 +40,10 @@ impl Principal {
         if roles.contains(&self.role) {
             Ok(())
         } else {
-            Err(ApiError::forbidden(format!("{} token {:?} may not {what}", self.role, self.name)))
+            Err(ApiError::forbidden(format!(
+                "{} token {:?} may not {what}",
+                self.role, self.name
+            )))
         }
     }
 }
@@ -48,7 +55,11 @@ pub struct Tokens(Arc<RwLock<HashMap<String, Principal>>>);
 impl Tokens {
     /// The principal of a bearer token.
     pub fn lookup(&self, token: &str) -> Option<Principal> {
-        self.0.read().expect("token table lock").get(&hash(token)).cloned()
+        self.0
+            .read()
+            .expect("token table lock")
+            .get(&hash(token))
+            .cloned()
     }
 
     /// Adds or replaces one entry.
@@ -58,7 +69,10 @@ impl Tokens {
 
     /// Removes every entry of a principal.
     pub fn remove_name(&self, name: &str) {
-        self.0.write().expect("token table lock").retain(|_, p| p.name != name);
+        self.0
+            .write()
+            .expect("token table lock")
+            .retain(|_, p| p.name != name);
     }
 }
 
@@ -85,10 +99,17 @@ pub fn hex(bytes: &[u8]) -> String {
 /// 401 when the header is missing, malformed or the token unknown.
 pub fn authenticate(tokens: &Tokens, header: Option<&str>) -> Result<Principal, ApiError> {
     let Some(value) = header else {
-        return Err(ApiError::unauthorized("missing Authorization header: send `Authorization: Bearer <token>`"));
+        return Err(ApiError::unauthorized(
+            "missing Authorization header: send `Authorization: Bearer <token>`",
+        ));
     };
-    let Some(token) = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")) else {
-        return Err(ApiError::unauthorized("malformed Authorization header: expected `Bearer <token>`"));
+    let Some(token) = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+    else {
+        return Err(ApiError::unauthorized(
+            "malformed Authorization header: expected `Bearer <token>`",
+        ));
     };
     tokens
         .lookup(token)

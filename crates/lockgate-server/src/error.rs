@@ -23,7 +23,13 @@ pub struct ApiError {
 impl ApiError {
     /// A new error.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), field: None, line: None }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+            line: None,
+        }
     }
 
     /// Names the offending field.
@@ -104,7 +110,11 @@ impl From<lockgate_store::StoreError> for ApiError {
 /// The [`ApiError`] to answer with.
 pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", "the request body is empty: expected a JSON object"));
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            "the request body is empty: expected a JSON object",
+        ));
     }
     let de = &mut serde_json::Deserializer::from_slice(body);
     match serde_path_to_error::deserialize::<_, T>(de) {
@@ -137,8 +147,13 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
                         Some(i) => message[..i].to_string(),
                         None => message,
                     };
-                    let shown = if field.is_empty() { message } else { format!("{field}: {message}") };
-                    let mut err = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", shown);
+                    let shown = if field.is_empty() {
+                        message
+                    } else {
+                        format!("{field}: {message}")
+                    };
+                    let mut err =
+                        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", shown);
                     if !field.is_empty() {
                         err.field = Some(field);
                     }
@@ -157,10 +172,17 @@ mod tests {
     #[test]
     fn json_errors_name_the_field() {
         let e = parse_json::<SubmitRequest>(b"{\"kind\": \"backup\",").unwrap_err();
-        assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, "malformed_json"));
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::BAD_REQUEST, "malformed_json")
+        );
         let e = parse_json::<SubmitRequest>(br#"{"kind": "backup", "colour": 1}"#).unwrap_err();
-        assert_eq!((e.status, e.field.as_deref()), (StatusCode::UNPROCESSABLE_ENTITY, Some("colour")));
-        let e = parse_json::<SubmitRequest>(br#"{"kind": "backup", "priority": "high"}"#).unwrap_err();
+        assert_eq!(
+            (e.status, e.field.as_deref()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("colour"))
+        );
+        let e =
+            parse_json::<SubmitRequest>(br#"{"kind": "backup", "priority": "high"}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("priority"), "{e:?}");
         let e = parse_json::<SubmitRequest>(br#"{"attrs": {}}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("kind"), "{e:?}");

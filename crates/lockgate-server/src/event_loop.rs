@@ -30,7 +30,7 @@ use lockgate_api::{EventView, JobView};
 use lockgate_core::event::{Event, JobChange};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::{Engine, Timestamp};
-use lockgate_store::{Batch, StoredEvent, Store};
+use lockgate_store::{Batch, Store, StoredEvent};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -318,11 +318,15 @@ impl Loop {
     fn stop(&mut self) {
         let waiters: Vec<Waiter> = self.waiters.drain().flat_map(|(_, w)| w).collect();
         for w in waiters {
-            let _ = w.reply.send(Err(ApiError::unavailable("the server is shutting down; wait again")));
+            let _ = w.reply.send(Err(ApiError::unavailable(
+                "the server is shutting down; wait again",
+            )));
         }
         for (_, ws) in self.node_waiters.drain() {
             for (_, r) in ws {
-                let _ = r.send(Err(ApiError::unavailable("the server is shutting down; poll again")));
+                let _ = r.send(Err(ApiError::unavailable(
+                    "the server is shutting down; poll again",
+                )));
             }
         }
         if let Err(e) = self.store.flush() {
@@ -336,7 +340,11 @@ impl Loop {
         let cutoff = Timestamp(now.0.saturating_sub(days * 86_400_000));
         match self.store.prune(cutoff) {
             Ok(p) if p.jobs + p.events > 0 => {
-                tracing::info!("retention: deleted {} finished jobs and {} events older than {days} days", p.jobs, p.events)
+                tracing::info!(
+                    "retention: deleted {} finished jobs and {} events older than {days} days",
+                    p.jobs,
+                    p.events
+                )
             }
             Ok(_) => {}
             Err(e) => tracing::warn!("retention failed (will retry): {e}"),
@@ -348,7 +356,11 @@ impl Loop {
     }
 
     fn handle(&mut self, msg: Msg, now: Timestamp) {
-        let Msg { principal, op, reply } = msg;
+        let Msg {
+            principal,
+            op,
+            reply,
+        } = msg;
         match op {
             Op::Wait { id, from } => match self.wait(&principal, id, from) {
                 Ok(Some(answer)) => self.replies.push((reply, Ok(answer))),
@@ -386,9 +398,12 @@ impl Loop {
             Op::Finish(id, req) => self.finish(p, id, req, now),
             Op::Cancel(id, force) => self.cancel(p, id, force, now),
             Op::PolicyGet => self.policy_get(p),
-            Op::PolicyPut { policy, text, if_match, dry_run } => {
-                self.policy_put(p, *policy, text, if_match, dry_run, now)
-            }
+            Op::PolicyPut {
+                policy,
+                text,
+                if_match,
+                dry_run,
+            } => self.policy_put(p, *policy, text, if_match, dry_run, now),
             Op::PolicyReload => self.policy_reload(now),
             Op::NodePut(name, reg) => self.node_put(p, name, reg, now),
             Op::NodeDelete(name) => self.node_delete(p, &name, now),
@@ -402,7 +417,9 @@ impl Loop {
             Op::TokenRevoke(name) => self.token_revoke(p, &name),
             Op::Events { after, limit } => self.events(p, after, limit),
             Op::Metrics => Ok(Answer::Text(self.metrics.render(&self.engine, self.seq))),
-            Op::Wait { .. } | Op::Assignments(_) | Op::Shutdown => unreachable!("handled in handle()"),
+            Op::Wait { .. } | Op::Assignments(_) | Op::Shutdown => {
+                unreachable!("handled in handle()")
+            }
         }
     }
 
@@ -429,14 +446,20 @@ impl Loop {
                 }
                 other => json(other),
             };
-            let Value::Object(data) = data else { unreachable!("events are objects") };
+            let Value::Object(data) = data else {
+                unreachable!("events are objects")
+            };
             self.seq += 1;
             self.batch.events.push(StoredEvent {
                 seq: self.seq,
                 at: now,
                 data: serde_json::to_string(&data).expect("serializes"),
             });
-            self.broadcasts.push(Arc::new(EventView { seq: self.seq, at: lockgate_api::time::format(now), data }));
+            self.broadcasts.push(Arc::new(EventView {
+                seq: self.seq,
+                at: lockgate_api::time::format(now),
+                data,
+            }));
         }
     }
 
@@ -454,20 +477,35 @@ impl Loop {
         };
         if let Some(at) = admitted_at {
             *self.metrics.admissions.entry(job.kind.clone()).or_default() += 1;
-            self.metrics.wait.observe(at.since(job.queued_at) as f64 / 1000.0);
+            self.metrics
+                .wait
+                .observe(at.since(job.queued_at) as f64 / 1000.0);
             if job.executor == lockgate_core::policy::Executor::Agent {
                 if let (Some(node), Some(l)) = (&job.node, job.lease) {
-                    self.offered.entry(node.clone()).or_default().insert(job.id, l.token);
+                    self.offered
+                        .entry(node.clone())
+                        .or_default()
+                        .insert(job.id, l.token);
                 }
             }
         }
-        if change == JobChange::Started && job.prepare_started_at.is_some() && job.executor == lockgate_core::policy::Executor::Agent {
+        if change == JobChange::Started
+            && job.prepare_started_at.is_some()
+            && job.executor == lockgate_core::policy::Executor::Agent
+        {
             if let (Some(node), Some(l)) = (&job.node, job.lease) {
-                self.offered.entry(node.clone()).or_default().insert(job.id, l.token);
+                self.offered
+                    .entry(node.clone())
+                    .or_default()
+                    .insert(job.id, l.token);
             }
         }
         if change == JobChange::Finished {
-            *self.metrics.finished.entry((job.state, job.kind.clone())).or_default() += 1;
+            *self
+                .metrics
+                .finished
+                .entry((job.state, job.kind.clone()))
+                .or_default() += 1;
             if job.state == JobState::Lost {
                 self.metrics.lease_expiries += 1;
             }
@@ -516,7 +554,9 @@ impl Loop {
             for node in nodes {
                 let ws = self.node_waiters.remove(&node).unwrap_or_default();
                 for (p, reply) in ws {
-                    let r = self.assignments(&p, &node, now).map(|a| a.unwrap_or(Answer::Json(StatusCode::OK, Value::Null)));
+                    let r = self
+                        .assignments(&p, &node, now)
+                        .map(|a| a.unwrap_or(Answer::Json(StatusCode::OK, Value::Null)));
                     let _ = reply.send(r);
                 }
             }

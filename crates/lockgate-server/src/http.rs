@@ -16,7 +16,10 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use lockgate_api::{EventList, EventView, FinishRequest, JobQuery, LeaseRequest, NodeRegister, SubmitRequest, TokenCreate};
+use lockgate_api::{
+    EventList, EventView, FinishRequest, JobQuery, LeaseRequest, NodeRegister, SubmitRequest,
+    TokenCreate,
+};
 use lockgate_core::job::JobState;
 use lockgate_core::{JobId, Policy};
 use serde::de::DeserializeOwned;
@@ -53,7 +56,10 @@ impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let header = parts
+            .headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
         authenticate(&state.tokens, header).map(Auth)
     }
 }
@@ -75,7 +81,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
                 .and_then(|r| r.split('`').next())
                 .map(str::to_string)
                 .unwrap_or(path);
-            ApiError::invalid(field.clone(), format!("invalid query parameter {field}: {msg}"))
+            ApiError::invalid(
+                field.clone(),
+                format!("invalid query parameter {field}: {msg}"),
+            )
         })
     }
 }
@@ -121,7 +130,10 @@ struct PollQuery {
 /// The router.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { Json(serde_json::json!({"status": "ok"})) }))
+        .route(
+            "/healthz",
+            get(|| async { Json(serde_json::json!({"status": "ok"})) }),
+        )
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/v1/jobs", post(submit).get(list))
@@ -133,7 +145,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/finish", post(finish))
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/nodes", get(nodes))
-        .route("/v1/nodes/{name}", get(node_get).put(node_put).delete(node_delete))
+        .route(
+            "/v1/nodes/{name}",
+            get(node_get).put(node_put).delete(node_delete),
+        )
         .route("/v1/nodes/{name}/heartbeat", post(node_heartbeat))
         .route("/v1/nodes/{name}/cordon", post(cordon))
         .route("/v1/nodes/{name}/uncordon", post(uncordon))
@@ -146,7 +161,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events/stream", get(events_stream))
         .fallback(|| async { ApiError::not_found("no such endpoint (see api.md)") })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this path")
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "method not allowed on this path",
+            )
         })
         .with_state(state)
 }
@@ -156,22 +175,35 @@ pub async fn ask(state: &AppState, principal: Principal, op: Op) -> Reply {
     let (tx, rx) = oneshot::channel();
     state
         .tx
-        .send(Msg { principal, op, reply: tx })
+        .send(Msg {
+            principal,
+            op,
+            reply: tx,
+        })
         .await
         .map_err(|_| ApiError::unavailable("the server is shutting down"))?;
-    rx.await.map_err(|_| ApiError::unavailable("the server is shutting down"))?
+    rx.await
+        .map_err(|_| ApiError::unavailable("the server is shutting down"))?
 }
 
 fn respond(r: Reply) -> Response {
     match r {
         Ok(Answer::Json(status, v)) => (status, Json(v)).into_response(),
-        Ok(Answer::Text(t)) => ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], t).into_response(),
+        Ok(Answer::Text(t)) => (
+            [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            t,
+        )
+            .into_response(),
         Err(e) => e.into_response(),
     }
 }
 
 fn job_id(text: &str) -> Result<JobId, ApiError> {
-    text.parse().map_err(|_| ApiError::not_found(format!("invalid job id {text:?}: ids are positive integers")))
+    text.parse().map_err(|_| {
+        ApiError::not_found(format!(
+            "invalid job id {text:?}: ids are positive integers"
+        ))
+    })
 }
 
 async fn readyz(State(st): State<AppState>) -> Response {
@@ -208,27 +240,51 @@ async fn show(State(st): State<AppState>, Auth(p): Auth, Path(id): Path<String>)
 fn poll_timeout(t: Option<f64>) -> Result<Duration, ApiError> {
     let s = t.unwrap_or(30.0);
     if !s.is_finite() || s < 0.0 {
-        return Err(ApiError::invalid("timeout_s", format!("timeout_s must be a number of seconds >= 0, got {s}")));
+        return Err(ApiError::invalid(
+            "timeout_s",
+            format!("timeout_s must be a number of seconds >= 0, got {s}"),
+        ));
     }
     Ok(Duration::from_secs_f64(s).min(MAX_POLL))
 }
 
-async fn wait(State(st): State<AppState>, Auth(p): Auth, Path(id): Path<String>, Q(q): Q<WaitQuery>) -> Response {
+async fn wait(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+    Q(q): Q<WaitQuery>,
+) -> Response {
     let id = match job_id(&id) {
         Ok(id) => id,
         Err(e) => return e.into_response(),
     };
     let Some(from) = JobState::parse(&q.from) else {
         let all: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
-        return ApiError::invalid("from", format!("unknown state {:?}: expected one of {}", q.from, all.join(", ")))
-            .into_response();
+        return ApiError::invalid(
+            "from",
+            format!(
+                "unknown state {:?}: expected one of {}",
+                q.from,
+                all.join(", ")
+            ),
+        )
+        .into_response();
     };
     let timeout = match poll_timeout(q.timeout_s) {
         Ok(t) => t,
         Err(e) => return e.into_response(),
     };
     let (tx, rx) = oneshot::channel();
-    if st.tx.send(Msg { principal: p.clone(), op: Op::Wait { id, from }, reply: tx }).await.is_err() {
+    if st
+        .tx
+        .send(Msg {
+            principal: p.clone(),
+            op: Op::Wait { id, from },
+            reply: tx,
+        })
+        .await
+        .is_err()
+    {
         return ApiError::unavailable("the server is shutting down").into_response();
     }
     match tokio::time::timeout(timeout, rx).await {
@@ -245,7 +301,13 @@ async fn explain(State(st): State<AppState>, Auth(p): Auth, Path(id): Path<Strin
     }
 }
 
-async fn lease_op(st: AppState, p: Principal, id: String, body: Bytes, make: fn(JobId, u64) -> Op) -> Response {
+async fn lease_op(
+    st: AppState,
+    p: Principal,
+    id: String,
+    body: Bytes,
+    make: fn(JobId, u64) -> Op,
+) -> Response {
     let id = match job_id(&id) {
         Ok(id) => id,
         Err(e) => return e.into_response(),
@@ -256,15 +318,30 @@ async fn lease_op(st: AppState, p: Principal, id: String, body: Bytes, make: fn(
     }
 }
 
-async fn heartbeat(State(st): State<AppState>, Auth(p): Auth, Path(id): Path<String>, body: Bytes) -> Response {
+async fn heartbeat(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
     lease_op(st, p, id, body, Op::Heartbeat).await
 }
 
-async fn prepared(State(st): State<AppState>, Auth(p): Auth, Path(id): Path<String>, body: Bytes) -> Response {
+async fn prepared(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
     lease_op(st, p, id, body, Op::Prepared).await
 }
 
-async fn finish(State(st): State<AppState>, Auth(p): Auth, Path(id): Path<String>, body: Bytes) -> Response {
+async fn finish(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
     let id = match job_id(&id) {
         Ok(id) => id,
         Err(e) => return e.into_response(),
@@ -275,7 +352,12 @@ async fn finish(State(st): State<AppState>, Auth(p): Auth, Path(id): Path<String
     }
 }
 
-async fn cancel(State(st): State<AppState>, Auth(p): Auth, Path(id): Path<String>, Q(q): Q<CancelQuery>) -> Response {
+async fn cancel(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+    Q(q): Q<CancelQuery>,
+) -> Response {
     match job_id(&id) {
         Ok(id) => respond(ask(&st, p, Op::Cancel(id, q.force.unwrap_or(false))).await),
         Err(e) => e.into_response(),
@@ -290,7 +372,12 @@ async fn node_get(State(st): State<AppState>, Auth(p): Auth, Path(name): Path<St
     respond(ask(&st, p, Op::NodeGet(name)).await)
 }
 
-async fn node_put(State(st): State<AppState>, Auth(p): Auth, Path(name): Path<String>, body: Bytes) -> Response {
+async fn node_put(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
     let reg: NodeRegister = if body.iter().all(u8::is_ascii_whitespace) {
         NodeRegister::default()
     } else {
@@ -302,11 +389,19 @@ async fn node_put(State(st): State<AppState>, Auth(p): Auth, Path(name): Path<St
     respond(ask(&st, p, Op::NodePut(name, reg)).await)
 }
 
-async fn node_delete(State(st): State<AppState>, Auth(p): Auth, Path(name): Path<String>) -> Response {
+async fn node_delete(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(name): Path<String>,
+) -> Response {
     respond(ask(&st, p, Op::NodeDelete(name)).await)
 }
 
-async fn node_heartbeat(State(st): State<AppState>, Auth(p): Auth, Path(name): Path<String>) -> Response {
+async fn node_heartbeat(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(name): Path<String>,
+) -> Response {
     respond(ask(&st, p, Op::NodeHeartbeat(name)).await)
 }
 
@@ -318,13 +413,27 @@ async fn uncordon(State(st): State<AppState>, Auth(p): Auth, Path(name): Path<St
     respond(ask(&st, p, Op::Cordon(name, false)).await)
 }
 
-async fn assignments(State(st): State<AppState>, Auth(p): Auth, Path(name): Path<String>, Q(q): Q<PollQuery>) -> Response {
+async fn assignments(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(name): Path<String>,
+    Q(q): Q<PollQuery>,
+) -> Response {
     let timeout = match poll_timeout(q.timeout_s) {
         Ok(t) => t,
         Err(e) => return e.into_response(),
     };
     let (tx, rx) = oneshot::channel();
-    if st.tx.send(Msg { principal: p, op: Op::Assignments(name), reply: tx }).await.is_err() {
+    if st
+        .tx
+        .send(Msg {
+            principal: p,
+            op: Op::Assignments(name),
+            reply: tx,
+        })
+        .await
+        .is_err()
+    {
         return ApiError::unavailable("the server is shutting down").into_response();
     }
     let empty = || Json(serde_json::json!({"assignments": []})).into_response();
@@ -336,7 +445,11 @@ async fn assignments(State(st): State<AppState>, Auth(p): Auth, Path(name): Path
     }
 }
 
-async fn ack(State(st): State<AppState>, Auth(p): Auth, Path((name, job)): Path<(String, String)>) -> Response {
+async fn ack(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path((name, job)): Path<(String, String)>,
+) -> Response {
     match job_id(&job) {
         Ok(id) => respond(ask(&st, p, Op::Ack(name, id)).await),
         Err(e) => e.into_response(),
@@ -346,7 +459,10 @@ async fn ack(State(st): State<AppState>, Auth(p): Auth, Path((name, job)): Path<
 async fn policy_get(State(st): State<AppState>, Auth(p): Auth) -> Response {
     let r = ask(&st, p, Op::PolicyGet).await;
     let etag = match &r {
-        Ok(Answer::Json(_, v)) => v.get("digest").and_then(|d| d.as_str()).map(|d| format!("\"{d}\"")),
+        Ok(Answer::Json(_, v)) => v
+            .get("digest")
+            .and_then(|d| d.as_str())
+            .map(|d| format!("\"{d}\"")),
         _ => None,
     };
     let mut resp = respond(r);
@@ -358,7 +474,11 @@ async fn policy_get(State(st): State<AppState>, Auth(p): Auth) -> Response {
 
 /// A policy validation error as a 422 naming the field and line.
 pub fn policy_error(e: lockgate_core::policy::PolicyError) -> ApiError {
-    let mut err = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_policy", e.to_string());
+    let mut err = ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_policy",
+        e.to_string(),
+    );
     if !e.field.is_empty() {
         err.field = Some(e.field.clone());
     }
@@ -366,15 +486,28 @@ pub fn policy_error(e: lockgate_core::policy::PolicyError) -> ApiError {
     err
 }
 
-async fn policy_put(State(st): State<AppState>, Auth(p): Auth, headers: HeaderMap, Q(q): Q<PolicyQuery>, body: Bytes) -> Response {
+async fn policy_put(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    headers: HeaderMap,
+    Q(q): Q<PolicyQuery>,
+    body: Bytes,
+) -> Response {
     if let Err(e) = p.require(&[lockgate_api::Role::Admin], "change the policy") {
         return e.into_response();
     }
     let Ok(text) = std::str::from_utf8(&body) else {
         return ApiError::bad_request("the policy document is not UTF-8").into_response();
     };
-    let ctype = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let is_json = if ctype.is_empty() { text.trim_start().starts_with('{') } else { ctype.contains("json") };
+    let ctype = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let is_json = if ctype.is_empty() {
+        text.trim_start().starts_with('{')
+    } else {
+        ctype.contains("json")
+    };
     if !is_json && !ctype.is_empty() && !ctype.contains("toml") && !ctype.contains("text/plain") {
         return ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -383,14 +516,30 @@ async fn policy_put(State(st): State<AppState>, Auth(p): Auth, headers: HeaderMa
         )
         .into_response();
     }
-    let parsed = if is_json { Policy::from_json(text) } else { Policy::from_toml(text, None) };
+    let parsed = if is_json {
+        Policy::from_json(text)
+    } else {
+        Policy::from_toml(text, None)
+    };
     let policy = match parsed {
         Ok(p) => p,
         Err(e) => return policy_error(e).into_response(),
     };
-    let text = if is_json { policy.to_toml_string() } else { text.to_string() };
-    let if_match = headers.get(axum::http::header::IF_MATCH).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let op = Op::PolicyPut { policy: Box::new(policy), text, if_match, dry_run: q.dry_run.unwrap_or(false) };
+    let text = if is_json {
+        policy.to_toml_string()
+    } else {
+        text.to_string()
+    };
+    let if_match = headers
+        .get(axum::http::header::IF_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let op = Op::PolicyPut {
+        policy: Box::new(policy),
+        text,
+        if_match,
+        dry_run: q.dry_run.unwrap_or(false),
+    };
     respond(ask(&st, p, op).await)
 }
 
@@ -405,12 +554,19 @@ async fn token_list(State(st): State<AppState>, Auth(p): Auth) -> Response {
     respond(ask(&st, p, Op::TokenList).await)
 }
 
-async fn token_revoke(State(st): State<AppState>, Auth(p): Auth, Path(name): Path<String>) -> Response {
+async fn token_revoke(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(name): Path<String>,
+) -> Response {
     respond(ask(&st, p, Op::TokenRevoke(name)).await)
 }
 
 async fn events(State(st): State<AppState>, Auth(p): Auth, Q(q): Q<EventsQuery>) -> Response {
-    let op = Op::Events { after: q.after.unwrap_or(0), limit: q.limit.unwrap_or(1000) };
+    let op = Op::Events {
+        after: q.after.unwrap_or(0),
+        limit: q.limit.unwrap_or(1000),
+    };
     respond(ask(&st, p, op).await)
 }
 
@@ -424,10 +580,17 @@ struct Stream {
 }
 
 fn sse_event(ev: &EventView) -> SseEvent {
-    SseEvent::default().id(ev.seq.to_string()).data(serde_json::to_string(ev).expect("serializes"))
+    SseEvent::default()
+        .id(ev.seq.to_string())
+        .data(serde_json::to_string(ev).expect("serializes"))
 }
 
-async fn events_stream(State(st): State<AppState>, Auth(p): Auth, headers: HeaderMap, Q(q): Q<EventsQuery>) -> Response {
+async fn events_stream(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    headers: HeaderMap,
+    Q(q): Q<EventsQuery>,
+) -> Response {
     let last = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -435,7 +598,14 @@ async fn events_stream(State(st): State<AppState>, Auth(p): Auth, headers: Heade
         .or(q.after)
         .unwrap_or(0);
     let rx = st.events.subscribe();
-    let state = Stream { st, p, rx, last, backlog: VecDeque::new(), catch_up: true };
+    let state = Stream {
+        st,
+        p,
+        rx,
+        last,
+        backlog: VecDeque::new(),
+        catch_up: true,
+    };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         loop {
             if let Some(ev) = s.backlog.pop_front() {
@@ -448,7 +618,16 @@ async fn events_stream(State(st): State<AppState>, Auth(p): Auth, headers: Heade
             if s.catch_up {
                 s.catch_up = false;
                 let page = 1000;
-                match ask(&s.st, s.p.clone(), Op::Events { after: s.last, limit: page }).await {
+                match ask(
+                    &s.st,
+                    s.p.clone(),
+                    Op::Events {
+                        after: s.last,
+                        limit: page,
+                    },
+                )
+                .await
+                {
                     Ok(Answer::Json(_, v)) => {
                         if let Ok(list) = serde_json::from_value::<EventList>(v) {
                             s.catch_up = list.events.len() == page;
@@ -480,5 +659,7 @@ async fn events_stream(State(st): State<AppState>, Auth(p): Auth, headers: Heade
             }
         }
     });
-    Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }

@@ -95,7 +95,10 @@ pub struct Server {
 }
 
 fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
-    ServerError::DataDir { path: path.display().to_string(), message: e.to_string() }
+    ServerError::DataDir {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
 }
 
 /// The default data dir: `$XDG_DATA_HOME/lockgate`, else `~/.local/share/lockgate`, else
@@ -114,7 +117,12 @@ fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
     f.write_all(text.as_bytes())?;
     f.write_all(b"\n")?;
     f.sync_all()?;
@@ -137,12 +145,20 @@ impl Server {
         let (policy, source) = match &config.policy_file {
             Some(path) => {
                 let shown = path.display().to_string();
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| ServerError::PolicyFile { path: shown.clone(), message: e.to_string() })?;
-                (Policy::from_toml(&text, Some(&shown))?, PolicySource::File(path.clone()))
+                let text = std::fs::read_to_string(path).map_err(|e| ServerError::PolicyFile {
+                    path: shown.clone(),
+                    message: e.to_string(),
+                })?;
+                (
+                    Policy::from_toml(&text, Some(&shown))?,
+                    PolicySource::File(path.clone()),
+                )
             }
             None => match &loaded.policy {
-                Some(text) => (Policy::from_toml(text, Some("<stored policy>"))?, PolicySource::Store),
+                Some(text) => (
+                    Policy::from_toml(text, Some("<stored policy>"))?,
+                    PolicySource::Store,
+                ),
                 None => (Policy::unlimited(), PolicySource::Store),
             },
         };
@@ -152,7 +168,10 @@ impl Server {
             "jobs": loaded.live_jobs,
             "nodes": loaded.nodes,
         }))
-        .map_err(|e| lockgate_store::StoreError::Corrupt { what: "snapshot", message: e.to_string() })?;
+        .map_err(|e| lockgate_store::StoreError::Corrupt {
+            what: "snapshot",
+            message: e.to_string(),
+        })?;
         let now = Timestamp(wall_ms());
         let engine = Engine::restore(policy, snapshot, now, Mode::Indexed);
 
@@ -162,7 +181,14 @@ impl Server {
         for t in &loaded.tokens {
             let role = Role::parse(&t.role).unwrap_or(Role::Viewer);
             has_admin |= role == Role::Admin;
-            tokens.insert(t.hash.clone(), Principal { name: t.name.clone(), role, node: t.node.clone() });
+            tokens.insert(
+                t.hash.clone(),
+                Principal {
+                    name: t.name.clone(),
+                    role,
+                    node: t.node.clone(),
+                },
+            );
         }
         if !has_admin {
             let mut name = "admin".to_string();
@@ -172,9 +198,25 @@ impl Server {
                 name = format!("admin-{n}");
             }
             let token = auth::new_token();
-            let rec = TokenRecord { name: name.clone(), role: "admin".into(), node: None, hash: auth::hash(&token), created_at: now };
-            store.commit(&Batch { tokens: vec![rec.clone()], ..Batch::default() })?;
-            tokens.insert(rec.hash, Principal { name, role: Role::Admin, node: None });
+            let rec = TokenRecord {
+                name: name.clone(),
+                role: "admin".into(),
+                node: None,
+                hash: auth::hash(&token),
+                created_at: now,
+            };
+            store.commit(&Batch {
+                tokens: vec![rec.clone()],
+                ..Batch::default()
+            })?;
+            tokens.insert(
+                rec.hash,
+                Principal {
+                    name,
+                    role: Role::Admin,
+                    node: None,
+                },
+            );
             let path = dir.join("admin.token");
             write_secret(&path, &token).map_err(|e| data_dir_err(&path, e))?;
             admin_token = Some(token);
@@ -193,10 +235,21 @@ impl Server {
         looper.reoffer();
         looper.settle()?;
 
-        let listener = std::net::TcpListener::bind(config.listen)
-            .map_err(|e| ServerError::Listen { addr: config.listen, message: e.to_string() })?;
-        listener.set_nonblocking(true).map_err(|e| ServerError::Listen { addr: config.listen, message: e.to_string() })?;
-        let addr = listener.local_addr().map_err(|e| ServerError::Listen { addr: config.listen, message: e.to_string() })?;
+        let listener =
+            std::net::TcpListener::bind(config.listen).map_err(|e| ServerError::Listen {
+                addr: config.listen,
+                message: e.to_string(),
+            })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| ServerError::Listen {
+                addr: config.listen,
+                message: e.to_string(),
+            })?;
+        let addr = listener.local_addr().map_err(|e| ServerError::Listen {
+            addr: config.listen,
+            message: e.to_string(),
+        })?;
         Ok(Server {
             looper,
             listener,
@@ -224,29 +277,62 @@ impl Server {
     ///
     /// # Errors
     /// [`ServerError::Tls`] when the certificate or key cannot be loaded.
-    pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
-        let Server { looper, listener, addr, tls, tokens, events, reload_on_hup, .. } = self;
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let Server {
+            looper,
+            listener,
+            addr,
+            tls,
+            tokens,
+            events,
+            reload_on_hup,
+            ..
+        } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
         let loop_thread = std::thread::Builder::new()
             .name("lockgate-loop".into())
             .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                    .expect("runtime");
                 rt.block_on(looper.run(rx));
             })
             .expect("spawn the event loop thread");
         let (stop_tx, stop_rx) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
-        let state = http::AppState { tx: tx.clone(), tokens, events, shutdown: stop_rx, ready: ready.clone() };
+        let state = http::AppState {
+            tx: tx.clone(),
+            tokens,
+            events,
+            shutdown: stop_rx,
+            ready: ready.clone(),
+        };
         let app = http::router(state);
         let handle = axum_server::Handle::new();
 
         if reload_on_hup {
             let tx = tx.clone();
             tokio::spawn(async move {
-                let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+                let Ok(mut hup) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                else {
+                    return;
+                };
                 while hup.recv().await.is_some() {
                     let (rtx, rrx) = oneshot::channel();
-                    if tx.send(Msg { principal: Principal::system(), op: Op::PolicyReload, reply: rtx }).await.is_err() {
+                    if tx
+                        .send(Msg {
+                            principal: Principal::system(),
+                            op: Op::PolicyReload,
+                            reply: rtx,
+                        })
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                     match rrx.await {
@@ -265,22 +351,43 @@ impl Server {
             let _ = stop_tx.send(true);
             h.graceful_shutdown(Some(Duration::from_secs(10)));
             let (rtx, rrx) = oneshot::channel();
-            if stopper.send(Msg { principal: Principal::system(), op: Op::Shutdown, reply: rtx }).await.is_ok() {
+            if stopper
+                .send(Msg {
+                    principal: Principal::system(),
+                    op: Op::Shutdown,
+                    reply: rtx,
+                })
+                .await
+                .is_ok()
+            {
                 let _ = rrx.await;
             }
         });
         drop(tx);
         ready.store(true, Ordering::Release);
-        tracing::info!("lockgate server listening on {addr}{}", if tls.is_some() { " (TLS)" } else { "" });
+        tracing::info!(
+            "lockgate server listening on {addr}{}",
+            if tls.is_some() { " (TLS)" } else { "" }
+        );
         let served = match tls {
             Some((cert, key)) => {
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let cfg = axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)
                     .await
-                    .map_err(|e| ServerError::Tls(format!("{} / {}: {e}", cert.display(), key.display())))?;
-                axum_server::from_tcp_rustls(listener, cfg).handle(handle).serve(app.into_make_service()).await
+                    .map_err(|e| {
+                        ServerError::Tls(format!("{} / {}: {e}", cert.display(), key.display()))
+                    })?;
+                axum_server::from_tcp_rustls(listener, cfg)
+                    .handle(handle)
+                    .serve(app.into_make_service())
+                    .await
             }
-            None => axum_server::from_tcp(listener).handle(handle).serve(app.into_make_service()).await,
+            None => {
+                axum_server::from_tcp(listener)
+                    .handle(handle)
+                    .serve(app.into_make_service())
+                    .await
+            }
         };
         if let Err(e) = served {
             tracing::error!("serving stopped: {e}");

@@ -17,7 +17,12 @@ pub struct Histogram {
 impl Histogram {
     /// A histogram with these upper bounds (seconds).
     pub fn new(bounds: &'static [f64]) -> Histogram {
-        Histogram { bounds, counts: vec![0; bounds.len()], sum: 0.0, count: 0 }
+        Histogram {
+            bounds,
+            counts: vec![0; bounds.len()],
+            sum: 0.0,
+            count: 0,
+        }
     }
 
     /// Records one observation.
@@ -42,8 +47,12 @@ impl Histogram {
     }
 }
 
-const WAIT_BOUNDS: &[f64] = &[0.001, 0.01, 0.1, 1.0, 10.0, 60.0, 300.0, 1800.0, 3600.0, 14400.0];
-const COMMIT_BOUNDS: &[f64] = &[0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+const WAIT_BOUNDS: &[f64] = &[
+    0.001, 0.01, 0.1, 1.0, 10.0, 60.0, 300.0, 1800.0, 3600.0, 14400.0,
+];
+const COMMIT_BOUNDS: &[f64] = &[
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
 
 /// Counters the event loop keeps.
 #[derive(Debug, Clone)]
@@ -77,7 +86,9 @@ impl Default for Metrics {
 
 /// Escapes a label value.
 fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 impl Metrics {
@@ -90,11 +101,19 @@ impl Metrics {
         }
         out.push_str("# HELP lockgate_jobs Jobs the engine holds, by state and kind.\n# TYPE lockgate_jobs gauge\n");
         for ((s, k), n) in &live {
-            let _ = writeln!(out, "lockgate_jobs{{state=\"{s}\",kind=\"{}\"}} {n}", esc(k));
+            let _ = writeln!(
+                out,
+                "lockgate_jobs{{state=\"{s}\",kind=\"{}\"}} {n}",
+                esc(k)
+            );
         }
         out.push_str("# HELP lockgate_jobs_finished_total Jobs that ended since the server started, by state and kind.\n# TYPE lockgate_jobs_finished_total counter\n");
         for ((s, k), n) in &self.finished {
-            let _ = writeln!(out, "lockgate_jobs_finished_total{{state=\"{s}\",kind=\"{}\"}} {n}", esc(k));
+            let _ = writeln!(
+                out,
+                "lockgate_jobs_finished_total{{state=\"{s}\",kind=\"{}\"}} {n}",
+                esc(k)
+            );
         }
         out.push_str("# HELP lockgate_admissions_total Admissions since the server started, by kind.\n# TYPE lockgate_admissions_total counter\n");
         for (k, n) in &self.admissions {
@@ -102,23 +121,43 @@ impl Metrics {
         }
         out.push_str("# HELP lockgate_lease_expiries_total Leases that ran out (jobs lost).\n# TYPE lockgate_lease_expiries_total counter\n");
         let _ = writeln!(out, "lockgate_lease_expiries_total {}", self.lease_expiries);
-        self.wait.render(&mut out, "lockgate_wait_seconds", "Time from queued to admitted.");
+        self.wait.render(
+            &mut out,
+            "lockgate_wait_seconds",
+            "Time from queued to admitted.",
+        );
         out.push_str("# HELP lockgate_scope_running Units in use per scope.\n# TYPE lockgate_scope_running gauge\n");
         let usage = engine.scope_usage();
         for u in &usage {
-            let _ = writeln!(out, "lockgate_scope_running{{scope=\"{}\"}} {}", esc(&u.scope), u.used);
+            let _ = writeln!(
+                out,
+                "lockgate_scope_running{{scope=\"{}\"}} {}",
+                esc(&u.scope),
+                u.used
+            );
         }
         out.push_str("# HELP lockgate_scope_limit Limit per scope (absent: unlimited).\n# TYPE lockgate_scope_limit gauge\n");
         for u in &usage {
             if let Some(l) = u.limit {
-                let _ = writeln!(out, "lockgate_scope_limit{{scope=\"{}\"}} {l}", esc(&u.scope));
+                let _ = writeln!(
+                    out,
+                    "lockgate_scope_limit{{scope=\"{}\"}} {l}",
+                    esc(&u.scope)
+                );
             }
         }
         out.push_str("# HELP lockgate_scope_peak Highest count per scope since the policy was applied.\n# TYPE lockgate_scope_peak gauge\n");
         for u in &usage {
-            let _ = writeln!(out, "lockgate_scope_peak{{scope=\"{}\"}} {}", esc(&u.scope), u.peak);
+            let _ = writeln!(
+                out,
+                "lockgate_scope_peak{{scope=\"{}\"}} {}",
+                esc(&u.scope),
+                u.peak
+            );
         }
-        out.push_str("# HELP lockgate_nodes Registered nodes by state.\n# TYPE lockgate_nodes gauge\n");
+        out.push_str(
+            "# HELP lockgate_nodes Registered nodes by state.\n# TYPE lockgate_nodes gauge\n",
+        );
         let mut nodes: BTreeMap<&str, u64> = BTreeMap::new();
         for n in engine.nodes() {
             *nodes.entry(n.state_name()).or_default() += 1;
@@ -126,9 +165,17 @@ impl Metrics {
         for (s, n) in nodes {
             let _ = writeln!(out, "lockgate_nodes{{state=\"{s}\"}} {n}");
         }
-        self.commit.render(&mut out, "lockgate_store_commit_seconds", "Store group-commit latency.");
+        self.commit.render(
+            &mut out,
+            "lockgate_store_commit_seconds",
+            "Store group-commit latency.",
+        );
         out.push_str("# HELP lockgate_store_committed_jobs_total Job rows written by commits.\n# TYPE lockgate_store_committed_jobs_total counter\n");
-        let _ = writeln!(out, "lockgate_store_committed_jobs_total {}", self.committed_jobs);
+        let _ = writeln!(
+            out,
+            "lockgate_store_committed_jobs_total {}",
+            self.committed_jobs
+        );
         out.push_str("# HELP lockgate_event_seq Sequence number of the last event.\n# TYPE lockgate_event_seq gauge\n");
         let _ = writeln!(out, "lockgate_event_seq {last_seq}");
         out

@@ -53,11 +53,17 @@ pub struct SqliteStore {
 }
 
 fn io(operation: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
-    move |e| StoreError::Io { operation, message: e.to_string() }
+    move |e| StoreError::Io {
+        operation,
+        message: e.to_string(),
+    }
 }
 
 fn decode<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt { what, message: e.to_string() })
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+        what,
+        message: e.to_string(),
+    })
 }
 
 impl SqliteStore {
@@ -68,19 +74,32 @@ impl SqliteStore {
     /// [`StoreError::TooNew`] when a newer lockgate wrote it.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let shown = path.display().to_string();
-        let open_err = |e: rusqlite::Error| StoreError::Open { path: shown.clone(), message: e.to_string() };
+        let open_err = |e: rusqlite::Error| StoreError::Open {
+            path: shown.clone(),
+            message: e.to_string(),
+        };
         let mut conn = Connection::open(path).map_err(open_err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(open_err)?;
-        let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(open_err)?;
+        let version: u32 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(open_err)?;
         if version > SCHEMA_VERSION {
-            return Err(StoreError::TooNew { path: shown, found: version, known: SCHEMA_VERSION });
+            return Err(StoreError::TooNew {
+                path: shown,
+                found: version,
+                known: SCHEMA_VERSION,
+            });
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             let tx = conn.transaction().map_err(open_err)?;
             tx.execute_batch(sql).map_err(open_err)?;
-            tx.pragma_update(None, "user_version", (i + 1) as u32).map_err(open_err)?;
+            tx.pragma_update(None, "user_version", (i + 1) as u32)
+                .map_err(open_err)?;
             tx.commit().map_err(open_err)?;
         }
         Ok(SqliteStore { conn })
@@ -91,7 +110,9 @@ impl SqliteStore {
     /// # Errors
     /// [`StoreError::Io`].
     pub fn schema_version(&self) -> Result<u32, StoreError> {
-        self.conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(io("read version"))
+        self.conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(io("read version"))
     }
 
     fn meta(&self, key: &str) -> Result<u64, StoreError> {
@@ -103,7 +124,11 @@ impl SqliteStore {
         Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
     }
 
-    fn rows_to_jobs(&self, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<Job>, StoreError> {
+    fn rows_to_jobs(
+        &self,
+        sql: &str,
+        args: &[&dyn rusqlite::ToSql],
+    ) -> Result<Vec<Job>, StoreError> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(io("read jobs"))?;
         let bodies = stmt
             .query_map(args, |r| r.get::<_, String>(0))
@@ -125,8 +150,12 @@ fn bump(tx: &rusqlite::Transaction<'_>, key: &str, value: u64) -> Result<(), rus
 
 impl Store for SqliteStore {
     fn load(&mut self) -> Result<Loaded, StoreError> {
-        let live_jobs = self.rows_to_jobs("SELECT body FROM jobs WHERE live = 1 ORDER BY id", &[])?;
-        let mut stmt = self.conn.prepare("SELECT body FROM nodes ORDER BY name").map_err(io("read nodes"))?;
+        let live_jobs =
+            self.rows_to_jobs("SELECT body FROM jobs WHERE live = 1 ORDER BY id", &[])?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT body FROM nodes ORDER BY name")
+            .map_err(io("read nodes"))?;
         let nodes = stmt
             .query_map([], |r| r.get::<_, String>(0))
             .map_err(io("read nodes"))?
@@ -139,13 +168,19 @@ impl Store for SqliteStore {
         let tokens = self.load_tokens()?;
         let policy: Option<String> = self
             .conn
-            .query_row("SELECT value FROM meta WHERE key = 'policy'", [], |r| r.get(0))
+            .query_row("SELECT value FROM meta WHERE key = 'policy'", [], |r| {
+                r.get(0)
+            })
             .optional()
             .map_err(io("read policy"))?;
-        let max_id: Option<i64> =
-            self.conn.query_row("SELECT max(id) FROM jobs", [], |r| r.get(0)).map_err(io("read jobs"))?;
-        let max_seq: Option<i64> =
-            self.conn.query_row("SELECT max(seq) FROM events", [], |r| r.get(0)).map_err(io("read events"))?;
+        let max_id: Option<i64> = self
+            .conn
+            .query_row("SELECT max(id) FROM jobs", [], |r| r.get(0))
+            .map_err(io("read jobs"))?;
+        let max_seq: Option<i64> = self
+            .conn
+            .query_row("SELECT max(seq) FROM events", [], |r| r.get(0))
+            .map_err(io("read events"))?;
         Ok(Loaded {
             live_jobs,
             nodes,
@@ -211,9 +246,12 @@ impl Store for SqliteStore {
             if max_id > 0 {
                 bump(&tx, "max_job_id", max_id).map_err(&err)?;
             }
-            let mut ev = tx.prepare_cached("INSERT INTO events (seq, at, data) VALUES (?1, ?2, ?3)").map_err(&err)?;
+            let mut ev = tx
+                .prepare_cached("INSERT INTO events (seq, at, data) VALUES (?1, ?2, ?3)")
+                .map_err(&err)?;
             for e in &batch.events {
-                ev.execute(params![e.seq as i64, e.at.0 as i64, e.data]).map_err(&err)?;
+                ev.execute(params![e.seq as i64, e.at.0 as i64, e.data])
+                    .map_err(&err)?;
             }
             if let Some(last) = batch.events.last() {
                 bump(&tx, "event_seq", last.seq).map_err(&err)?;
@@ -226,7 +264,10 @@ impl Store for SqliteStore {
                     .map_err(&err)?;
             }
             for name in &batch.removed_nodes {
-                tx.prepare_cached("DELETE FROM nodes WHERE name = ?1").map_err(&err)?.execute([name]).map_err(&err)?;
+                tx.prepare_cached("DELETE FROM nodes WHERE name = ?1")
+                    .map_err(&err)?
+                    .execute([name])
+                    .map_err(&err)?;
             }
             for t in &batch.tokens {
                 tx.prepare_cached(
@@ -237,7 +278,10 @@ impl Store for SqliteStore {
                 .map_err(&err)?;
             }
             for name in &batch.revoked_tokens {
-                tx.prepare_cached("DELETE FROM tokens WHERE name = ?1").map_err(&err)?.execute([name]).map_err(&err)?;
+                tx.prepare_cached("DELETE FROM tokens WHERE name = ?1")
+                    .map_err(&err)?
+                    .execute([name])
+                    .map_err(&err)?;
             }
             if let Some(p) = &batch.policy {
                 tx.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES ('policy', ?1)")
@@ -253,7 +297,9 @@ impl Store for SqliteStore {
     }
 
     fn job(&mut self, id: JobId) -> Result<Option<Job>, StoreError> {
-        Ok(self.rows_to_jobs("SELECT body FROM jobs WHERE id = ?1", &[&(id as i64)])?.pop())
+        Ok(self
+            .rows_to_jobs("SELECT body FROM jobs WHERE id = ?1", &[&(id as i64)])?
+            .pop())
     }
 
     fn job_by_key(&mut self, owner: &str, key: &str) -> Result<Option<Job>, StoreError> {
@@ -278,7 +324,11 @@ impl Store for SqliteStore {
             .map_err(io("read events"))?;
         let rows = stmt
             .query_map(params![after as i64, limit as i64], |r| {
-                Ok(StoredEvent { seq: r.get::<_, i64>(0)? as u64, at: Timestamp(r.get::<_, i64>(1)? as u64), data: r.get(2)? })
+                Ok(StoredEvent {
+                    seq: r.get::<_, i64>(0)? as u64,
+                    at: Timestamp(r.get::<_, i64>(1)? as u64),
+                    data: r.get(2)?,
+                })
             })
             .map_err(io("read events"))?
             .collect::<Result<Vec<_>, _>>()
@@ -290,13 +340,19 @@ impl Store for SqliteStore {
         let err = io("prune");
         let c = cutoff.0 as i64;
         let tx = self.conn.transaction().map_err(&err)?;
-        let jobs = tx.execute("DELETE FROM jobs WHERE live = 0 AND finished_at < ?1", [c]).map_err(&err)?;
-        let events = tx.execute("DELETE FROM events WHERE at < ?1", [c]).map_err(&err)?;
+        let jobs = tx
+            .execute("DELETE FROM jobs WHERE live = 0 AND finished_at < ?1", [c])
+            .map_err(&err)?;
+        let events = tx
+            .execute("DELETE FROM events WHERE at < ?1", [c])
+            .map_err(&err)?;
         tx.commit().map_err(&err)?;
         Ok(Pruned { jobs, events })
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
-        self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").map_err(io("checkpoint"))
+        self.conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+            .map_err(io("checkpoint"))
     }
 }

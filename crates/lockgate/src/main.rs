@@ -1,1 +1,91 @@
-fn main() {}
+//! The `lockgate` command: a thin binary over the lockgate libraries. Each subcommand
+//! lives in its own module under `cmd/`.
+
+mod cmd;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// lockgate: the scheduler that decides which backup work may run now, where, and why
+/// everything else waits.
+#[derive(Debug, Parser)]
+#[command(name = "lockgate", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalArgs {
+    /// The server's URL.
+    #[arg(
+        long,
+        global = true,
+        env = "LOCKGATE_SERVER",
+        default_value = "http://127.0.0.1:7400"
+    )]
+    pub server: String,
+    /// Bearer token (default: the admin token file in the default data dir).
+    #[arg(long, global = true, env = "LOCKGATE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Output format: tables for people, JSON for scripts.
+    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Human-readable tables.
+    Table,
+    /// JSON on stdout and nothing else.
+    Json,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the scheduler (HTTP API, event loop, durable store).
+    Server(cmd::server::Args),
+    /// Wait for admission, run a command, release the slot with its exit status.
+    Run(cmd::run::Args),
+    /// Submit, list, show, explain, wait for and cancel jobs.
+    Job(cmd::job::Args),
+    /// Show, check, diff and apply the policy.
+    Policy(cmd::policy::Args),
+    /// Create, list and revoke API tokens.
+    Token(cmd::token::Args),
+    /// Print the event log; --follow streams it.
+    Events(cmd::events::Args),
+    /// List, show, cordon, uncordon and remove nodes.
+    Node(cmd::node::Args),
+    /// Measure the server and `lockgate run` on this machine (in-process server, temp store).
+    Bench(cmd::bench::Args),
+    /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
+    #[command(name = "__exec", hide = true)]
+    Exec(cmd::run::ExecArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Server(args) => cmd::server::run(&cli.global, args),
+        Command::Run(args) => cmd::run::run(&cli.global, args),
+        Command::Job(args) => cmd::job::run(&cli.global, args),
+        Command::Policy(args) => cmd::policy::run(&cli.global, args),
+        Command::Token(args) => cmd::token::run(&cli.global, args),
+        Command::Events(args) => cmd::events::run(&cli.global, args),
+        Command::Node(args) => cmd::node::run(&cli.global, args),
+        Command::Exec(args) => cmd::run::exec(args),
+        Command::Bench(args) => cmd::bench::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("lockgate: {err:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -5,8 +5,8 @@ use crate::auth::{self, Principal};
 use crate::error::ApiError;
 use axum::http::StatusCode;
 use lockgate_api::{
-    Assignment, AssignmentList, EventList, EventView, NodeList, NodeRegister, NodeView, PolicyAnswer, PolicyView,
-    Role, TokenCreate, TokenCreated, TokenInfo,
+    Assignment, AssignmentList, EventList, EventView, NodeList, NodeRegister, NodeView,
+    PolicyAnswer, PolicyView, Role, TokenCreate, TokenCreated, TokenInfo,
 };
 use lockgate_core::engine::NodeRegistration;
 use lockgate_core::job::{JobId, JobState};
@@ -22,13 +22,21 @@ use std::path::Path;
 /// The I/O error, with the path.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
     use std::io::Write;
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".{name}.tmp"));
     let bak = dir.join(format!("{name}.bak"));
-    let fail = |what: &str, p: &Path, e: std::io::Error| format!("cannot {what} {}: {e}", p.display());
+    let fail =
+        |what: &str, p: &Path, e: std::io::Error| format!("cannot {what} {}: {e}", p.display());
     let mut f = std::fs::File::create(&tmp).map_err(|e| fail("create", &tmp, e))?;
-    f.write_all(text.as_bytes()).map_err(|e| fail("write", &tmp, e))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| fail("write", &tmp, e))?;
     f.sync_all().map_err(|e| fail("sync", &tmp, e))?;
     if path.exists() {
         std::fs::copy(path, &bak).map_err(|e| fail("back up to", &bak, e))?;
@@ -42,7 +50,10 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
 
 impl Loop {
     pub(crate) fn policy_get(&mut self, _p: &Principal) -> Reply {
-        ok(json(&PolicyView { digest: self.digest.clone(), policy: self.engine.policy().to_json_value() }))
+        ok(json(&PolicyView {
+            digest: self.digest.clone(),
+            policy: self.engine.policy().to_json_value(),
+        }))
     }
 
     pub(crate) fn policy_put(
@@ -72,40 +83,67 @@ impl Loop {
         let diff = self.engine.policy().diff(&policy);
         if dry_run {
             let r = self.engine.dry_run_policy(policy, now);
-            return ok(json(&PolicyAnswer { digest, diff, admitted_now: r.admitted_now, over_limit: r.over_limit, dry_run }));
+            return ok(json(&PolicyAnswer {
+                digest,
+                diff,
+                admitted_now: r.admitted_now,
+                over_limit: r.over_limit,
+                dry_run,
+            }));
         }
         match &self.source {
-            PolicySource::File(path) => {
-                write_atomic(path, &text).map_err(|m| ApiError::internal(format!("policy not applied: {m}")))?
-            }
+            PolicySource::File(path) => write_atomic(path, &text)
+                .map_err(|m| ApiError::internal(format!("policy not applied: {m}")))?,
             PolicySource::Store => self.batch.policy = Some(text),
         }
         let r = self.engine.apply_policy(policy, now);
         self.digest = digest.clone();
         tracing::info!("policy applied by {}: {} change(s)", p.name, diff.len());
-        ok(json(&PolicyAnswer { digest, diff, admitted_now: r.admitted_now, over_limit: r.over_limit, dry_run }))
+        ok(json(&PolicyAnswer {
+            digest,
+            diff,
+            admitted_now: r.admitted_now,
+            over_limit: r.over_limit,
+            dry_run,
+        }))
     }
 
     pub(crate) fn policy_reload(&mut self, now: Timestamp) -> Reply {
         let PolicySource::File(path) = &self.source else {
-            return Err(ApiError::conflict("no_config", "the server has no --config file to reload"));
+            return Err(ApiError::conflict(
+                "no_config",
+                "the server has no --config file to reload",
+            ));
         };
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ApiError::internal(format!("cannot read {shown}: {e}; the active policy stays")))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ApiError::internal(format!("cannot read {shown}: {e}; the active policy stays"))
+        })?;
         let policy = Policy::from_toml(&text, Some(&shown)).map_err(|e| {
             tracing::error!("{e}; the active policy stays");
             crate::http::policy_error(e)
         })?;
         let digest = policy_digest(&policy);
         if digest == self.digest {
-            return ok(json(&PolicyAnswer { digest, diff: vec![], admitted_now: vec![], over_limit: vec![], dry_run: false }));
+            return ok(json(&PolicyAnswer {
+                digest,
+                diff: vec![],
+                admitted_now: vec![],
+                over_limit: vec![],
+                dry_run: false,
+            }));
         }
         let diff = self.engine.policy().diff(&policy);
         let r = self.engine.apply_policy(policy, now);
         self.digest = digest.clone();
         tracing::info!("policy reloaded from {shown}: {} change(s)", diff.len());
-        ok(json(&PolicyAnswer { digest, diff, admitted_now: r.admitted_now, over_limit: r.over_limit, dry_run: false }))
+        ok(json(&PolicyAnswer {
+            digest,
+            diff,
+            admitted_now: r.admitted_now,
+            over_limit: r.over_limit,
+            dry_run: false,
+        }))
     }
 
     fn node_record(&self, name: &str) -> Option<NodeRecord> {
@@ -138,17 +176,37 @@ impl Loop {
         }
     }
 
-    pub(crate) fn node_put(&mut self, p: &Principal, name: String, reg: NodeRegister, now: Timestamp) -> Reply {
+    pub(crate) fn node_put(
+        &mut self,
+        p: &Principal,
+        name: String,
+        reg: NodeRegister,
+        now: Timestamp,
+    ) -> Reply {
         Self::may_manage_node(p, &name)?;
-        if name.is_empty() || name.len() > 253 || name.contains(|c: char| c.is_whitespace() || c == '/') {
-            return Err(ApiError::invalid("name", format!("invalid node name {name:?}")));
+        if name.is_empty()
+            || name.len() > 253
+            || name.contains(|c: char| c.is_whitespace() || c == '/')
+        {
+            return Err(ApiError::invalid(
+                "name",
+                format!("invalid node name {name:?}"),
+            ));
         }
         for k in reg.labels.keys() {
             if k.is_empty() || k.contains(char::is_whitespace) {
-                return Err(ApiError::invalid(format!("labels.{k}"), format!("invalid label key {k:?}")));
+                return Err(ApiError::invalid(
+                    format!("labels.{k}"),
+                    format!("invalid label key {k:?}"),
+                ));
             }
         }
-        let reg = NodeRegistration { name: name.clone(), labels: reg.labels, resources: reg.resources, kinds: reg.kinds };
+        let reg = NodeRegistration {
+            name: name.clone(),
+            labels: reg.labels,
+            resources: reg.resources,
+            kinds: reg.kinds,
+        };
         self.engine.register_node(reg, now);
         if let Some(r) = self.node_record(&name) {
             self.batch.nodes.push(r);
@@ -159,7 +217,9 @@ impl Loop {
     pub(crate) fn node_delete(&mut self, p: &Principal, name: &str, now: Timestamp) -> Reply {
         p.require(&[Role::Admin], "remove nodes")?;
         if !self.engine.remove_node(name, now) {
-            return Err(ApiError::not_found(format!("node {name:?} is not registered")));
+            return Err(ApiError::not_found(format!(
+                "node {name:?} is not registered"
+            )));
         }
         self.offered.remove(name);
         self.batch.removed_nodes.push(name.to_string());
@@ -169,7 +229,9 @@ impl Loop {
     pub(crate) fn node_heartbeat(&mut self, p: &Principal, name: &str, now: Timestamp) -> Reply {
         Self::may_manage_node(p, name)?;
         if !self.engine.node_heartbeat(name, now) {
-            return Err(ApiError::not_found(format!("node {name:?} is not registered: PUT /v1/nodes/{name} first")));
+            return Err(ApiError::not_found(format!(
+                "node {name:?} is not registered: PUT /v1/nodes/{name} first"
+            )));
         }
         ok(self.node_view(name)?)
     }
@@ -184,9 +246,14 @@ impl Loop {
     }
 
     pub(crate) fn cordon(&mut self, p: &Principal, name: &str, on: bool, now: Timestamp) -> Reply {
-        p.require(&[Role::Admin], if on { "cordon nodes" } else { "uncordon nodes" })?;
+        p.require(
+            &[Role::Admin],
+            if on { "cordon nodes" } else { "uncordon nodes" },
+        )?;
         if !self.engine.set_cordon(name, on, now) {
-            return Err(ApiError::not_found(format!("node {name:?} is not registered")));
+            return Err(ApiError::not_found(format!(
+                "node {name:?} is not registered"
+            )));
         }
         if let Some(r) = self.node_record(name) {
             self.batch.nodes.push(r);
@@ -195,17 +262,35 @@ impl Loop {
     }
 
     /// Agent jobs admitted on the node and not acknowledged; `None` when there are none.
-    pub(crate) fn assignments(&mut self, p: &Principal, node: &str, _now: Timestamp) -> Result<Option<Answer>, ApiError> {
+    pub(crate) fn assignments(
+        &mut self,
+        p: &Principal,
+        node: &str,
+        _now: Timestamp,
+    ) -> Result<Option<Answer>, ApiError> {
         Self::may_manage_node(p, node)?;
-        let Some(offered) = self.offered.get_mut(node) else { return Ok(None) };
+        let Some(offered) = self.offered.get_mut(node) else {
+            return Ok(None);
+        };
         let mut out = Vec::new();
         let mut stale = Vec::new();
         for (&id, &token) in offered.iter() {
             match self.engine.job(id) {
                 Some(j) if j.lease.map(|l| l.token) == Some(token) && j.state.is_admitted() => {
-                    let stage = if j.state == JobState::Running { "run" } else { "prepare" };
+                    let stage = if j.state == JobState::Running {
+                        "run"
+                    } else {
+                        "prepare"
+                    };
                     if j.state != JobState::Prepared {
-                        out.push(Assignment { stage: stage.into(), token, job: lockgate_api::JobView::from_job(j, self.engine.policy().leases.ttl) });
+                        out.push(Assignment {
+                            stage: stage.into(),
+                            token,
+                            job: lockgate_api::JobView::from_job(
+                                j,
+                                self.engine.policy().leases.ttl,
+                            ),
+                        });
                     }
                 }
                 _ => stale.push(id),
@@ -217,7 +302,10 @@ impl Loop {
         if out.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Answer::Json(StatusCode::OK, json(&AssignmentList { assignments: out }))))
+        Ok(Some(Answer::Json(
+            StatusCode::OK,
+            json(&AssignmentList { assignments: out }),
+        )))
     }
 
     pub(crate) fn ack(&mut self, p: &Principal, node: &str, id: JobId) -> Reply {
@@ -225,7 +313,9 @@ impl Loop {
         let removed = self.offered.get_mut(node).and_then(|o| o.remove(&id));
         match removed {
             Some(_) => ok(serde_json::json!({ "acknowledged": id })),
-            None => Err(ApiError::not_found(format!("job {id} is not offered to node {node:?}"))),
+            None => Err(ApiError::not_found(format!(
+                "job {id} is not offered to node {node:?}"
+            ))),
         }
     }
 
@@ -237,35 +327,58 @@ impl Loop {
                 && matches!(j.state, JobState::Preparing | JobState::Running)
             {
                 if let (Some(n), Some(l)) = (&j.node, j.lease) {
-                    self.offered.entry(n.clone()).or_default().insert(j.id, l.token);
+                    self.offered
+                        .entry(n.clone())
+                        .or_default()
+                        .insert(j.id, l.token);
                 }
             }
         }
     }
 
-    pub(crate) fn token_create(&mut self, p: &Principal, req: TokenCreate, now: Timestamp) -> Reply {
+    pub(crate) fn token_create(
+        &mut self,
+        p: &Principal,
+        req: TokenCreate,
+        now: Timestamp,
+    ) -> Reply {
         p.require(&[Role::Admin], "create tokens")?;
         let valid = !req.name.is_empty()
             && req.name.len() <= 64
-            && req.name.chars().all(|c| c.is_ascii_alphanumeric() || "._:@-".contains(c));
+            && req
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._:@-".contains(c));
         if !valid {
             return Err(ApiError::invalid(
                 "name",
-                format!("invalid token name {:?}: 1 to 64 letters, digits or . _ : @ -", req.name),
+                format!(
+                    "invalid token name {:?}: 1 to 64 letters, digits or . _ : @ -",
+                    req.name
+                ),
             ));
         }
         match (req.role, &req.node) {
             (Role::Agent, None) => {
-                return Err(ApiError::invalid("node", "an agent token must be bound to a node: give --node NODE"))
+                return Err(ApiError::invalid(
+                    "node",
+                    "an agent token must be bound to a node: give --node NODE",
+                ))
             }
             (r, Some(_)) if r != Role::Agent => {
-                return Err(ApiError::invalid("node", format!("only agent tokens are bound to a node, not {r}")))
+                return Err(ApiError::invalid(
+                    "node",
+                    format!("only agent tokens are bound to a node, not {r}"),
+                ))
             }
             _ => {}
         }
         let exists = self.store_tokens()?.iter().any(|t| t.name == req.name);
         if exists {
-            return Err(ApiError::conflict("exists", format!("a token named {:?} exists; revoke it first", req.name)));
+            return Err(ApiError::conflict(
+                "exists",
+                format!("a token named {:?} exists; revoke it first", req.name),
+            ));
         }
         let token = auth::new_token();
         let rec = TokenRecord {
@@ -275,11 +388,23 @@ impl Loop {
             hash: auth::hash(&token),
             created_at: now,
         };
-        self.tokens.insert(rec.hash.clone(), Principal { name: rec.name.clone(), role: req.role, node: req.node.clone() });
+        self.tokens.insert(
+            rec.hash.clone(),
+            Principal {
+                name: rec.name.clone(),
+                role: req.role,
+                node: req.node.clone(),
+            },
+        );
         self.batch.tokens.push(rec);
         Ok(Answer::Json(
             StatusCode::CREATED,
-            json(&TokenCreated { name: req.name, role: req.role, node: req.node, token }),
+            json(&TokenCreated {
+                name: req.name,
+                role: req.role,
+                node: req.node,
+                token,
+            }),
         ))
     }
 
@@ -319,8 +444,14 @@ impl Loop {
         let rows = self.store.events_after(after, limit.clamp(1, 10_000))?;
         let mut events = Vec::with_capacity(rows.len());
         for r in rows {
-            let Ok(Value::Object(data)) = serde_json::from_str::<Value>(&r.data) else { continue };
-            let ev = EventView { seq: r.seq, at: lockgate_api::time::format(r.at), data };
+            let Ok(Value::Object(data)) = serde_json::from_str::<Value>(&r.data) else {
+                continue;
+            };
+            let ev = EventView {
+                seq: r.seq,
+                at: lockgate_api::time::format(r.at),
+                data,
+            };
             if visible(p, &ev) {
                 events.push(ev);
             }
@@ -332,7 +463,9 @@ impl Loop {
 /// Whether `p` may see an event: submitters see their own jobs' events, agents their
 /// node's, everyone the node and policy events.
 pub fn visible(p: &Principal, ev: &EventView) -> bool {
-    let Some(job) = ev.data.get("job") else { return true };
+    let Some(job) = ev.data.get("job") else {
+        return true;
+    };
     match p.role {
         Role::Admin | Role::Viewer => true,
         Role::Submitter => job.get("owner").and_then(Value::as_str) == Some(p.name.as_str()),

@@ -8,10 +8,17 @@ use lockgate_store::{Batch, SqliteStore, Store, StoredEvent};
 #[test]
 fn a_restart_keeps_jobs_leases_tokens_events_and_the_policy() {
     let dir = tempdir();
-    let s = TestServer::start(dir.path(), "[global]\nmax_running = 1\n[leases]\nttl = \"5s\"\n");
+    let s = TestServer::start(
+        dir.path(),
+        "[global]\nmax_running = 1\n[leases]\nttl = \"5s\"\n",
+    );
     let admin = s.admin();
     let alice_token = admin
-        .create_token(&lockgate_api::TokenCreate { name: "alice".into(), role: lockgate_api::Role::Submitter, node: None })
+        .create_token(&lockgate_api::TokenCreate {
+            name: "alice".into(),
+            role: lockgate_api::Role::Submitter,
+            node: None,
+        })
         .unwrap()
         .token;
     let alice = s.client(Some(&alice_token));
@@ -34,11 +41,20 @@ fn a_restart_keeps_jobs_leases_tokens_events_and_the_policy() {
     assert_eq!(admin.job(b.id).unwrap().state, JobState::Queued);
     assert_eq!(admin.job(c.id).unwrap().state, JobState::Cancelled);
     let alice = s.client(Some(&alice_token));
-    assert_eq!(alice.job(b.id).unwrap().owner, "alice", "tokens survive the restart");
-    admin.finish_job(a.id, token, Outcome::Succeeded, None).unwrap();
+    assert_eq!(
+        alice.job(b.id).unwrap().owner,
+        "alice",
+        "tokens survive the restart"
+    );
+    admin
+        .finish_job(a.id, token, Outcome::Succeeded, None)
+        .unwrap();
     let b2 = admin.wait(b.id, JobState::Queued, 10).unwrap();
     assert_eq!(b2.state, JobState::Running);
-    assert!(b2.lease.unwrap().token > token, "fencing tokens keep growing across restarts");
+    assert!(
+        b2.lease.unwrap().token > token,
+        "fencing tokens keep growing across restarts"
+    );
     let d = admin.submit(&job("backup", &[])).unwrap().0;
     assert!(d.id > c.id, "ids never repeat");
     let events = admin.events(last).unwrap().events;
@@ -63,7 +79,10 @@ fn finished_job(id: u64, at: Timestamp) -> Job {
 #[test]
 fn retention_deletes_old_finished_jobs_events_and_keys() {
     let dir = tempdir();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     let old = Timestamp(now - 20 * 86_400_000);
     let recent = Timestamp(now - 86_400_000);
     {
@@ -72,10 +91,21 @@ fn retention_deletes_old_finished_jobs_events_and_keys() {
         b.jobs.push((finished_job(1, old), false));
         b.jobs.push((finished_job(2, recent), false));
         b.jobs[1].0.idempotency_key = Some("recent".into());
-        b.events.push(StoredEvent { seq: 1, at: old, data: "{\"type\":\"x\"}".into() });
-        b.events.push(StoredEvent { seq: 2, at: recent, data: "{\"type\":\"x\"}".into() });
+        b.events.push(StoredEvent {
+            seq: 1,
+            at: old,
+            data: "{\"type\":\"x\"}".into(),
+        });
+        b.events.push(StoredEvent {
+            seq: 2,
+            at: recent,
+            data: "{\"type\":\"x\"}".into(),
+        });
         store.commit(&b).unwrap();
-        assert_eq!(store.schema_version().unwrap(), lockgate_store::SCHEMA_VERSION);
+        assert_eq!(
+            store.schema_version().unwrap(),
+            lockgate_store::SCHEMA_VERSION
+        );
     }
     let s = TestServer::open(dir.path(), None);
     let admin = s.admin();

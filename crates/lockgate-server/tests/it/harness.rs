@@ -23,7 +23,9 @@ impl TestServer {
     pub fn start(dir: &Path, policy: &str) -> TestServer {
         let s = TestServer::open(dir, None);
         if !policy.is_empty() {
-            s.admin().put_policy(policy, false, None).expect("policy applies");
+            s.admin()
+                .put_policy(policy, false, None)
+                .expect("policy applies");
         }
         s
     }
@@ -38,16 +40,28 @@ impl TestServer {
         };
         let server = Server::open(config).expect("server opens");
         let url = format!("http://{}", server.local_addr());
-        let admin = std::fs::read_to_string(dir.join("admin.token")).expect("admin token").trim().to_string();
+        let admin = std::fs::read_to_string(dir.join("admin.token"))
+            .expect("admin token")
+            .trim()
+            .to_string();
         let (tx, rx) = oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(server.run(async move {
                 let _ = rx.await;
             }))
             .unwrap();
         });
-        TestServer { url, admin, stop: Some(tx), thread: Some(thread) }
+        TestServer {
+            url,
+            admin,
+            stop: Some(tx),
+            thread: Some(thread),
+        }
     }
 
     pub fn client(&self, token: Option<&str>) -> Client {
@@ -62,7 +76,11 @@ impl TestServer {
     pub fn token(&self, name: &str, role: lockgate_api::Role, node: Option<&str>) -> Client {
         let t = self
             .admin()
-            .create_token(&lockgate_api::TokenCreate { name: name.into(), role, node: node.map(str::to_string) })
+            .create_token(&lockgate_api::TokenCreate {
+                name: name.into(),
+                role,
+                node: node.map(str::to_string),
+            })
             .unwrap();
         self.client(Some(&t.token))
     }
@@ -82,7 +100,13 @@ impl TestServer {
     }
 
     /// A raw request: status and body text.
-    pub fn raw(&self, method: &str, path: &str, token: Option<&str>, body: Option<(&str, &str)>) -> (u16, String) {
+    pub fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<(&str, &str)>,
+    ) -> (u16, String) {
         let agent = ureq::AgentBuilder::new().build();
         let mut req = agent.request(method, &format!("{}{path}", self.url));
         if let Some(t) = token {
@@ -110,7 +134,10 @@ impl Drop for TestServer {
 pub fn job(kind: &str, attrs: &[(&str, &str)]) -> lockgate_api::SubmitRequest {
     lockgate_api::SubmitRequest {
         kind: kind.into(),
-        attrs: attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        attrs: attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         ..Default::default()
     }
 }

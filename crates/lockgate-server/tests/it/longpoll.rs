@@ -21,7 +21,9 @@ fn a_freed_slot_wakes_the_next_waiting_client_at_once() {
     };
     std::thread::sleep(Duration::from_millis(300));
     let released = Instant::now();
-    admin.finish_job(a.id, a.lease.unwrap().token, Outcome::Succeeded, None).unwrap();
+    admin
+        .finish_job(a.id, a.lease.unwrap().token, Outcome::Succeeded, None)
+        .unwrap();
     let (got, woke) = waiter.join().unwrap();
     assert_eq!(got.state, JobState::Running);
     // Answered by the release, not by the 60 s timeout (the latency itself is measured
@@ -35,16 +37,25 @@ fn wait_answers_at_once_when_the_state_already_differs_and_at_the_timeout_otherw
     let s = TestServer::start(dir.path(), "[global]\nmax_running = 0\n");
     let admin = s.admin();
     let j = admin.submit(&job("backup", &[])).unwrap().0;
-    assert_eq!(admin.wait(j.id, JobState::Running, 30).unwrap().state, JobState::Queued);
+    assert_eq!(
+        admin.wait(j.id, JobState::Running, 30).unwrap().state,
+        JobState::Queued
+    );
     let start = Instant::now();
-    assert_eq!(admin.wait(j.id, JobState::Queued, 1).unwrap().state, JobState::Queued);
+    assert_eq!(
+        admin.wait(j.id, JobState::Queued, 1).unwrap().state,
+        JobState::Queued
+    );
     assert!(start.elapsed() >= Duration::from_millis(900));
 }
 
 #[test]
 fn an_unrenewed_lease_expires_and_frees_the_slot() {
     let dir = tempdir();
-    let s = TestServer::start(dir.path(), "[global]\nmax_running = 1\n[leases]\nttl = \"300ms\"\n");
+    let s = TestServer::start(
+        dir.path(),
+        "[global]\nmax_running = 1\n[leases]\nttl = \"300ms\"\n",
+    );
     let admin = s.admin();
     let a = admin.submit(&job("backup", &[])).unwrap().0;
     let b = admin.submit(&job("backup", &[])).unwrap().0;

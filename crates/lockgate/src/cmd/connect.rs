@@ -12,7 +12,10 @@ pub fn token(global: &GlobalArgs) -> Option<String> {
         return Some(t.trim().to_string());
     }
     let path: PathBuf = lockgate_server::default_data_dir().join("admin.token");
-    std::fs::read_to_string(path).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
 }
 
 /// A client for the global flags.
@@ -82,7 +85,9 @@ pub fn key_value(text: &str) -> Result<(String, String), String> {
 /// A message naming the argument.
 pub fn cost(text: &str) -> Result<(String, u64), String> {
     let (k, v) = key_value(text)?;
-    let n = v.parse().map_err(|_| format!("expected POOL=N with a whole number N, got {text:?}"))?;
+    let n = v
+        .parse()
+        .map_err(|_| format!("expected POOL=N with a whole number N, got {text:?}"))?;
     Ok((k, n))
 }
 

@@ -20,10 +20,24 @@ fn line(ev: &EventView) -> String {
     let ty = ev.data.get("type").and_then(|v| v.as_str()).unwrap_or("?");
     let rest = match ty {
         "job" => {
-            let change = ev.data.get("change").and_then(|v| v.as_str()).unwrap_or("?");
+            let change = ev
+                .data
+                .get("change")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?");
             let job = ev.data.get("job");
-            let f = |k: &str| job.and_then(|j| j.get(k)).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_default();
-            format!("job {} {change}: {} ({} by {})", f("id"), f("state"), f("kind"), f("owner"))
+            let f = |k: &str| {
+                job.and_then(|j| j.get(k))
+                    .map(|v| v.to_string().trim_matches('"').to_string())
+                    .unwrap_or_default()
+            };
+            format!(
+                "job {} {change}: {} ({} by {})",
+                f("id"),
+                f("state"),
+                f("kind"),
+                f("owner")
+            )
         }
         _ => {
             let mut d = ev.data.clone();

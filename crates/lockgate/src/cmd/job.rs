@@ -141,7 +141,16 @@ pub fn job_rows(jobs: &[JobView]) -> Vec<Vec<String>> {
         .collect()
 }
 
-const HEADER: &[&str] = &["ID", "KIND", "STATE", "OWNER", "PRIO", "NODE", "SUBMITTED", "ATTRS"];
+const HEADER: &[&str] = &[
+    "ID",
+    "KIND",
+    "STATE",
+    "OWNER",
+    "PRIO",
+    "NODE",
+    "SUBMITTED",
+    "ATTRS",
+];
 
 fn show(global: &GlobalArgs, job: &JobView) {
     if connect::json(global) {
@@ -169,7 +178,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                     ExecutorArg::Client => Executor::Client,
                     ExecutorArg::Agent => Executor::Agent,
                 }),
-                cost: if a.cost.is_empty() { None } else { Some(a.cost.into_iter().collect()) },
+                cost: if a.cost.is_empty() {
+                    None
+                } else {
+                    Some(a.cost.into_iter().collect())
+                },
                 two_stage: a.two_stage.then_some(true),
                 not_before: a.not_before,
                 max_wait_s: a.max_wait.map(|d| d.as_secs_f64()),
@@ -227,7 +240,10 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             let start = Instant::now();
             let limit = timeout.unwrap_or(Duration::MAX);
             let from = match from {
-                Some(f) => Some(lockgate_core::JobState::parse(&f).ok_or_else(|| anyhow::anyhow!("--from: unknown state {f:?}"))?),
+                Some(f) => Some(
+                    lockgate_core::JobState::parse(&f)
+                        .ok_or_else(|| anyhow::anyhow!("--from: unknown state {f:?}"))?,
+                ),
                 None => None,
             };
             let mut job = client.job(id)?;

@@ -43,7 +43,11 @@ fn rows(nodes: &[NodeView]) -> Vec<Vec<String>> {
         .iter()
         .map(|n| {
             let labels: Vec<String> = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let rule = n.rule.as_ref().map(|r| format!(" (rule {r:?})")).unwrap_or_default();
+            let rule = n
+                .rule
+                .as_ref()
+                .map(|r| format!(" (rule {r:?})"))
+                .unwrap_or_default();
             vec![
                 n.name.clone(),
                 n.state.clone(),
@@ -57,7 +61,15 @@ fn rows(nodes: &[NodeView]) -> Vec<Vec<String>> {
         .collect()
 }
 
-const HEADER: &[&str] = &["NAME", "STATE", "NUMBER", "RUNNING", "PREPARING", "PREPARED", "LABELS"];
+const HEADER: &[&str] = &[
+    "NAME",
+    "STATE",
+    "NUMBER",
+    "RUNNING",
+    "PREPARING",
+    "PREPARED",
+    "LABELS",
+];
 
 fn show(global: &GlobalArgs, n: &NodeView) {
     if connect::json(global) {

@@ -57,8 +57,19 @@ fn print_answer(global: &GlobalArgs, a: &lockgate_api::PolicyAnswer) {
         println!("over limit (draining): {}", a.over_limit.join(", "));
     }
     let ids: Vec<String> = a.admitted_now.iter().map(u64::to_string).collect();
-    let verb = if a.dry_run { "would admit now" } else { "admitted now" };
-    println!("{verb}: {}", if ids.is_empty() { "none".into() } else { ids.join(", ") });
+    let verb = if a.dry_run {
+        "would admit now"
+    } else {
+        "admitted now"
+    };
+    println!(
+        "{verb}: {}",
+        if ids.is_empty() {
+            "none".into()
+        } else {
+            ids.join(", ")
+        }
+    );
     if !a.dry_run {
         println!("digest: {}", a.digest);
     }
@@ -80,7 +91,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => {
                     if connect::json(global) {
-                        print_json(&serde_json::json!({"valid": false, "file": file, "line": e.line, "field": e.field, "message": e.to_string()}));
+                        print_json(
+                            &serde_json::json!({"valid": false, "file": file, "line": e.line, "field": e.field, "message": e.to_string()}),
+                        );
                     }
                     eprintln!("lockgate: {e}");
                     Ok(ExitCode::from(1))
@@ -93,7 +106,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 print_json(&view);
             } else {
                 let text = serde_json::to_string(&view.policy)?;
-                let policy = Policy::from_json(&text).map_err(|e| anyhow::anyhow!("the server's policy does not parse here: {e}"))?;
+                let policy = Policy::from_json(&text)
+                    .map_err(|e| anyhow::anyhow!("the server's policy does not parse here: {e}"))?;
                 println!("# digest {}", view.digest);
                 print!("{}", policy.to_toml_string());
             }

@@ -87,7 +87,9 @@ pub struct ExecArgs {
 pub fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     // The parent may have died before the line above: then nobody would kill us.
-    let expected = std::env::var("LOCKGATE_PARENT_PID").ok().and_then(|p| p.parse::<i32>().ok());
+    let expected = std::env::var("LOCKGATE_PARENT_PID")
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok());
     let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
     if expected.is_some() && parent != expected {
         return Ok(ExitCode::from(EXIT_NOT_RUN));
@@ -97,7 +99,11 @@ pub fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         .env_remove("LOCKGATE_PARENT_PID")
         .exec();
     eprintln!("lockgate: cannot run {:?}: {err}", args.command[0]);
-    let code = if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
     Ok(ExitCode::from(code))
 }
 
@@ -157,7 +163,10 @@ fn fatal(e: &ClientError) -> u8 {
 
 /// Calls `f` until it returns something other than "unreachable", for at most `timeout`
 /// of continuous unreachability (`Err(None)` then).
-fn retrying<T>(timeout: Duration, mut f: impl FnMut() -> Result<T, ClientError>) -> Result<T, Option<ClientError>> {
+fn retrying<T>(
+    timeout: Duration,
+    mut f: impl FnMut() -> Result<T, ClientError>,
+) -> Result<T, Option<ClientError>> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(20);
     loop {
@@ -177,8 +186,13 @@ fn retrying<T>(timeout: Duration, mut f: impl FnMut() -> Result<T, ClientError>)
 }
 
 fn status_line(job: &JobView, ex: Option<&ExplainView>) -> String {
-    let Some(ex) = ex else { return format!("{}: job {}", job.state, job.id) };
-    let mut parts = vec![format!("{} in line", lockgate_core::explain::ordinal(ex.position))];
+    let Some(ex) = ex else {
+        return format!("{}: job {}", job.state, job.id);
+    };
+    let mut parts = vec![format!(
+        "{} in line",
+        lockgate_core::explain::ordinal(ex.position)
+    )];
     for r in &ex.reasons {
         match (&r.scope, r.count, r.limit) {
             (Some(s), Some(c), Some(l)) => parts.push(format!("{s} {c}/{l}")),
@@ -191,7 +205,11 @@ fn status_line(job: &JobView, ex: Option<&ExplainView>) -> String {
 /// Runs the subcommand.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let client = connect::client(global)?;
-    let shared = Arc::new(Shared { phase: Mutex::new(Phase::Submitting), client: client.clone(), report: args.report.clone() });
+    let shared = Arc::new(Shared {
+        phase: Mutex::new(Phase::Submitting),
+        client: client.clone(),
+        report: args.report.clone(),
+    });
     spawn_signal_thread(shared.clone())?;
     let req = SubmitRequest {
         kind: args.kind.clone(),
@@ -199,7 +217,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         priority: args.priority,
         node: args.node.clone(),
         executor: Some(lockgate_core::policy::Executor::Client),
-        cost: if args.cost.is_empty() { None } else { Some(args.cost.iter().cloned().collect()) },
+        cost: if args.cost.is_empty() {
+            None
+        } else {
+            Some(args.cost.iter().cloned().collect())
+        },
         two_stage: Some(false),
         max_wait_s: args.max_wait.map(|d| d.as_secs_f64()),
         idempotency_key: Some(args.idempotency_key.clone().unwrap_or_else(random_key)),
@@ -232,7 +254,15 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             if shown {
                 eprintln!();
             }
-            eprintln!("lockgate: job {} {}{}", job.id, job.state, job.message.as_ref().map(|m| format!(": {m}")).unwrap_or_default());
+            eprintln!(
+                "lockgate: job {} {}{}",
+                job.id,
+                job.state,
+                job.message
+                    .as_ref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            );
             shared.write_report(Some(&job));
             return Ok(exit(EXIT_NOT_RUN));
         }
@@ -253,10 +283,22 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         eprint!("\r\x1b[2K");
     }
     let lease = job.lease.clone().expect("an admitted job holds a lease");
-    run_admitted(&shared, &args, job, lease.token, Duration::from_secs_f64(lease.ttl_s.max(0.03)))
+    run_admitted(
+        &shared,
+        &args,
+        job,
+        lease.token,
+        Duration::from_secs_f64(lease.ttl_s.max(0.03)),
+    )
 }
 
-fn run_admitted(shared: &Arc<Shared>, args: &Args, job: JobView, token: u64, ttl: Duration) -> anyhow::Result<ExitCode> {
+fn run_admitted(
+    shared: &Arc<Shared>,
+    args: &Args,
+    job: JobView,
+    token: u64,
+    ttl: Duration,
+) -> anyhow::Result<ExitCode> {
     let id = job.id;
     let mut child = {
         let mut phase = shared.phase.lock().expect("phase lock");
@@ -282,7 +324,12 @@ fn run_admitted(shared: &Arc<Shared>, args: &Args, job: JobView, token: u64, ttl
             Err(e) => {
                 drop(phase);
                 eprintln!("lockgate: cannot start {:?}: {e}", args.command[0]);
-                let _ = shared.client.finish_job(id, token, Outcome::Failed, Some(format!("cannot start: {e}")));
+                let _ = shared.client.finish_job(
+                    id,
+                    token,
+                    Outcome::Failed,
+                    Some(format!("cannot start: {e}")),
+                );
                 shared.final_report(id);
                 return Ok(exit(EXIT_NOT_RUN));
             }
@@ -293,8 +340,15 @@ fn run_admitted(shared: &Arc<Shared>, args: &Args, job: JobView, token: u64, ttl
     let cancel = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let hb = {
-        let (client, lost, cancel, grace) = (shared.client.clone(), lost.clone(), cancel.clone(), args.grace);
-        std::thread::spawn(move || heartbeat(client, id, token, ttl, pid, grace, lost, cancel, stop_rx))
+        let (client, lost, cancel, grace) = (
+            shared.client.clone(),
+            lost.clone(),
+            cancel.clone(),
+            args.grace,
+        );
+        std::thread::spawn(move || {
+            heartbeat(client, id, token, ttl, pid, grace, lost, cancel, stop_rx)
+        })
     };
     let status = child.wait()?;
     {
@@ -313,13 +367,23 @@ fn run_admitted(shared: &Arc<Shared>, args: &Args, job: JobView, token: u64, ttl
         return Ok(exit(EXIT_NOT_RUN));
     }
     let (outcome, message) = if cancel.load(Ordering::SeqCst) {
-        (Outcome::Cancelled, format!("cancel requested; command exited with {}", describe(status)))
+        (
+            Outcome::Cancelled,
+            format!("cancel requested; command exited with {}", describe(status)),
+        )
     } else if status.success() {
         (Outcome::Succeeded, "exit status 0".to_string())
     } else {
-        (Outcome::Failed, format!("command exited with {}", describe(status)))
+        (
+            Outcome::Failed,
+            format!("command exited with {}", describe(status)),
+        )
     };
-    match retrying(ttl, || shared.client.finish_job(id, token, outcome, Some(message.clone()))) {
+    match retrying(ttl, || {
+        shared
+            .client
+            .finish_job(id, token, outcome, Some(message.clone()))
+    }) {
         Ok(j) => shared.write_report(Some(&j)),
         Err(e) => {
             if let Some(e) = e {
@@ -387,7 +451,9 @@ fn heartbeat(
                     break;
                 }
             }
-            Err(e) if (e.is_unreachable() || e.status() == Some(503)) && last_ok.elapsed() < ttl => {
+            Err(e)
+                if (e.is_unreachable() || e.status() == Some(503)) && last_ok.elapsed() < ttl =>
+            {
                 every = (ttl / 10).max(Duration::from_millis(10));
             }
             Err(e) => {
@@ -406,7 +472,12 @@ fn heartbeat(
 fn interrupt(shared: &Shared, id: u64) -> ! {
     if let Ok(job) = shared.client.cancel(id, false) {
         if let (true, Some(l)) = (job.state.is_admitted(), &job.lease) {
-            let _ = shared.client.finish_job(id, l.token, Outcome::Cancelled, Some("interrupted before the command started".into()));
+            let _ = shared.client.finish_job(
+                id,
+                l.token,
+                Outcome::Cancelled,
+                Some("interrupted before the command started".into()),
+            );
         }
     }
     shared.final_report(id);
@@ -428,7 +499,11 @@ fn spawn_signal_thread(shared: Arc<Shared>) -> anyhow::Result<()> {
                     interrupt(&shared, id);
                 }
                 Phase::Running(_, pid) => {
-                    let s = if sig == SIGINT { rustix::process::Signal::INT } else { rustix::process::Signal::TERM };
+                    let s = if sig == SIGINT {
+                        rustix::process::Signal::INT
+                    } else {
+                        rustix::process::Signal::TERM
+                    };
                     kill_group(pid, s);
                 }
                 Phase::Interrupted | Phase::Done => {}

@@ -33,10 +33,13 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOCKGATE_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("LOCKGATE_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .try_init();
-    let data_dir = args.data_dir.unwrap_or_else(lockgate_server::default_data_dir);
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(lockgate_server::default_data_dir);
     let config = lockgate_server::Config {
         data_dir: data_dir.clone(),
         listen: args.listen,
@@ -45,9 +48,16 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     };
     let server = lockgate_server::Server::open(config).context("lockgate server cannot start")?;
     if server.new_admin_token().is_some() {
-        eprintln!("lockgate: wrote a new admin token to {}", data_dir.join("admin.token").display());
+        eprintln!(
+            "lockgate: wrote a new admin token to {}",
+            data_dir.join("admin.token").display()
+        );
     }
-    eprintln!("lockgate: listening on {} (data dir {})", server.local_addr(), data_dir.display());
+    eprintln!(
+        "lockgate: listening on {} (data dir {})",
+        server.local_addr(),
+        data_dir.display()
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

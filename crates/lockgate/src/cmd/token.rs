@@ -36,7 +36,8 @@ enum Sub {
 }
 
 fn parse_role(text: &str) -> Result<Role, String> {
-    Role::parse(text).ok_or_else(|| format!("unknown role {text:?}: expected admin, submitter, agent or viewer"))
+    Role::parse(text)
+        .ok_or_else(|| format!("unknown role {text:?}: expected admin, submitter, agent or viewer"))
 }
 
 /// Runs the subcommand.
@@ -59,7 +60,14 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             } else {
                 let rows: Vec<Vec<String>> = list
                     .iter()
-                    .map(|t| vec![t.name.clone(), t.role.to_string(), or_dash(t.node.as_ref()), t.created_at.clone()])
+                    .map(|t| {
+                        vec![
+                            t.name.clone(),
+                            t.role.to_string(),
+                            or_dash(t.node.as_ref()),
+                            t.created_at.clone(),
+                        ]
+                    })
                     .collect();
                 table(&["NAME", "ROLE", "NODE", "CREATED"], &rows);
             }

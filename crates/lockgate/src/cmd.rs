@@ -1,0 +1,11 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod connect;
+pub mod events;
+pub mod job;
+pub mod node;
+pub mod policy;
+pub mod run;
+pub mod server;
+pub mod token;

@@ -1,0 +1,281 @@
+//! `lockgate bench`: measures the server and `lockgate run` on this machine.
+//!
+//! Starts a server in-process on 127.0.0.1 with a fresh store in a temporary directory and
+//! reports: durable cycles per second over HTTP (submit, admitted, finish) with N
+//! concurrent clients and the store commits per cycle; release-to-admission latency
+//! (p50/p99) with M clients long-polling on one slot; and the wall time of an uncontended
+//! `lockgate run -- true` against `flock FILE true`, as a ratio measured in the same run.
+//! Nothing here is asserted; the numbers go into `crates/lockgate-server/README.md`.
+
+use lockgate_api::{Client, SubmitRequest};
+use lockgate_core::{JobState, Outcome};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Arguments of `lockgate bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Concurrent clients for the throughput run.
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
+    /// Cycles per client in the throughput run.
+    #[arg(long, default_value_t = 100)]
+    pub cycles: usize,
+    /// Clients long-polling on one slot for the latency run.
+    #[arg(long, default_value_t = 1000)]
+    pub waiters: usize,
+    /// Repetitions of `lockgate run -- true` and `flock FILE true`.
+    #[arg(long, default_value_t = 50)]
+    pub runs: usize,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+struct Bench {
+    url: String,
+    token: String,
+    dir: PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Bench {
+    fn start(dir: PathBuf) -> anyhow::Result<Bench> {
+        let server = lockgate_server::Server::open(lockgate_server::Config {
+            data_dir: dir.clone(),
+            listen: "127.0.0.1:0".parse()?,
+            policy_file: None,
+            tls: None,
+        })?;
+        let url = format!("http://{}", server.local_addr());
+        let token = std::fs::read_to_string(dir.join("admin.token"))?
+            .trim()
+            .to_string();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let _ = rt.block_on(server.run(async move {
+                let _ = rx.await;
+            }));
+        });
+        Ok(Bench {
+            url,
+            token,
+            dir,
+            stop: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::new(&self.url, Some(self.token.clone()))?)
+    }
+
+    fn policy(&self, toml: &str) -> anyhow::Result<()> {
+        self.client()?.put_policy(toml, false, None)?;
+        Ok(())
+    }
+
+    fn commits(&self) -> anyhow::Result<f64> {
+        let text: String = ureq::get(&format!("{}/metrics", self.url))
+            .call()?
+            .into_string()?;
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("lockgate_store_commit_seconds_count "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0))
+    }
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+/// One durable cycle: submit, wait until admitted, finish.
+fn cycle(c: &Client) -> anyhow::Result<()> {
+    let req = SubmitRequest {
+        kind: "backup".into(),
+        ..Default::default()
+    };
+    let mut job = c.submit(&req)?.0;
+    while !job.state.is_admitted() {
+        job = c.wait(job.id, job.state, 30)?;
+    }
+    let token = job.lease.as_ref().map(|l| l.token).unwrap_or_default();
+    c.finish_job(job.id, token, Outcome::Succeeded, None)?;
+    Ok(())
+}
+
+fn throughput(b: &Bench, clients: usize, cycles: usize) -> anyhow::Result<(f64, f64)> {
+    b.policy("[global]\nmax_running = 32\n")?;
+    let before = b.commits()?;
+    let start = Instant::now();
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            let c = b.client();
+            std::thread::spawn(move || -> anyhow::Result<()> {
+                let c = c?;
+                for _ in 0..cycles {
+                    cycle(&c)?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join()
+            .map_err(|_| anyhow::anyhow!("a client panicked"))??;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let n = (clients * cycles) as f64;
+    Ok((n / secs, (b.commits()? - before) / n))
+}
+
+/// Release-to-admission latency: `waiters` clients wait on one slot; each, once admitted,
+/// notes how long ago the previous holder released, then releases in turn.
+fn latency(b: &Bench, waiters: usize) -> anyhow::Result<Vec<f64>> {
+    b.policy("[global]\nmax_running = 1\n")?;
+    let admin = b.client()?;
+    let gate = admin
+        .submit(&SubmitRequest {
+            kind: "gate".into(),
+            ..Default::default()
+        })?
+        .0;
+    let released: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let samples: Arc<Mutex<Vec<f64>>> = Arc::default();
+    let mut threads = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..waiters {
+        let job = admin
+            .submit(&SubmitRequest {
+                kind: "backup".into(),
+                ..Default::default()
+            })?
+            .0;
+        ids.push(job.id);
+        let (c, released, samples) = (b.client()?, released.clone(), samples.clone());
+        threads.push(std::thread::spawn(move || -> anyhow::Result<()> {
+            let mut job = job;
+            while job.state == JobState::Queued {
+                job = c.wait(job.id, JobState::Queued, 120)?;
+            }
+            let now = Instant::now();
+            let token = job.lease.as_ref().map(|l| l.token).unwrap_or_default();
+            let mut r = released.lock().expect("lock");
+            if let Some(at) = *r {
+                samples
+                    .lock()
+                    .expect("lock")
+                    .push(now.duration_since(at).as_secs_f64() * 1000.0);
+            }
+            *r = Some(Instant::now());
+            drop(r);
+            c.finish_job(job.id, token, Outcome::Succeeded, None)?;
+            Ok(())
+        }));
+    }
+    // Every waiter is parked on its long-poll before the first release.
+    std::thread::sleep(Duration::from_millis(500 + waiters as u64));
+    *released.lock().expect("lock") = Some(Instant::now());
+    admin.finish_job(
+        gate.id,
+        gate.lease.map(|l| l.token).unwrap_or_default(),
+        Outcome::Succeeded,
+        None,
+    )?;
+    for t in threads {
+        t.join()
+            .map_err(|_| anyhow::anyhow!("a waiter panicked"))??;
+    }
+    let mut s = samples.lock().expect("lock").clone();
+    s.sort_by(f64::total_cmp);
+    Ok(s)
+}
+
+fn time_runs(runs: usize, mut f: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+    f()?;
+    let start = Instant::now();
+    for _ in 0..runs {
+        f()?;
+    }
+    Ok(start.elapsed().as_secs_f64() * 1000.0 / runs as f64)
+}
+
+/// Runs the benchmark.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let dir = std::env::temp_dir().join(format!("lockgate-bench-{}", std::process::id()));
+    let b = Bench::start(dir.clone())?;
+    eprintln!(
+        "throughput: {} clients x {} cycles ...",
+        args.clients, args.cycles
+    );
+    let (cps, commits) = throughput(&b, args.clients, args.cycles)?;
+    eprintln!("latency: {} waiting clients ...", args.waiters);
+    let lat = latency(&b, args.waiters)?;
+    eprintln!("lockgate run vs flock: {} runs each ...", args.runs);
+    b.policy("")?;
+    let exe = std::env::current_exe()?;
+    let lock = dir.join("flock");
+    let run_ms = time_runs(args.runs, || {
+        let st = Command::new(&exe)
+            .args(["run", "--", "true"])
+            .env("LOCKGATE_SERVER", &b.url)
+            .env("LOCKGATE_TOKEN", &b.token)
+            .stdin(Stdio::null())
+            .status()?;
+        anyhow::ensure!(st.success(), "lockgate run failed: {st}");
+        Ok(())
+    })?;
+    let flock_ms = time_runs(args.runs, || {
+        let st = Command::new("flock").arg(&lock).arg("true").status()?;
+        anyhow::ensure!(st.success(), "flock failed: {st}");
+        Ok(())
+    })?;
+    let summary = serde_json::json!({
+        "throughput": {"clients": args.clients, "cycles": args.clients * args.cycles, "cycles_per_s": cps, "commits_per_cycle": commits},
+        "release_to_admission_ms": {"waiters": args.waiters, "samples": lat.len(), "p50": pct(&lat, 0.5), "p99": pct(&lat, 0.99), "max": pct(&lat, 1.0)},
+        "run_vs_flock": {"runs": args.runs, "lockgate_run_ms": run_ms, "flock_ms": flock_ms, "ratio": run_ms / flock_ms},
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "durable cycles/s over HTTP ({} clients): {cps:.0}",
+            args.clients
+        );
+        println!("store commits per cycle: {commits:.3}");
+        println!(
+            "release-to-admission latency with {} waiting clients: p50 {:.2} ms, p99 {:.2} ms",
+            args.waiters,
+            pct(&lat, 0.5),
+            pct(&lat, 0.99)
+        );
+        println!("uncontended `lockgate run -- true`: {run_ms:.2} ms; `flock FILE true`: {flock_ms:.2} ms; ratio {:.1}x", run_ms / flock_ms);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,162 @@
+//! Spawns `lockgate server` and `lockgate run` processes.
+
+use lockgate_api::Client;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_lockgate");
+
+pub struct Srv {
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub token: String,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Srv {
+    /// A server with `policy` as its `--config` file.
+    pub fn start(policy: &str) -> Srv {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("lockgate.toml"), policy).unwrap();
+        let mut s = Srv {
+            dir,
+            port: free_port(),
+            token: String::new(),
+            child: None,
+        };
+        s.spawn();
+        s.token = std::fs::read_to_string(s.dir.path().join("data/admin.token"))
+            .unwrap()
+            .trim()
+            .to_string();
+        s
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server process and waits until `/readyz` answers.
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path("server.log"))
+            .unwrap();
+        let child = Command::new(BIN)
+            .args(["server", "--listen", &format!("127.0.0.1:{}", self.port)])
+            .arg("--data-dir")
+            .arg(self.path("data"))
+            .arg("--config")
+            .arg(self.path("lockgate.toml"))
+            .env("LOCKGATE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let start = Instant::now();
+        let c = Client::new(&self.url(), None).unwrap();
+        loop {
+            if c.call::<serde_json::Value>("GET", "/readyz", None::<&()>)
+                .is_ok()
+            {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "server exited with {status}: {}",
+                    std::fs::read_to_string(self.path("server.log")).unwrap()
+                );
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "server not ready"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// kill -9.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// SIGTERM and wait: the graceful path.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        signal(c.id(), rustix::process::Signal::TERM);
+        c.wait().unwrap()
+    }
+
+    pub fn admin(&self) -> Client {
+        Client::new(&self.url(), Some(self.token.clone())).unwrap()
+    }
+
+    /// `lockgate run ARGS` against this server.
+    pub fn run(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("run")
+            .args(args)
+            .env("LOCKGATE_SERVER", self.url())
+            .env("LOCKGATE_TOKEN", &self.token)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        c
+    }
+}
+
+impl Drop for Srv {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn signal(pid: u32, sig: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(pid, sig).unwrap();
+}
+
+/// Polls `f` every 10 ms until it is true or `limit` passes.
+pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    f()
+}
+
+/// Whether a process is gone (or a zombie).
+pub fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+pub fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}

@@ -1,0 +1,182 @@
+//! `lockgate run`: signals, exit codes, and no leaked slots.
+
+use crate::harness::*;
+use lockgate_api::JobView;
+use lockgate_core::JobState;
+use rustix::process::Signal;
+use std::process::Stdio;
+use std::time::Duration;
+
+const ONE_SLOT: &str = "[global]\nmax_running = 1\n[leases]\nttl = \"300ms\"\n";
+
+fn wait_state(s: &Srv, id: u64, state: JobState) -> JobView {
+    let admin = s.admin();
+    assert!(
+        eventually(Duration::from_secs(10), || admin.job(id).is_ok()),
+        "job {id} was never submitted"
+    );
+    let mut job = admin.job(id).unwrap();
+    for _ in 0..100 {
+        if job.state == state {
+            return job;
+        }
+        job = admin.wait(id, job.state, 5).unwrap();
+    }
+    panic!("job {id} never became {state}: {job:?}");
+}
+
+fn report(s: &Srv, name: &str) -> JobView {
+    serde_json::from_str(&std::fs::read_to_string(s.path(name)).unwrap()).unwrap()
+}
+
+#[test]
+fn kill_9_of_a_run_client_kills_its_command_and_frees_the_slot_after_the_ttl() {
+    let s = Srv::start(ONE_SLOT);
+    let pidfile = s.path("pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
+    let mut holder = s.run(&["--", "sh", "-c", &script]).spawn().unwrap();
+    assert!(eventually(Duration::from_secs(10), || read_pid(&pidfile).is_some()));
+    let child = read_pid(&pidfile).unwrap();
+    let mut next = s
+        .run(&["--report", "next.json", "--", "true"])
+        .spawn()
+        .unwrap();
+    wait_state(&s, 2, JobState::Queued);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || gone(child)),
+        "PR_SET_PDEATHSIG took the command down"
+    );
+    assert_eq!(
+        wait_state(&s, 1, JobState::Lost)
+            .message
+            .as_deref()
+            .unwrap_or(""),
+        s.admin().job(1).unwrap().message.as_deref().unwrap_or("")
+    );
+    assert_eq!(next.wait().unwrap().code(), Some(0));
+    assert_eq!(report(&s, "next.json").state, JobState::Succeeded);
+}
+
+#[test]
+fn sigint_while_waiting_cancels_the_job_and_exits_130() {
+    let s = Srv::start(ONE_SLOT);
+    let mut holder = s.run(&["--", "sleep", "30"]).spawn().unwrap();
+    wait_state(&s, 1, JobState::Running);
+    let mut waiter = s
+        .run(&["--report", "r.json", "--", "true"])
+        .spawn()
+        .unwrap();
+    wait_state(&s, 2, JobState::Queued);
+    signal(waiter.id(), Signal::INT);
+    assert_eq!(waiter.wait().unwrap().code(), Some(130));
+    assert_eq!(s.admin().job(2).unwrap().state, JobState::Cancelled);
+    assert_eq!(report(&s, "r.json").state, JobState::Cancelled);
+    // SIGTERM to the holder is forwarded; the child dies of it and the slot is released.
+    signal(holder.id(), Signal::TERM);
+    assert_eq!(holder.wait().unwrap().code(), Some(128 + 15));
+    assert_eq!(s.admin().job(1).unwrap().state, JobState::Failed);
+}
+
+#[test]
+fn sigint_while_running_is_forwarded_and_the_slot_released_when_the_child_exits() {
+    let s = Srv::start(ONE_SLOT);
+    let marker = s.path("trapped");
+    let script = format!(
+        "trap 'echo trapped > {}; exit 3' INT; while :; do sleep 0.05; done",
+        marker.display()
+    );
+    let mut holder = s.run(&["--", "sh", "-c", &script]).spawn().unwrap();
+    wait_state(&s, 1, JobState::Running);
+    let mut next = s.run(&["--", "true"]).spawn().unwrap();
+    wait_state(&s, 2, JobState::Queued);
+    std::thread::sleep(Duration::from_millis(200));
+    signal(holder.id(), Signal::INT);
+    assert_eq!(
+        holder.wait().unwrap().code(),
+        Some(3),
+        "the child's own exit status"
+    );
+    assert!(marker.exists(), "the child got the SIGINT");
+    let j = s.admin().job(1).unwrap();
+    assert_eq!(
+        (j.state, j.message.as_deref()),
+        (JobState::Failed, Some("command exited with exit status 3"))
+    );
+    assert_eq!(next.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn a_lost_lease_or_a_cancel_request_stops_the_command_with_75() {
+    let s = Srv::start(ONE_SLOT);
+    // Force-cancel revokes the lease: the next heartbeat gets 409 and the child is stopped.
+    let mut a = s
+        .run(&["--grace", "1s", "--report", "a.json", "--", "sleep", "30"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_state(&s, 1, JobState::Running);
+    s.admin().cancel(1, true).unwrap();
+    assert_eq!(a.wait().unwrap().code(), Some(75));
+    assert_eq!(report(&s, "a.json").state, JobState::Cancelled);
+    // A plain cancel sets cancel_requested: the job ends cancelled, lockgate exits 75.
+    let mut b = s
+        .run(&["--grace", "1s", "--", "sleep", "30"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_state(&s, 2, JobState::Running);
+    s.admin().cancel(2, false).unwrap();
+    assert_eq!(b.wait().unwrap().code(), Some(75));
+    let j = s.admin().job(2).unwrap();
+    assert_eq!(j.state, JobState::Cancelled, "{j:?}");
+}
+
+#[test]
+fn exit_codes_follow_the_contract() {
+    let s = Srv::start(ONE_SLOT);
+    let code = |c: &mut std::process::Command| c.stderr(Stdio::null()).status().unwrap().code();
+    assert_eq!(code(&mut s.run(&["--", "sh", "-c", "exit 7"])), Some(7));
+    assert_eq!(
+        code(&mut s.run(&["--", "sh", "-c", "kill -TERM $$"])),
+        Some(128 + 15)
+    );
+    assert_eq!(code(&mut s.run(&["--", "/nonexistent/command"])), Some(127));
+    assert_eq!(
+        code(s.run(&["--", "true"]).env("LOCKGATE_TOKEN", "wrong")),
+        Some(77)
+    );
+    assert_eq!(
+        code(
+            s.run(&["--connect-timeout", "300ms", "--", "true"])
+                .env("LOCKGATE_SERVER", "http://127.0.0.1:9")
+        ),
+        Some(69)
+    );
+    assert_eq!(code(&mut s.run(&["--bogus-flag", "--", "true"])), Some(2));
+    assert_eq!(
+        code(&mut s.run(&["--attr", "owner=x", "--", "true"])),
+        Some(2),
+        "the server refused the job"
+    );
+    // --max-wait: the job expires while the slot is held.
+    let mut holder = s.run(&["--", "sleep", "30"]).spawn().unwrap();
+    assert!(eventually(Duration::from_secs(5), || s
+        .admin()
+        .jobs(&lockgate_api::JobQuery {
+            state: Some("running".into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .jobs
+        .len()
+        == 1));
+    assert_eq!(
+        code(&mut s.run(&["--max-wait", "200ms", "--report", "x.json", "--", "true"])),
+        Some(75)
+    );
+    assert_eq!(report(&s, "x.json").state, JobState::Expired);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
