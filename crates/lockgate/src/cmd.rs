@@ -8,4 +8,5 @@ pub mod node;
 pub mod policy;
 pub mod run;
 pub mod server;
+pub mod simulate;
 pub mod token;

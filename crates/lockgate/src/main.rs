@@ -47,6 +47,8 @@ pub enum Output {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Replay a workload against a policy in virtual time and report what it would do.
+    Simulate(cmd::simulate::Args),
     /// Run the scheduler (HTTP API, event loop, durable store).
     Server(cmd::server::Args),
     /// Wait for admission, run a command, release the slot with its exit status.
@@ -71,6 +73,7 @@ pub enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Simulate(args) => cmd::simulate::run(&cli.global, args),
         Command::Server(args) => cmd::server::run(&cli.global, args),
         Command::Run(args) => cmd::run::run(&cli.global, args),
         Command::Job(args) => cmd::job::run(&cli.global, args),
