@@ -1,0 +1,286 @@
+//! Starting and stopping the work: one piece of code for `lockgate run` and the agent.
+//!
+//! - **Own process group.** The child leads a new process group, so a terminal's Ctrl+C
+//!   reaches the wrapper (which decides what to forward) and a stop reaches the child's own
+//!   children too ([`signal_group`]).
+//! - **Dies with its wrapper.** The child is started as `PROGRAM __exec -- COMMAND...`,
+//!   where `PROGRAM` is the `lockgate` binary: [`exec`] asks the kernel for
+//!   `PR_SET_PDEATHSIG` (SIGKILL), checks that the wrapper is still its parent (it may have
+//!   died before the request), and `exec`s the command. No `unsafe` `pre_exec` hook is
+//!   needed. The signal is tied to the *thread* that started the child: start children from
+//!   a thread that lives until the child has exited (the agent's job threads and `lockgate
+//!   run`'s main thread do).
+//! - **Stopping**: [`Supervised::terminate`] sends SIGTERM to the group, then SIGKILL after
+//!   a grace period, and waits for the exit.
+//! - **Exit codes**: [`exit_code`] is the child's own, or 128+N when it died of signal N.
+
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub use rustix::process::Signal;
+
+/// The hidden subcommand of the `lockgate` binary that runs [`exec`].
+pub const EXEC_SUBCOMMAND: &str = "__exec";
+
+/// The environment variable that tells [`exec`] its expected parent.
+const PARENT_ENV: &str = "LOCKGATE_PARENT_PID";
+
+/// How children are started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launcher {
+    helper: Option<PathBuf>,
+}
+
+impl Launcher {
+    /// Children start as `program __exec -- COMMAND...`: `program` must be a `lockgate`
+    /// binary (its `__exec` calls [`exec`]).
+    pub fn via(program: PathBuf) -> Launcher {
+        Launcher {
+            helper: Some(program),
+        }
+    }
+
+    /// [`Launcher::via`] the running binary.
+    ///
+    /// # Errors
+    /// When the running binary's path cannot be found.
+    pub fn current_exe() -> io::Result<Launcher> {
+        Ok(Launcher::via(std::env::current_exe()?))
+    }
+
+    /// Children start directly, without `PR_SET_PDEATHSIG`: a killed wrapper leaves them
+    /// running. For tests of this library, which have no `lockgate` binary to start
+    /// through.
+    pub fn direct() -> Launcher {
+        Launcher { helper: None }
+    }
+
+    /// A command for `argv` (program and arguments) in its own process group. The caller
+    /// adds environment, stdio and working directory, then spawns it.
+    ///
+    /// # Panics
+    /// When `argv` is empty.
+    pub fn command(&self, argv: &[String]) -> Command {
+        assert!(!argv.is_empty(), "a command needs a program");
+        let mut c = match &self.helper {
+            Some(helper) => {
+                let mut c = Command::new(helper);
+                c.arg(EXEC_SUBCOMMAND)
+                    .arg("--")
+                    .args(argv)
+                    .env(PARENT_ENV, std::process::id().to_string());
+                c
+            }
+            None => {
+                let mut c = Command::new(&argv[0]);
+                c.args(&argv[1..]);
+                c
+            }
+        };
+        c.process_group(0);
+        c
+    }
+}
+
+/// `lockgate __exec -- COMMAND...`: sets `PR_SET_PDEATHSIG` (SIGKILL) and becomes the
+/// command. Returns only when that fails, with the exit code to use: 127 (not found), 126
+/// (cannot execute) or 75 (the wrapper died before the death signal was armed).
+pub fn exec(argv: &[String]) -> u8 {
+    let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
+    // The parent may have died before the line above: then nobody would kill us.
+    let expected = std::env::var(PARENT_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok());
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+    if expected.is_some() && parent != expected {
+        return 75;
+    }
+    let Some(program) = argv.first() else {
+        eprintln!("lockgate: __exec needs a command");
+        return 2;
+    };
+    let err = Command::new(program)
+        .args(&argv[1..])
+        .env_remove(PARENT_ENV)
+        .exec();
+    eprintln!("lockgate: cannot run {program:?}: {err}");
+    if err.kind() == io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    }
+}
+
+/// Sends `sig` to the process group led by `pid` (ignoring a group that is gone).
+pub fn signal_group(pid: u32, sig: Signal) {
+    if let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(p, sig);
+    }
+}
+
+/// The exit code a wrapper passes on: the child's own, 128+N when it died of signal N.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        _ => 1,
+    }
+}
+
+/// `exit status 3`, `signal 15`.
+pub fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "unknown status".into(),
+    }
+}
+
+/// A started child whose exit is collected by a waiter thread, so the caller can wait with
+/// a timeout, renew leases in between, and stop it.
+#[derive(Debug)]
+pub struct Supervised {
+    pid: u32,
+    exited: mpsc::Receiver<io::Result<ExitStatus>>,
+    status: Option<ExitStatus>,
+}
+
+impl Supervised {
+    /// Takes over a spawned child.
+    pub fn new(mut child: Child) -> Supervised {
+        let pid = child.id();
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("wait-{pid}"))
+            .spawn(move || {
+                let _ = tx.send(child.wait());
+            })
+            .expect("spawn a waiter thread");
+        Supervised {
+            pid,
+            exited: rx,
+            status: None,
+        }
+    }
+
+    /// The child's process id (and process group id).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Waits up to `timeout` for the exit; `None` when it is still running.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            match self.exited.recv_timeout(timeout) {
+                Ok(Ok(s)) => self.status = Some(s),
+                // wait() itself failed: nothing more to learn about this child.
+                Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.status = Some(ExitStatus::from_raw(1 << 8))
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+        self.status
+    }
+
+    /// Sends `sig` to the child's process group.
+    pub fn signal(&self, sig: Signal) {
+        if self.status.is_none() {
+            signal_group(self.pid, sig);
+        }
+    }
+
+    /// SIGTERM to the group, SIGKILL after `grace`, and the exit status.
+    pub fn terminate(&mut self, grace: Duration) -> ExitStatus {
+        self.signal(Signal::TERM);
+        let deadline = Instant::now() + grace;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Some(s) = self.wait_timeout(left) {
+                return s;
+            }
+            if left.is_zero() {
+                break;
+            }
+        }
+        self.signal(Signal::KILL);
+        loop {
+            if let Some(s) = self.wait_timeout(Duration::from_secs(3600)) {
+                return s;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    #[test]
+    fn exit_codes() {
+        let mut c = Supervised::new(Launcher::direct().command(&sh("exit 3")).spawn().unwrap());
+        let s = c.wait_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!((exit_code(s), describe(s)), (3, "exit status 3".into()));
+    }
+
+    #[test]
+    fn terminate_escalates_to_kill() {
+        let started = Instant::now();
+        let mut c = Supervised::new(
+            Launcher::direct()
+                .command(&sh("trap '' TERM; sleep 10 & wait; sleep 10"))
+                .spawn()
+                .unwrap(),
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let s = c.terminate(Duration::from_millis(200));
+        assert_eq!(exit_code(s), 128 + 9, "{}", describe(s));
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn terminate_reaches_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+        let mut c = Supervised::new(Launcher::direct().command(&sh(&script)).spawn().unwrap());
+        let start = Instant::now();
+        let grandchild: u32 = loop {
+            if let Some(p) = std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                break p;
+            }
+            assert!(start.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let s = c.terminate(Duration::from_secs(5));
+        assert_eq!(exit_code(s), 128 + 15);
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+                .map(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .is_some_and(|r| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(true)
+        };
+        let start = Instant::now();
+        while !gone() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(gone(), "the grandchild survived the group's SIGTERM");
+    }
+}
