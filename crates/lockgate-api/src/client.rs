@@ -94,11 +94,27 @@ impl Client {
     /// # Errors
     /// [`ClientError::Setup`] when the CA file cannot be read.
     pub fn new(base: &str, token: Option<String>) -> Result<Client, ClientError> {
+        let ca = std::env::var("LOCKGATE_CA_CERT")
+            .ok()
+            .filter(|p| !p.is_empty());
+        Client::with_ca(base, token, ca.as_deref())
+    }
+
+    /// A client that trusts the CA certificates in the PEM file `ca` (for a server with a
+    /// private or self-signed certificate).
+    ///
+    /// # Errors
+    /// [`ClientError::Setup`] when the file cannot be read or holds no certificate.
+    pub fn with_ca(
+        base: &str,
+        token: Option<String>,
+        ca: Option<&str>,
+    ) -> Result<Client, ClientError> {
         let mut builder = ureq::AgentBuilder::new()
             .timeout_connect(Duration::from_secs(5))
             .max_idle_connections_per_host(16);
-        if let Ok(path) = std::env::var("LOCKGATE_CA_CERT") {
-            builder = builder.tls_config(Arc::new(tls_config(&path)?));
+        if let Some(path) = ca {
+            builder = builder.tls_config(Arc::new(tls_config(path)?));
         }
         Ok(Client {
             agent: builder.build(),

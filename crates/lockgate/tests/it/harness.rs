@@ -11,7 +11,17 @@ pub struct Srv {
     pub dir: tempfile::TempDir,
     pub port: u16,
     pub token: String,
+    /// Serve HTTPS with the fixture certificate.
+    pub tls: bool,
     child: Option<Child>,
+}
+
+/// TLS fixtures: `cert.pem`/`key.pem` (CN=localhost, IP 127.0.0.1) signed by the test CA
+/// `ca.pem`; valid for 100 years.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/fixtures")
+        .join(name)
 }
 
 fn free_port() -> u16 {
@@ -25,12 +35,18 @@ fn free_port() -> u16 {
 impl Srv {
     /// A server with `policy` as its `--config` file.
     pub fn start(policy: &str) -> Srv {
+        Srv::start_with(policy, false)
+    }
+
+    /// A server, with TLS when `tls`.
+    pub fn start_with(policy: &str, tls: bool) -> Srv {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("lockgate.toml"), policy).unwrap();
         let mut s = Srv {
             dir,
             port: free_port(),
             token: String::new(),
+            tls,
             child: None,
         };
         s.spawn();
@@ -46,7 +62,8 @@ impl Srv {
     }
 
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// Starts the server process and waits until `/readyz` answers.
@@ -56,8 +73,18 @@ impl Srv {
             .append(true)
             .open(self.path("server.log"))
             .unwrap();
-        let child = Command::new(BIN)
-            .args(["server", "--listen", &format!("127.0.0.1:{}", self.port)])
+        let mut cmd = Command::new(BIN);
+        if self.tls {
+            cmd.arg("server")
+                .arg("--tls-cert")
+                .arg(fixture("cert.pem"))
+                .arg("--tls-key")
+                .arg(fixture("key.pem"));
+        } else {
+            cmd.arg("server");
+        }
+        let child = cmd
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .arg("--data-dir")
             .arg(self.path("data"))
             .arg("--config")
@@ -70,7 +97,7 @@ impl Srv {
             .unwrap();
         self.child = Some(child);
         let start = Instant::now();
-        let c = Client::new(&self.url(), None).unwrap();
+        let c = self.client(None);
         loop {
             if c.call::<serde_json::Value>("GET", "/readyz", None::<&()>)
                 .is_ok()
@@ -91,6 +118,10 @@ impl Srv {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// kill -9.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -106,19 +137,34 @@ impl Srv {
         c.wait().unwrap()
     }
 
-    pub fn admin(&self) -> Client {
-        Client::new(&self.url(), Some(self.token.clone())).unwrap()
+    pub fn client(&self, token: Option<String>) -> Client {
+        let ca = fixture("ca.pem");
+        let ca = self.tls.then(|| ca.to_str().unwrap().to_string());
+        Client::with_ca(&self.url(), token, ca.as_deref()).unwrap()
     }
 
-    /// `lockgate run ARGS` against this server.
-    pub fn run(&self, args: &[&str]) -> Command {
+    pub fn admin(&self) -> Client {
+        self.client(Some(self.token.clone()))
+    }
+
+    /// `lockgate ARGS` (any subcommand) against this server.
+    pub fn cli(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
-        c.arg("run")
-            .args(args)
+        c.args(args)
             .env("LOCKGATE_SERVER", self.url())
             .env("LOCKGATE_TOKEN", &self.token)
             .current_dir(self.dir.path())
             .stdin(Stdio::null());
+        if self.tls {
+            c.env("LOCKGATE_CA_CERT", fixture("ca.pem"));
+        }
+        c
+    }
+
+    /// `lockgate run ARGS` against this server.
+    pub fn run(&self, args: &[&str]) -> Command {
+        let mut c = self.cli(&["run"]);
+        c.args(args);
         c
     }
 }

@@ -1,0 +1,138 @@
+//! The CLI for people and scripts: JSON on stdout only, TLS, SIGHUP reloads.
+
+use crate::harness::*;
+use lockgate_core::JobState;
+use serde_json::Value;
+use std::time::Duration;
+
+fn json_out(c: &mut std::process::Command) -> Value {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not only JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn json_output_is_only_json_and_tokens_are_shown_once() {
+    let s = Srv::start("[global]\nmax_running = 1\n");
+    let t = json_out(&mut s.cli(&[
+        "-o",
+        "json",
+        "token",
+        "create",
+        "--name",
+        "ci",
+        "--role",
+        "submitter",
+    ]));
+    assert_eq!(
+        (t["name"].as_str(), t["role"].as_str(), t["node"].is_null()),
+        (Some("ci"), Some("submitter"), true)
+    );
+    let secret = t["token"].as_str().unwrap().to_string();
+    assert!(secret.len() >= 32);
+    let list = json_out(&mut s.cli(&["-o", "json", "token", "ls"]));
+    assert!(
+        list.to_string().contains("\"ci\"") && !list.to_string().contains(&secret),
+        "never the secret again"
+    );
+
+    let mut as_ci = s.cli(&[
+        "-o",
+        "json",
+        "job",
+        "submit",
+        "--kind",
+        "backup",
+        "--attr",
+        "datastore=ds1",
+    ]);
+    as_ci.env("LOCKGATE_TOKEN", &secret);
+    let job = json_out(&mut as_ci);
+    assert_eq!(
+        (job["owner"].as_str(), job["state"].as_str()),
+        (Some("ci"), Some("running"))
+    );
+    let id = job["id"].as_u64().unwrap().to_string();
+    let listed = json_out(&mut s.cli(&["-o", "json", "job", "ls", "--state", "running"]));
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1);
+    let ex = json_out(&mut s.cli(&["-o", "json", "job", "explain", &id]));
+    assert_eq!(ex["position"], 0);
+    let cancelled = json_out(&mut s.cli(&["-o", "json", "job", "cancel", "--force", &id]));
+    assert_eq!(cancelled["state"], "cancelled");
+    let policy = json_out(&mut s.cli(&["-o", "json", "policy", "show"]));
+    assert_eq!(policy["policy"]["global"]["max_running"], 1);
+    let events = s.cli(&["-o", "json", "events"]).output().unwrap();
+    for line in String::from_utf8(events.stdout).unwrap().lines() {
+        serde_json::from_str::<Value>(line).unwrap();
+    }
+    // Offline check: no server needed, and the error names file, line and field.
+    let bad = s.path("bad.toml");
+    std::fs::write(&bad, "[global]\nmax_running = -1\n").unwrap();
+    let out = s
+        .cli(&["policy", "check"])
+        .arg(&bad)
+        .env("LOCKGATE_SERVER", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.contains("bad.toml:2") && err.contains("global.max_running"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sighup_rereads_the_config_file_and_an_invalid_one_changes_nothing() {
+    let s = Srv::start("[global]\nmax_running = 0\n");
+    let admin = s.admin();
+    let queued = admin
+        .submit(&lockgate_api::SubmitRequest {
+            kind: "backup".into(),
+            ..Default::default()
+        })
+        .unwrap()
+        .0;
+    let before = admin.policy().unwrap().digest;
+    std::fs::write(s.path("lockgate.toml"), "[global]\nmax_running = oops\n").unwrap();
+    signal(s.pid(), rustix::process::Signal::HUP);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        admin.policy().unwrap().digest,
+        before,
+        "an invalid file changes nothing"
+    );
+    std::fs::write(s.path("lockgate.toml"), "[global]\nmax_running = 1\n").unwrap();
+    signal(s.pid(), rustix::process::Signal::HUP);
+    assert_eq!(
+        admin.wait(queued.id, JobState::Queued, 10).unwrap().state,
+        JobState::Running
+    );
+    assert_ne!(admin.policy().unwrap().digest, before);
+}
+
+#[test]
+fn tls_serves_the_api_and_lockgate_run() {
+    let s = Srv::start_with("", true);
+    assert!(s.url().starts_with("https://"));
+    let status = s.run(&["--", "true"]).status().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(s.admin().job(1).unwrap().state, JobState::Succeeded);
+    // Plain HTTP is not served on a TLS port.
+    let plain = lockgate_api::Client::new(
+        &format!("http://127.0.0.1:{}", s.port),
+        Some(s.token.clone()),
+    )
+    .unwrap();
+    assert!(plain.job(1).is_err());
+}
