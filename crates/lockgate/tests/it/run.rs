@@ -83,15 +83,19 @@ fn sigint_while_waiting_cancels_the_job_and_exits_130() {
 fn sigint_while_running_is_forwarded_and_the_slot_released_when_the_child_exits() {
     let s = Srv::start(ONE_SLOT);
     let marker = s.path("trapped");
+    let ready = s.path("ready");
     let script = format!(
-        "trap 'echo trapped > {}; exit 3' INT; while :; do sleep 0.05; done",
-        marker.display()
+        "trap 'echo trapped > {}; exit 3' INT; touch {}; while :; do sleep 0.05; done",
+        marker.display(),
+        ready.display()
     );
     let mut holder = s.run(&["--", "sh", "-c", &script]).spawn().unwrap();
-    wait_state(&s, 1, JobState::Running);
+    assert!(
+        eventually(Duration::from_secs(10), || ready.exists()),
+        "the trap is set"
+    );
     let mut next = s.run(&["--", "true"]).spawn().unwrap();
     wait_state(&s, 2, JobState::Queued);
-    std::thread::sleep(Duration::from_millis(200));
     signal(holder.id(), Signal::INT);
     assert_eq!(
         holder.wait().unwrap().code(),
