@@ -4,7 +4,6 @@ use crate::harness::*;
 use lockgate_api::{Client, ClientError, JobQuery, SubmitRequest};
 use lockgate_core::{JobState, Outcome};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -61,7 +60,6 @@ fn kill_9_during_2000_submissions_loses_and_duplicates_nothing() {
     let url = s.url();
     let token = s.token.clone();
     let acked: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
-    let done = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..16)
         .map(|w| {
             let (url, token, acked) = (url.clone(), token.clone(), acked.clone());
@@ -85,7 +83,6 @@ fn kill_9_during_2000_submissions_loses_and_duplicates_nothing() {
     for w in workers {
         w.join().unwrap();
     }
-    done.store(true, Ordering::SeqCst);
     assert!(kills >= 4, "the server was killed {kills} times only");
     s.kill9();
     s.spawn();
@@ -161,4 +158,23 @@ fn a_lease_survives_a_restart_shorter_than_its_ttl() {
     );
     // And a graceful stop exits 0.
     assert!(s.terminate().success());
+}
+
+#[test]
+fn a_running_lockgate_run_rides_out_a_server_crash_shorter_than_the_ttl() {
+    let mut s = Srv::start("[global]\nmax_running = 1\n[leases]\nttl = \"3s\"\n");
+    let ready = s.path("started");
+    let script = format!("touch {}; sleep 1.5", ready.display());
+    let mut run = s
+        .run(&["--report", "r.json", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || ready.exists()));
+    s.kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    s.spawn();
+    assert_eq!(run.wait().unwrap().code(), Some(0));
+    let report: lockgate_api::JobView =
+        serde_json::from_str(&std::fs::read_to_string(s.path("r.json")).unwrap()).unwrap();
+    assert_eq!((report.state, report.attempt), (JobState::Succeeded, 1));
 }
