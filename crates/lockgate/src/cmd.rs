@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod bench;
 pub mod connect;
+pub mod demo;
 pub mod events;
 pub mod job;
 pub mod node;

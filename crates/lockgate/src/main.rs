@@ -63,11 +63,18 @@ pub enum Command {
     Events(cmd::events::Args),
     /// List, show, cordon, uncordon and remove nodes.
     Node(cmd::node::Args),
+    /// Run the jobs placed on this node with the handlers of --config agent.toml.
+    Agent(cmd::agent::Args),
+    /// A server, three agents and a sample workload, with live output (a minute at most).
+    Demo(cmd::demo::Args),
     /// Measure the server and `lockgate run` on this machine (in-process server, temp store).
     Bench(cmd::bench::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
+    /// Internal: the handler program of `lockgate demo` and the agent tests.
+    #[command(name = "__demo-task", hide = true)]
+    DemoTask(cmd::demo::task::TaskArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -83,6 +90,9 @@ fn main() -> std::process::ExitCode {
         Command::Node(args) => cmd::node::run(&cli.global, args),
         Command::Exec(args) => cmd::run::exec(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Agent(args) => cmd::agent::run(&cli.global, args),
+        Command::Demo(args) => cmd::demo::run(&cli.global, args),
+        Command::DemoTask(args) => cmd::demo::task::run(args),
     };
     match result {
         Ok(code) => code,
