@@ -15,10 +15,10 @@
 
 use super::connect;
 use crate::GlobalArgs;
+use lockgate_agent::child::{self, describe};
 use lockgate_api::{Client, ClientError, ExplainView, JobView, SubmitRequest};
 use lockgate_core::{JobState, Outcome};
 use std::io::{IsTerminal, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,27 +84,9 @@ pub struct ExecArgs {
 }
 
 /// `lockgate __exec -- CMD...`: sets `PR_SET_PDEATHSIG` and becomes the command.
+/// (Shared with the agent: [`child::exec`].)
 pub fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
-    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
-    // The parent may have died before the line above: then nobody would kill us.
-    let expected = std::env::var("LOCKGATE_PARENT_PID")
-        .ok()
-        .and_then(|p| p.parse::<i32>().ok());
-    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
-    if expected.is_some() && parent != expected {
-        return Ok(ExitCode::from(EXIT_NOT_RUN));
-    }
-    let err = std::process::Command::new(&args.command[0])
-        .args(&args.command[1..])
-        .env_remove("LOCKGATE_PARENT_PID")
-        .exec();
-    eprintln!("lockgate: cannot run {:?}: {err}", args.command[0]);
-    let code = if err.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
-    };
-    Ok(ExitCode::from(code))
+    Ok(ExitCode::from(child::exec(&args.command)))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,14 +289,9 @@ fn run_admitted(
             drop(phase);
             park_forever();
         }
-        let exe = std::env::current_exe()?;
-        let spawned = std::process::Command::new(exe)
-            .arg("__exec")
-            .arg("--")
-            .args(&args.command)
-            .env("LOCKGATE_PARENT_PID", std::process::id().to_string())
+        let spawned = child::Launcher::current_exe()?
+            .command(&args.command)
             .env("LOCKGATE_JOB_ID", id.to_string())
-            .process_group(0)
             .spawn();
         match spawned {
             Ok(c) => {
@@ -356,11 +333,7 @@ fn run_admitted(
     }
     let _ = stop_tx.send(());
     let _ = hb.join();
-    let code = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        _ => 1,
-    };
+    let code = child::exit_code(status);
     if lost.load(Ordering::SeqCst) {
         eprintln!("lockgate: job {id}: lease lost; the command was stopped");
         shared.final_report(id);
@@ -406,22 +379,19 @@ fn park_forever() -> ! {
     }
 }
 
-fn describe(status: std::process::ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(c), _) => format!("exit status {c}"),
-        (None, Some(s)) => format!("signal {s}"),
-        _ => "unknown status".into(),
-    }
+fn kill_group(pid: i32, sig: child::Signal) {
+    child::signal_group(pid as u32, sig);
 }
 
-fn kill_group(pid: i32, sig: rustix::process::Signal) {
-    if let Some(p) = rustix::process::Pid::from_raw(pid) {
-        let _ = rustix::process::kill_process_group(p, sig);
-    }
-}
-
-/// Renews the lease every TTL/3 until told to stop; on a lost lease or a cancel request,
-/// stops the child (SIGTERM to its group, SIGKILL after `grace`).
+/// Renews the lease every TTL/3 until told to stop.
+///
+/// - Cancel requested: SIGTERM to the child's group, SIGKILL after `grace`; the lease is
+///   still renewed meanwhile, so the job can end `cancelled`.
+/// - Lease lost (409, token refused): SIGTERM, SIGKILL after `grace`.
+/// - Server unreachable: renewals are retried (every TTL/10) until the lease may run out on
+///   the server: that is TTL after the last successful renewal was *sent*. The child gets
+///   SIGTERM a sixth of the TTL before that and SIGKILL at the latest then (`grace` is
+///   capped), so it is gone before the server can hand its slot to someone else.
 #[allow(clippy::too_many_arguments)]
 fn heartbeat(
     client: Client,
@@ -434,38 +404,55 @@ fn heartbeat(
     cancel: Arc<AtomicBool>,
     stop: mpsc::Receiver<()>,
 ) {
-    let mut last_ok = Instant::now();
+    let mut renewed = Instant::now();
     let mut every = ttl / 3;
+    let mut kill_at: Option<Instant> = None;
+    let margin = ttl / 6;
     loop {
-        match stop.recv_timeout(every) {
+        let mut wait = every;
+        if let Some(k) = kill_at {
+            wait = wait.min(k.saturating_duration_since(Instant::now()));
+        }
+        match stop.recv_timeout(wait) {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             _ => return,
         }
+        if kill_at.is_some_and(|k| Instant::now() >= k) {
+            kill_group(pid, rustix::process::Signal::KILL);
+            kill_at = None;
+        }
+        let sent = Instant::now();
         match client.heartbeat(id, token) {
             Ok(job) => {
-                last_ok = Instant::now();
+                renewed = sent;
                 every = ttl / 3;
-                if job.cancel_requested {
+                if job.cancel_requested && !cancel.swap(true, Ordering::SeqCst) {
                     eprintln!("lockgate: job {id}: cancel requested; stopping the command");
-                    cancel.store(true, Ordering::SeqCst);
-                    break;
+                    kill_group(pid, rustix::process::Signal::TERM);
+                    kill_at = Some(Instant::now() + grace);
                 }
             }
             Err(e)
-                if (e.is_unreachable() || e.status() == Some(503)) && last_ok.elapsed() < ttl =>
+                if (e.is_unreachable() || e.status() == Some(503))
+                    && renewed.elapsed() + margin < ttl =>
             {
                 every = (ttl / 10).max(Duration::from_millis(10));
             }
             Err(e) => {
                 eprintln!("lockgate: job {id}: {e}; stopping the command");
                 lost.store(true, Ordering::SeqCst);
-                break;
+                let grace = if e.is_unreachable() || e.status() == Some(503) {
+                    grace.min(ttl.saturating_sub(renewed.elapsed()))
+                } else {
+                    grace
+                };
+                kill_group(pid, rustix::process::Signal::TERM);
+                if stop.recv_timeout(grace).is_err() {
+                    kill_group(pid, rustix::process::Signal::KILL);
+                }
+                return;
             }
         }
-    }
-    kill_group(pid, rustix::process::Signal::TERM);
-    if stop.recv_timeout(grace).is_err() {
-        kill_group(pid, rustix::process::Signal::KILL);
     }
 }
 

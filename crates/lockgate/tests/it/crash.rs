@@ -178,3 +178,28 @@ fn a_running_lockgate_run_rides_out_a_server_crash_shorter_than_the_ttl() {
         serde_json::from_str(&std::fs::read_to_string(s.path("r.json")).unwrap()).unwrap();
     assert_eq!((report.state, report.attempt), (JobState::Succeeded, 1));
 }
+
+#[test]
+fn a_server_gone_past_the_ttl_stops_the_command_with_75() {
+    let mut s = Srv::start("[global]\nmax_running = 1\n[leases]\nttl = \"600ms\"\n");
+    let pidfile = s.path("pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
+    let mut run = s
+        .run(&["--grace", "10s", "--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || read_pid(&pidfile).is_some()));
+    let child = read_pid(&pidfile).unwrap();
+    s.kill9();
+    let start = Instant::now();
+    assert_eq!(run.wait().unwrap().code(), Some(75));
+    assert!(gone(child));
+    // The grace period is capped by the lease: the command is gone before the TTL could
+    // have handed its slot to anyone (10 s grace asked for, well under that taken).
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
