@@ -314,7 +314,9 @@ impl Server {
         let app = http::router(state);
         let handle = axum_server::Handle::new();
 
-        if reload_on_hup {
+        // SIGHUP re-reads the --config file; without one it is logged and ignored (never the
+        // default action, which would end the server).
+        {
             let tx = tx.clone();
             tokio::spawn(async move {
                 let Ok(mut hup) =
@@ -336,7 +338,8 @@ impl Server {
                         return;
                     }
                     match rrx.await {
-                        Ok(Ok(_)) => tracing::info!("SIGHUP: policy reloaded"),
+                        Ok(Ok(_)) if reload_on_hup => tracing::info!("SIGHUP: policy reloaded"),
+                        Ok(Ok(_)) => {}
                         Ok(Err(e)) => tracing::error!("SIGHUP: policy not reloaded: {}", e.message),
                         Err(_) => return,
                     }

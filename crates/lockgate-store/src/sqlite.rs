@@ -368,15 +368,31 @@ mod tests {
         let mut s = SqliteStore::open(&path).unwrap();
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let loaded = s.load().unwrap();
-        assert_eq!((loaded.max_job_id, loaded.max_token, loaded.last_event_seq), (0, 0, 0));
-        s.commit(&Batch { max_token: Some(7), policy: Some("[global]\n".into()), ..Batch::default() }).unwrap();
+        assert_eq!(
+            (loaded.max_job_id, loaded.max_token, loaded.last_event_seq),
+            (0, 0, 0)
+        );
+        s.commit(&Batch {
+            max_token: Some(7),
+            policy: Some("[global]\n".into()),
+            ..Batch::default()
+        })
+        .unwrap();
         drop(s);
         let mut s = SqliteStore::open(&path).unwrap();
         let loaded = s.load().unwrap();
-        assert_eq!((loaded.max_token, loaded.policy.as_deref()), (7, Some("[global]\n")));
-        s.conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        assert_eq!(
+            (loaded.max_token, loaded.policy.as_deref()),
+            (7, Some("[global]\n"))
+        );
+        s.conn
+            .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
         drop(s);
         let err = SqliteStore::open(&path).unwrap_err();
-        assert!(matches!(err, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1), "{err}");
+        assert!(
+            matches!(err, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1),
+            "{err}"
+        );
     }
 }
