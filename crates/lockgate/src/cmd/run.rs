@@ -209,8 +209,25 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         idempotency_key: Some(args.idempotency_key.clone().unwrap_or_else(random_key)),
         ..SubmitRequest::default()
     };
-    let mut job = match retrying(args.connect_timeout, || client.submit(&req)) {
+    let interrupted = || *shared.phase.lock().expect("phase lock") == Phase::Interrupted;
+    let submitted = retrying(args.connect_timeout, || {
+        if interrupted() {
+            // Stop retrying; one last attempt below finds (or makes) the job to cancel.
+            return Err(ClientError::Setup("interrupted".into()));
+        }
+        client.submit(&req)
+    });
+    let mut job = match submitted {
         Ok((job, _)) => job,
+        Err(_) if interrupted() => {
+            // An earlier attempt may have created the job although its answer was lost:
+            // the same idempotency key finds it, so it can be cancelled.
+            if let Ok((job, _)) = client.submit(&req) {
+                interrupt(&shared, job.id);
+            }
+            eprintln!("lockgate: interrupted");
+            return Ok(exit(EXIT_INTERRUPTED));
+        }
         Err(None) => return Ok(exit(EXIT_UNREACHABLE)),
         Err(Some(e)) => return Ok(exit(fatal(&e))),
     };

@@ -184,3 +184,17 @@ fn exit_codes_follow_the_contract() {
     holder.kill().unwrap();
     holder.wait().unwrap();
 }
+
+#[test]
+fn sigint_while_the_server_is_unreachable_exits_130_without_waiting_out_the_timeout() {
+    let s = Srv::start(ONE_SLOT);
+    let mut c = s
+        .run(&["--connect-timeout", "60s", "--", "true"])
+        .env("LOCKGATE_SERVER", "http://127.0.0.1:9")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(c.id(), Signal::INT);
+    assert_eq!(c.wait().unwrap().code(), Some(130));
+}
