@@ -52,7 +52,7 @@ use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 pub use nodes::{Node, NodeRegistration, NodeState};
-pub use snapshot::Snapshot;
+pub use snapshot::{NodeRecord, Snapshot};
 
 use needs::Needs;
 use queue::{Class, ClassId, ClassSig, Rank};
@@ -248,6 +248,16 @@ impl Engine {
     /// The admission mode.
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// The id the next submitted job will get.
+    pub fn next_id(&self) -> JobId {
+        self.next_id
+    }
+
+    /// The fencing token the next lease grant will get.
+    pub fn next_token(&self) -> u64 {
+        self.next_token
     }
 
     /// A live job (queued, admitted, or waiting for a retry).
