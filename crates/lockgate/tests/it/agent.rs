@@ -154,8 +154,15 @@ pub fn wait_all_final(srv: &Srv, n: usize, limit: Duration) -> Vec<JobView> {
             return jobs;
         }
         if start.elapsed() > limit {
-            let states: Vec<String> = jobs.iter().map(|j| format!("{}:{}", j.id, j.state)).collect();
-            panic!("jobs not done after {limit:?}: {}\n{}", states.join(" "), logs(srv));
+            let states: Vec<String> = jobs
+                .iter()
+                .map(|j| format!("{}:{}", j.id, j.state))
+                .collect();
+            panic!(
+                "jobs not done after {limit:?}: {}\n{}",
+                states.join(" "),
+                logs(srv)
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -248,4 +255,12 @@ pub fn busy(spans: &[(u64, u64)], slots: u64, from: u64, to: u64) -> f64 {
         .map(|&(a, b)| b.min(to).saturating_sub(a.max(from)))
         .sum();
     inside as f64 / (slots * (to - from).max(1)) as f64
+}
+
+/// Wall-clock milliseconds (the clock of the handlers' records).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }

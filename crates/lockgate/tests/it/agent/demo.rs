@@ -14,8 +14,12 @@ fn the_demo_runs_to_completion_within_its_limits() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "demo failed: {stderr}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON only ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON only ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
     assert_eq!(v["jobs"], 36);
     assert_eq!(v["unfinished"], 0);
     assert!(v["makespan_s"].as_f64().unwrap() > 0.0);
@@ -23,8 +27,18 @@ fn the_demo_runs_to_completion_within_its_limits() {
         assert!(v["wait_s"][k].is_number(), "wait_s.{k}");
     }
     let scopes = v["scopes"].as_array().unwrap();
-    let names: Vec<&str> = scopes.iter().map(|s| s["scope"].as_str().unwrap()).collect();
-    for want in ["global", "node:node-a", "node:node-b", "node:node-c", "node-prepare:node-a", "limit:per-datastore[datastore=ds-fast]"] {
+    let names: Vec<&str> = scopes
+        .iter()
+        .map(|s| s["scope"].as_str().unwrap())
+        .collect();
+    for want in [
+        "global",
+        "node:node-a",
+        "node:node-b",
+        "node:node-c",
+        "node-prepare:node-a",
+        "limit:per-datastore[datastore=ds-fast]",
+    ] {
         assert!(names.contains(&want), "no scope {want} in {names:?}");
     }
     for s in scopes {

@@ -40,7 +40,7 @@ fn a_killed_agent_s_jobs_run_elsewhere_and_nothing_runs_twice() {
             == 2
     }));
     agents[0].kill9();
-    let killed_at = super::super::harness_now_ms();
+    let killed_at = now_ms();
     let victims: Vec<Rec> = records(&path)
         .into_iter()
         .filter(|r| r.node == "n1" && r.end.is_none())
@@ -68,13 +68,20 @@ fn a_killed_agent_s_jobs_run_elsewhere_and_nothing_runs_twice() {
     let mut by_job: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
     for r in &recs {
         let end = r.end.unwrap_or_else(|| {
-            assert_eq!(r.node, "n1", "only the killed agent's handlers lack an end: {r:?}");
+            assert_eq!(
+                r.node, "n1",
+                "only the killed agent's handlers lack an end: {r:?}"
+            );
             killed_at
         });
         by_job.entry(r.job).or_default().push((r.start, end));
     }
     for (job, spans) in &by_job {
-        assert_eq!(max_overlap(spans), 1, "job {job} ran twice at once: {spans:?}");
+        assert_eq!(
+            max_overlap(spans),
+            1,
+            "job {job} ran twice at once: {spans:?}"
+        );
     }
     for n in ["n2", "n3"] {
         let spans: Vec<(u64, u64)> = recs
@@ -123,7 +130,11 @@ fn a_server_restart_under_running_work_loses_nothing() {
     for j in &jobs {
         assert_eq!(j.state, JobState::Succeeded, "job {} {:?}", j.id, j.message);
         assert_eq!(j.attempt, 1, "job {} was lost and retried", j.id);
-        assert!(j.message.as_deref().unwrap_or("").starts_with("run: exit status 0"));
+        assert!(j
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("run: exit status 0"));
     }
     let recs = records(&path);
     assert_eq!(recs.len(), 4, "each job ran once: {recs:?}");

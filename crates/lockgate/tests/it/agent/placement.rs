@@ -31,7 +31,9 @@ fn movable_jobs_spread_over_nodes_and_keep_every_slot_busy() {
         admin.submit(&movable("move", 300, 0)).unwrap();
     }
     let jobs = wait_all_final(&srv, 90, Duration::from_secs(60));
-    assert!(jobs.iter().all(|j| j.state == lockgate_core::JobState::Succeeded));
+    assert!(jobs
+        .iter()
+        .all(|j| j.state == lockgate_core::JobState::Succeeded));
 
     let recs = records(&srv.path("records.txt"));
     assert_eq!(recs.len(), 90, "one handler run per job");
@@ -52,11 +54,20 @@ fn movable_jobs_spread_over_nodes_and_keep_every_slot_busy() {
             .map(|r| (r.start, r.end.unwrap()))
             .collect();
         assert!(max_overlap(&mine) <= 2, "{n} ran more than 2 at once");
-        per_node.insert(n, jobs.iter().filter(|j| j.node.as_deref() == Some(n)).count());
+        per_node.insert(
+            n,
+            jobs.iter().filter(|j| j.node.as_deref() == Some(n)).count(),
+        );
     }
-    eprintln!("spread: slots busy {:.1}% while work was queued; finished per node {per_node:?}", b * 100.0);
+    eprintln!(
+        "spread: slots busy {:.1}% while work was queued; finished per node {per_node:?}",
+        b * 100.0
+    );
     assert!(b >= 0.90, "the 6 slots were only {:.1}% busy", b * 100.0);
-    let (lo, hi) = (per_node.values().min().unwrap(), per_node.values().max().unwrap());
+    let (lo, hi) = (
+        per_node.values().min().unwrap(),
+        per_node.values().max().unwrap(),
+    );
     assert!(hi - lo <= 4, "uneven spread: {per_node:?}");
 }
 
@@ -82,7 +93,9 @@ ttl = "500ms"
         admin.submit(&movable("upload", 100, 40)).unwrap();
     }
     let jobs = wait_all_final(&srv, 100, Duration::from_secs(60));
-    assert!(jobs.iter().all(|j| j.state == lockgate_core::JobState::Succeeded));
+    assert!(jobs
+        .iter()
+        .all(|j| j.state == lockgate_core::JobState::Succeeded));
     let recs = records(&srv.path("records.txt"));
     assert_eq!(recs.len(), 200, "a prepare and a run per job");
     let mut held: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
@@ -98,8 +111,15 @@ ttl = "500ms"
         .map(|r| (r.start, r.end.unwrap()))
         .collect();
     for r in recs.iter().filter(|r| r.stage == "run") {
-        let prep = recs.iter().find(|p| p.job == r.job && p.stage == "prepare").unwrap();
-        assert!(prep.end.unwrap() <= r.start, "job {} ran before its prepare ended", r.job);
+        let prep = recs
+            .iter()
+            .find(|p| p.job == r.job && p.stage == "prepare")
+            .unwrap();
+        assert!(
+            prep.end.unwrap() <= r.start,
+            "job {} ran before its prepare ended",
+            r.job
+        );
     }
     let peak = max_overlap(&held);
     let first = runs.iter().map(|s| s.0).min().unwrap();
@@ -110,7 +130,10 @@ ttl = "500ms"
         max_overlap(&runs),
         b * 100.0
     );
-    assert!(peak <= 3, "{peak} jobs held prepared resources or ran at once");
+    assert!(
+        peak <= 3,
+        "{peak} jobs held prepared resources or ran at once"
+    );
     assert!(max_overlap(&runs) <= 2);
     assert!(b >= 0.80, "run slots only {:.1}% busy", b * 100.0);
 }
@@ -151,7 +174,11 @@ max_running = {db}
         .into_iter()
         .map(|n| (n.name.clone(), n))
         .collect();
-    assert_eq!(nodes["n1"].number, Some(1), "two rules match n1: the smaller wins");
+    assert_eq!(
+        nodes["n1"].number,
+        Some(1),
+        "two rules match n1: the smaller wins"
+    );
     assert_eq!(nodes["n1"].rule.as_deref(), Some("zone in (a, b)"));
     assert_eq!(nodes["db"].number, Some(0));
     assert_eq!(nodes["db"].rule.as_deref(), Some("role=database"));
@@ -169,14 +196,21 @@ max_running = {db}
     // The movable jobs run on n1, one at a time; nothing runs on db.
     let c = srv.admin();
     assert!(eventually(Duration::from_secs(20), || {
-        all_jobs(&c).iter().filter(|j| j.state.is_terminal()).count() == 4
+        all_jobs(&c)
+            .iter()
+            .filter(|j| j.state.is_terminal())
+            .count()
+            == 4
     }));
     let recs = records(&srv.path("records.txt"));
     assert!(recs.iter().all(|r| r.node == "n1"), "{recs:?}");
     let spans: Vec<(u64, u64)> = recs.iter().map(|r| (r.start, r.end.unwrap())).collect();
     assert_eq!(max_overlap(&spans), 1, "n1's number is 1");
     let why = admin.explain(pinned[0]).unwrap();
-    assert_eq!(admin.job(pinned[0]).unwrap().state, lockgate_core::JobState::Queued);
+    assert_eq!(
+        admin.job(pinned[0]).unwrap().state,
+        lockgate_core::JobState::Queued
+    );
     assert!(
         why.text.contains("node:db") && why.text.contains("role=database"),
         "explain does not say why: {}",
@@ -193,7 +227,11 @@ max_running = {db}
         .env("LOCKGATE_TOKEN", &srv.token)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let jobs = wait_all_final(&srv, 7, Duration::from_secs(20));
     for id in pinned {
         let j = jobs.iter().find(|j| j.id == id).unwrap();
@@ -203,7 +241,11 @@ max_running = {db}
     assert_eq!(admin.node("db").unwrap().number, Some(2));
     assert_eq!(db.pid(), db_pid, "the agent was not restarted");
     let log = std::fs::read_to_string(srv.path("server.log")).unwrap();
-    assert_eq!(log.matches("listening on").count(), 1, "the server was not restarted");
+    assert_eq!(
+        log.matches("listening on").count(),
+        1,
+        "the server was not restarted"
+    );
     drop(n1);
 }
 
@@ -235,7 +277,13 @@ fn an_agent_token_is_bound_to_its_node() {
         Some(&serde_json::json!({"labels": {"evil": "yes"}})),
     ));
     assert_eq!(as_n1.heartbeat(id, token).unwrap_err().status(), Some(403));
-    assert_eq!(as_n1.submit(&movable("move", 1, 0)).unwrap_err().status(), Some(403));
+    assert_eq!(
+        as_n1.submit(&movable("move", 1, 0)).unwrap_err().status(),
+        Some(403)
+    );
     let as_n2 = Client::new(&srv.url(), Some(n2.token.clone())).unwrap();
-    assert!(as_n2.heartbeat(id, token).is_ok(), "n2's agent holds its own job");
+    assert!(
+        as_n2.heartbeat(id, token).is_ok(),
+        "n2's agent holds its own job"
+    );
 }
