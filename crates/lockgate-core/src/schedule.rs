@@ -7,7 +7,11 @@
 //! Invariants:
 //! - every planned time in `(last, now]` yields exactly one [`Planned`] (a submit or a
 //!   recorded skip), except that under `misfire = "run-once"` the times missed while the
-//!   server was down collapse into one catch-up run for the latest of them;
+//!   server was down collapse into one catch-up run for the latest of them (a time is
+//!   missed when it lies before the server came up, [`Runner::plan`], or is more than
+//!   [`MISFIRE_GRACE_MS`] old);
+//! - several runs decided in one call are checked against each other as against a live
+//!   previous run, so `duplicates` holds even when the caller was late;
 //! - jitter is a deterministic function of the schedule's name and the planned time, so
 //!   every replica computes the same start.
 
@@ -141,11 +145,30 @@ impl Runner {
     }
 
     /// The runs planned in `(last, now]`. `previous` is the last run's job and its state
-    /// while it is still queued or admitted.
+    /// while it is still queued or admitted. A planned time counts as missed (a misfire)
+    /// when it is more than [`MISFIRE_GRACE_MS`] older than `now`.
     pub fn due(
         &self,
         last: Timestamp,
         now: Timestamp,
+        previous: Option<(JobId, JobState)>,
+    ) -> Vec<Planned> {
+        self.plan(last, now, Timestamp(0), previous)
+    }
+
+    /// As [`Runner::due`], except that every planned time at or before `down_until` counts
+    /// as missed whatever its age: the server passes the instant it came up, so the times
+    /// that passed while it was down are misfires even after a downtime of seconds.
+    ///
+    /// When several runs fall in one call, each is decided against the one submitted before
+    /// it: under `skip` the later ones are skipped, under `cancel-queued` and
+    /// `cancel-running` the earlier one is superseded (recorded as skipped, never
+    /// submitted), under `queue` all are submitted.
+    pub fn plan(
+        &self,
+        last: Timestamp,
+        now: Timestamp,
+        down_until: Timestamp,
         previous: Option<(JobId, JobState)>,
     ) -> Vec<Planned> {
         let mut times = Vec::new();
@@ -159,7 +182,7 @@ impl Runner {
         }
         let (missed, on_time): (Vec<Timestamp>, Vec<Timestamp>) = times
             .into_iter()
-            .partition(|p| now.since(*p) > MISFIRE_GRACE_MS);
+            .partition(|p| *p <= down_until || now.since(*p) > MISFIRE_GRACE_MS);
         let mut out = Vec::new();
         let mut runs: Vec<Timestamp> = Vec::new();
         match self.spec.misfire {
@@ -195,16 +218,54 @@ impl Runner {
             }
         }
         runs.extend(on_time);
-        let mut prev = previous;
+        // The run submitted earlier in this call, by its index in `out`.
+        let mut submitted: Option<usize> = None;
         for p in runs {
-            let action = self.decide(p, prev);
+            let action = match submitted {
+                None => self.decide(p, previous),
+                Some(i) => self.decide_after(p, &mut out[i]),
+            };
             if let Action::Submit { .. } = action {
-                prev = None; // the caller learns the new run's id when it submits it
+                submitted = Some(out.len());
             }
             out.push(Planned { planned: p, action });
         }
         out.sort_by_key(|p| p.planned);
         out
+    }
+
+    /// Decides a run when an earlier run of the same call was submitted (and so is still
+    /// queued); may turn that earlier run into a skip.
+    fn decide_after(&self, planned: Timestamp, earlier: &mut Planned) -> Action {
+        let word = duplicates_name(self.spec.duplicates);
+        match self.spec.duplicates {
+            Duplicates::Queue => Action::Submit {
+                spec: Box::new(self.job_spec(planned)),
+                cancel: None,
+            },
+            Duplicates::Skip => Action::Skip {
+                reason: format!(
+                    "previous run (planned at {}) is still queued (duplicates = {word})",
+                    rfc3339(earlier.planned)
+                ),
+            },
+            Duplicates::CancelQueued | Duplicates::CancelRunning => {
+                let superseded = Action::Skip {
+                    reason: format!(
+                        "superseded by the run planned at {} before it was submitted (duplicates = {word})",
+                        rfc3339(planned)
+                    ),
+                };
+                let cancel = match std::mem::replace(&mut earlier.action, superseded) {
+                    Action::Submit { cancel, .. } => cancel,
+                    Action::Skip { .. } => None,
+                };
+                Action::Submit {
+                    spec: Box::new(self.job_spec(planned)),
+                    cancel,
+                }
+            }
+        }
     }
 
     fn decide(&self, planned: Timestamp, previous: Option<(JobId, JobState)>) -> Action {
@@ -250,7 +311,11 @@ mod tests {
     use crate::policy::Policy;
 
     fn runner(extra: &str) -> Runner {
-        let text = format!("[[schedule]]\nname = \"verify-ds1\"\nwhen = \"*:0/15\"\njob = {{ kind = \"verify\", attrs = {{ datastore = \"ds1\" }} }}\n{extra}");
+        runner_when("*:0/15", extra)
+    }
+
+    fn runner_when(when: &str, extra: &str) -> Runner {
+        let text = format!("[[schedule]]\nname = \"verify-ds1\"\nwhen = \"{when}\"\njob = {{ kind = \"verify\", attrs = {{ datastore = \"ds1\" }} }}\n{extra}");
         let policy = Policy::from_toml(&text, None).unwrap();
         Runner::new(policy.schedules[0].clone(), "UTC").unwrap()
     }
@@ -319,6 +384,70 @@ mod tests {
         let skip = runner("misfire = \"skip\"").due(Timestamp(T0), down_until, None);
         assert!(skip.iter().all(|p| matches!(p.action, Action::Skip { .. })));
         assert_eq!(skip.len(), 3);
+    }
+
+    #[test]
+    fn times_before_the_restart_are_misfires_whatever_their_age() {
+        // Down from T0 to T0 + 31 min: the times at :15 and :30 passed while it was down.
+        let up = Timestamp(T0 + 31 * 60_000);
+        let once = runner("").plan(Timestamp(T0), up, up, None);
+        let kinds: Vec<_> = once
+            .iter()
+            .map(|p| matches!(p.action, Action::Submit { .. }))
+            .collect();
+        assert_eq!(
+            kinds,
+            [false, true],
+            "one catch-up run, for the latest time"
+        );
+        let skip = runner("misfire = \"skip\"").plan(Timestamp(T0), up, up, None);
+        assert_eq!(skip.len(), 2);
+        assert!(skip.iter().all(|p| matches!(p.action, Action::Skip { .. })));
+        // Times within the grace, with no restart: both on time.
+        let late = runner_when("*:*:0/20", "duplicates = \"queue\"").due(
+            Timestamp(T0),
+            Timestamp(T0 + 40_001),
+            None,
+        );
+        assert_eq!(late.len(), 2);
+        assert!(late
+            .iter()
+            .all(|p| matches!(p.action, Action::Submit { .. })));
+    }
+
+    #[test]
+    fn several_runs_in_one_call_respect_duplicates_among_themselves() {
+        let now = Timestamp(T0 + 40_001); // :20 and :40 both on time
+        let decide = |extra: &str| -> Vec<String> {
+            runner_when("*:*:0/20", extra)
+                .due(Timestamp(T0), now, Some((7, JobState::Queued)))
+                .iter()
+                .map(|p| match &p.action {
+                    Action::Skip { reason } => format!("skip: {reason}"),
+                    Action::Submit { cancel, .. } => format!("submit cancel={cancel:?}"),
+                })
+                .collect()
+        };
+        let skip = decide("");
+        assert!(skip.iter().all(|a| a.starts_with("skip")), "{skip:?}");
+        let queue = decide("duplicates = \"queue\"");
+        assert_eq!(queue, ["submit cancel=None", "submit cancel=None"]);
+        let cancel = decide("duplicates = \"cancel-queued\"");
+        assert!(
+            cancel[0].starts_with("skip: superseded by the run planned at 2026-12-01T00:00:40Z"),
+            "{cancel:?}"
+        );
+        assert_eq!(cancel[1], "submit cancel=Some(7)");
+        // Without a live previous run, the first is submitted and the second skipped.
+        let fresh = runner_when("*:*:0/20", "").due(Timestamp(T0), now, None);
+        assert!(matches!(fresh[0].action, Action::Submit { .. }));
+        let Action::Skip { reason } = &fresh[1].action else {
+            panic!("{fresh:?}")
+        };
+        assert!(
+            reason.contains("planned at 2026-12-01T00:00:20Z"),
+            "{reason}"
+        );
     }
 
     #[test]
