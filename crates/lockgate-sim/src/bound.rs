@@ -175,23 +175,30 @@ pub fn lower_bound(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) ->
 
     add_star_holders(&mut resources);
 
-    // Node sets.
-    let sets: BTreeSet<&BTreeSet<usize>> = shapes
-        .iter()
-        .filter_map(|s| s.eligible.as_ref())
-        .filter(|e| !e.is_empty())
-        .collect();
-    for set in sets {
+    // Node sets: group the jobs by eligible set once, then every set takes the groups whose
+    // set it contains (few distinct sets in practice, many jobs).
+    let mut groups: BTreeMap<&BTreeSet<usize>, Vec<&Shape>> = BTreeMap::new();
+    for (i, s) in shapes.iter().enumerate() {
+        if let Some(e) = s
+            .eligible
+            .as_ref()
+            .filter(|e| !e.is_empty() && !impossible[i])
+        {
+            groups.entry(e).or_default().push(s);
+        }
+    }
+    for &set in groups.keys() {
         let names: Vec<&str> = set.iter().map(|&i| nodes[i].name.as_str()).collect();
         let inside = || {
-            shapes.iter().enumerate().filter(|(i, s)| {
-                !impossible[*i] && s.eligible.as_ref().is_some_and(|e| e.is_subset(set))
-            })
+            groups
+                .iter()
+                .filter(|(e, _)| e.is_subset(set))
+                .flat_map(|(_, g)| g.iter().copied())
         };
         let run_cap: Option<u64> = set.iter().map(|&i| numbers[i]).sum();
         if let Some(cap) = run_cap {
             let uses = inside()
-                .map(|(_, s)| (s.job.at_ms() + s.prep, s.run, 1))
+                .map(|s| (s.job.at_ms() + s.prep, s.run, 1))
                 .collect();
             resources.insert(
                 format!("run slots of {}", names.join(", ")),
@@ -201,10 +208,13 @@ pub fn lower_bound(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) ->
                 },
             );
             let prep_cap = cap + u64::from(policy.nodes.prepare_queue) * set.len() as u64;
-            let uses = inside()
-                .filter(|(_, s)| s.two_stage)
-                .map(|(_, s)| (s.job.at_ms(), s.prep + s.run, 1))
+            let uses: Vec<Use> = inside()
+                .filter(|s| s.two_stage)
+                .map(|s| (s.job.at_ms(), s.prep + s.run, 1))
                 .collect();
+            if uses.is_empty() {
+                continue;
+            }
             resources.insert(
                 format!("prepare bound of {}", names.join(", ")),
                 Resource {

@@ -140,6 +140,17 @@ pub fn parse_nodes(text: &str, file: &str) -> Result<Vec<NodeSpec>, InputError> 
     Ok(nodes)
 }
 
+/// serde_json's message without its " at line 1 column N" (the line is ours), with the
+/// column kept.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&suffix) {
+        Some(msg) => format!("{msg} (column {})", e.column()),
+        None => text,
+    }
+}
+
 /// Parses `jobs.jsonl`.
 ///
 /// # Errors
@@ -157,7 +168,7 @@ pub fn parse_workload(text: &str, file: &str) -> Result<Vec<WorkloadJob>, InputE
             line: Some(i + 1),
             message,
         };
-        let job: WorkloadJob = serde_json::from_str(line).map_err(|e| err(e.to_string()))?;
+        let job: WorkloadJob = serde_json::from_str(line).map_err(|e| err(without_position(&e)))?;
         for (field, value) in [
             ("at", Some(job.at)),
             ("run_s", Some(job.run_s)),

@@ -107,7 +107,8 @@ fn round4(x: f64) -> f64 {
 }
 
 /// Length of the union of intervals.
-fn union_len(mut spans: Vec<(u64, u64)>) -> u64 {
+fn union_len(spans: &[(u64, u64)]) -> u64 {
+    let mut spans = spans.to_vec();
     spans.sort_unstable();
     let (mut total, mut cur): (u64, Option<(u64, u64)>) = (0, None);
     for (a, b) in spans {
@@ -143,22 +144,23 @@ impl Summary {
             .iter()
             .filter(|r| r.outcome != Some(JobState::Succeeded))
             .count();
+        let mut spans_of: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+        for r in &run.jobs {
+            if let (Some(node), Some(s), Some(f)) = (&r.node, r.started_ms, r.finished_ms) {
+                spans_of.entry(node.as_str()).or_default().push((s, f));
+            }
+        }
         let nodes = run
             .nodes
             .iter()
             .map(|n| {
-                let spans: Vec<(u64, u64)> = run
-                    .jobs
-                    .iter()
-                    .filter(|r| r.node.as_deref() == Some(n.name.as_str()))
-                    .filter_map(|r| Some((r.started_ms?, r.finished_ms?)))
-                    .collect();
+                let spans = spans_of.remove(n.name.as_str()).unwrap_or_default();
                 let run_ms: u64 = spans.iter().map(|(a, b)| b - a).sum();
                 let busy = match n.slots {
                     _ if makespan == 0 => 0.0,
                     Some(0) => 0.0,
                     Some(s) => run_ms as f64 / (f64::from(s) * makespan as f64),
-                    None => union_len(spans.clone()) as f64 / makespan as f64,
+                    None => union_len(&spans) as f64 / makespan as f64,
                 };
                 NodeBusy {
                     node: n.name.clone(),
@@ -330,8 +332,8 @@ mod tests {
 
     #[test]
     fn union_of_spans() {
-        assert_eq!(union_len(vec![(0, 10), (5, 15), (20, 25)]), 20);
-        assert_eq!(union_len(vec![]), 0);
+        assert_eq!(union_len(&[(0, 10), (5, 15), (20, 25)]), 20);
+        assert_eq!(union_len(&[]), 0);
     }
 
     #[test]
