@@ -8,7 +8,9 @@
 //! files in the temporary directory and record their own start and end.
 //!
 //! Cleanup: the processes are stopped (SIGTERM, SIGKILL after a second) and the
-//! temporary directory removed on every way out: the end, an error, or Ctrl+C (exit 130).
+//! temporary directory removed on every way out: the end, an error, or Ctrl+C, SIGTERM or
+//! a closed terminal (exit 130). After `kill -9` of the demo the processes still go (their
+//! death signal) but the temporary directory stays.
 //! `--json` prints the summary in the JSON form of `simulate -o json` on stdout and nothing
 //! else; the live view goes to stderr.
 
@@ -85,7 +87,8 @@ struct Demo {
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let json = args.json || global.output == Output::Json;
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
     let dir = tempfile::Builder::new()
