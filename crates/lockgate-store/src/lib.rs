@@ -2,9 +2,9 @@
 //!
 //! What is kept: every job (live and finished, as the engine's [`Job`]), registered nodes,
 //! tokens (SHA-256 hashes only), the event log (sequence-numbered), the policy document
-//! (when the server has no `--config` file), and a few counters (highest job id, highest
-//! lease token, last event sequence) so ids and fencing tokens never repeat after a restart,
-//! even once the rows that carried them are pruned.
+//! (when the server has no `--config` file), schedules with their run history, and a few
+//! counters (highest job id, highest lease token, last event sequence) so ids and fencing
+//! tokens never repeat after a restart, even once the rows that carried them are pruned.
 //!
 //! The server writes in **batches**: every state change of many requests goes into one
 //! [`Batch`], committed as one transaction (group commit) before any of those requests is
@@ -97,6 +97,39 @@ pub struct StoredEvent {
     pub data: String,
 }
 
+/// A schedule's durable state (design `schedules.md`). Policy-file schedules have a record
+/// too (their state: last planned time and run), without a `spec`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleRecord {
+    /// Unique name.
+    pub name: String,
+    /// `policy` (from the policy document) or `api` (created with `POST /v1/schedules`).
+    pub source: String,
+    /// The creation request as JSON (`api` schedules; `None` for policy ones).
+    pub spec: Option<String>,
+    /// The latest planned time handled (submitted or skipped); runs are planned after it.
+    pub last_planned: Timestamp,
+    /// The job of the latest submitted run.
+    pub last_job: Option<JobId>,
+    /// When the schedule was created (or first seen in the policy).
+    pub created_at: Timestamp,
+}
+
+/// One planned time of a schedule and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleRun {
+    /// The schedule.
+    pub schedule: String,
+    /// The planned time.
+    pub planned: Timestamp,
+    /// The job submitted for it (`None`: skipped).
+    pub job: Option<JobId>,
+    /// Why it was skipped (or, with a job, what else happened: a cancelled previous run).
+    pub note: Option<String>,
+    /// When it was decided.
+    pub at: Timestamp,
+}
+
 /// Everything one group commit writes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Batch {
@@ -117,6 +150,12 @@ pub struct Batch {
     pub policy: Option<String>,
     /// The highest lease token granted so far.
     pub max_token: Option<u64>,
+    /// Schedules to insert or replace.
+    pub schedules: Vec<ScheduleRecord>,
+    /// Schedules to forget, by name (with their run history).
+    pub removed_schedules: Vec<String>,
+    /// Schedule runs to record (insert or replace by schedule and planned time).
+    pub schedule_runs: Vec<ScheduleRun>,
 }
 
 impl Batch {
@@ -130,6 +169,9 @@ impl Batch {
             && self.revoked_tokens.is_empty()
             && self.policy.is_none()
             && self.max_token.is_none()
+            && self.schedules.is_empty()
+            && self.removed_schedules.is_empty()
+            && self.schedule_runs.is_empty()
     }
 }
 
@@ -150,6 +192,8 @@ pub struct Loaded {
     pub max_token: u64,
     /// The last event sequence number (0 when none).
     pub last_event_seq: u64,
+    /// Every schedule's state, by name.
+    pub schedules: Vec<ScheduleRecord>,
 }
 
 /// Filters of a job listing; every given filter must hold.
@@ -176,6 +220,8 @@ pub struct Pruned {
     pub jobs: usize,
     /// Events.
     pub events: usize,
+    /// Schedule runs (history entries).
+    pub schedule_runs: usize,
 }
 
 /// Durable state. One owner (the server's event loop) calls it; `&mut self` everywhere.
@@ -222,7 +268,13 @@ pub trait Store: Send {
     /// [`StoreError::Io`].
     fn events_after(&mut self, after: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError>;
 
-    /// Deletes finished jobs and events older than `cutoff`.
+    /// A schedule's latest runs, newest first, at most `limit`.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn schedule_runs(&mut self, name: &str, limit: usize) -> Result<Vec<ScheduleRun>, StoreError>;
+
+    /// Deletes finished jobs, events and schedule runs older than `cutoff`.
     ///
     /// # Errors
     /// [`StoreError::Io`].

@@ -9,12 +9,14 @@
 //! - Schema versions are `PRAGMA user_version`; [`MIGRATIONS`] are applied in order, each in
 //!   its own transaction, so an interrupted upgrade resumes where it stopped.
 
+mod schedules;
+
 use crate::*;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -44,6 +46,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE events (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, data TEXT NOT NULL);
     CREATE INDEX events_at ON events(at);
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    // 1 -> 2
+    schedules::MIGRATION,
 ];
 
 /// The SQLite store. See the module docs.
@@ -189,6 +193,7 @@ impl Store for SqliteStore {
             max_job_id: self.meta("max_job_id")?.max(max_id.unwrap_or(0) as u64),
             max_token: self.meta("max_token")?,
             last_event_seq: self.meta("event_seq")?.max(max_seq.unwrap_or(0) as u64),
+            schedules: schedules::load(&self.conn)?,
         })
     }
 
@@ -292,6 +297,13 @@ impl Store for SqliteStore {
             if let Some(t) = batch.max_token {
                 bump(&tx, "max_token", t).map_err(&err)?;
             }
+            schedules::write(
+                &tx,
+                &batch.schedules,
+                &batch.removed_schedules,
+                &batch.schedule_runs,
+            )
+            .map_err(&err)?;
         }
         tx.commit().map_err(&err)
     }
@@ -346,8 +358,17 @@ impl Store for SqliteStore {
         let events = tx
             .execute("DELETE FROM events WHERE at < ?1", [c])
             .map_err(&err)?;
+        let schedule_runs = schedules::prune(&tx, c).map_err(&err)?;
         tx.commit().map_err(&err)?;
-        Ok(Pruned { jobs, events })
+        Ok(Pruned {
+            jobs,
+            events,
+            schedule_runs,
+        })
+    }
+
+    fn schedule_runs(&mut self, name: &str, limit: usize) -> Result<Vec<ScheduleRun>, StoreError> {
+        schedules::runs(&self.conn, name, limit)
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {
@@ -394,5 +415,59 @@ mod tests {
             matches!(err, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1),
             "{err}"
         );
+    }
+
+    #[test]
+    fn schedules_and_their_runs_survive_a_reopen_and_version_1_is_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        {
+            // A version-1 database (as the previous release wrote it).
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), 2);
+        let rec = ScheduleRecord {
+            name: "nightly".into(),
+            source: "api".into(),
+            spec: Some("{}".into()),
+            last_planned: Timestamp(2_000),
+            last_job: Some(4),
+            created_at: Timestamp(1_000),
+        };
+        let run = |planned, job, note: Option<&str>, at| ScheduleRun {
+            schedule: "nightly".into(),
+            planned: Timestamp(planned),
+            job,
+            note: note.map(str::to_string),
+            at: Timestamp(at),
+        };
+        s.commit(&Batch {
+            schedules: vec![rec.clone()],
+            schedule_runs: vec![
+                run(1_000, Some(3), None, 1_000),
+                run(2_000, None, Some("previous run still running"), 50_000),
+            ],
+            ..Batch::default()
+        })
+        .unwrap();
+        drop(s);
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.load().unwrap().schedules, vec![rec]);
+        let runs = s.schedule_runs("nightly", 10).unwrap();
+        assert_eq!(
+            runs.iter().map(|r| r.planned.0).collect::<Vec<_>>(),
+            [2_000, 1_000]
+        );
+        assert_eq!(s.prune(Timestamp(10_000)).unwrap().schedule_runs, 1);
+        s.commit(&Batch {
+            removed_schedules: vec!["nightly".into()],
+            ..Batch::default()
+        })
+        .unwrap();
+        assert!(s.load().unwrap().schedules.is_empty());
+        assert!(s.schedule_runs("nightly", 10).unwrap().is_empty());
     }
 }
