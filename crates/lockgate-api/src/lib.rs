@@ -16,8 +16,10 @@
 pub mod client;
 mod job;
 mod misc;
+mod schedule;
 pub mod time;
 
 pub use client::{Client, ClientError};
 pub use job::*;
 pub use misc::*;
+pub use schedule::*;

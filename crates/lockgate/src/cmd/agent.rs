@@ -42,6 +42,7 @@ pub struct Args {
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LOCKGATE_LOG")
                 .unwrap_or_else(|_| "info".into()),

@@ -140,3 +140,25 @@ fn a_server_restart_under_running_work_loses_nothing() {
     assert_eq!(recs.len(), 4, "each job ran once: {recs:?}");
     assert!(recs.iter().all(|r| r.end.is_some()));
 }
+
+/// A cancel request reaches the handler (SIGTERM to its group) and the job ends
+/// `cancelled` with the handler's last output in its message.
+#[test]
+fn a_cancel_request_stops_the_handler() {
+    let srv = Srv::start(POLICY);
+    let _agent = start_agent(&srv, "n1", &[], &handlers(&srv));
+    let admin = srv.admin();
+    let id = admin.submit(&movable("move", 30_000, 0)).unwrap().0.id;
+    let path = srv.path("records.txt");
+    assert!(eventually(Duration::from_secs(20), || records(&path).len() == 1));
+    let pid = records(&path)[0].pid;
+    admin.cancel(id, false).unwrap();
+    let jobs = wait_all_final(&srv, 1, Duration::from_secs(10));
+    assert_eq!(jobs[0].state, JobState::Cancelled);
+    let msg = jobs[0].message.clone().unwrap_or_default();
+    assert!(
+        msg.starts_with("cancel requested; run handler stopped (signal 15)"),
+        "{msg}"
+    );
+    assert!(gone(pid));
+}
