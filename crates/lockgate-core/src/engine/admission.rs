@@ -17,6 +17,7 @@ use crate::job::{Job, JobId, JobState, Lease};
 use crate::policy::Executor;
 use crate::scope::{ScopeId, ScopeKey};
 use crate::time::Timestamp;
+use std::ops::Bound;
 
 /// Why a job cannot be admitted now.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,39 +264,45 @@ impl Engine {
 
     /// Picks the best eligible node with room for a movable job.
     fn place(&mut self, id: JobId, scope: ScopeId, out: &mut Vec<Block>) -> Option<String> {
-        let candidates: Vec<String> = self
-            .placement_candidates(scope)
-            .map(str::to_string)
-            .collect();
-        if candidates.is_empty() {
-            out.push(Block {
-                scope: Some(scope),
-                kind: BlockKind::NoEligibleNode,
-                need: 1,
-            });
+        let block = |kind| Block {
+            scope: Some(scope),
+            kind,
+            need: 1,
+        };
+        if self
+            .placement_nodes
+            .get(&scope)
+            .is_none_or(|set| set.is_empty())
+        {
+            out.push(block(BlockKind::NoEligibleNode));
             return None;
         }
-        for node in candidates {
+        // Walk from the node with the most room; the first one usually fits, so this is
+        // O(log N). Nodes without room end the walk: every node after them has none either.
+        let mut cursor: Option<super::nodes::RoomKey> = None;
+        loop {
+            let set = &self.placement_nodes[&scope];
+            let next = match &cursor {
+                None => set.first(),
+                Some(c) => set.range((Bound::Excluded(c), Bound::Unbounded)).next(),
+            };
+            let Some(key) = next.filter(|(room, _, _)| room.0 > 0).cloned() else {
+                break;
+            };
             let mut held = Vec::new();
-            self.check_node(id, &node, &mut held);
+            self.check_node(id, &key.2, &mut held);
             if held.is_empty() {
                 let mut reserved = Vec::new();
                 self.check_scope(id, scope, 0, Check::Fits, &mut reserved);
                 if reserved.is_empty() {
-                    return Some(node);
+                    return Some(key.2);
                 }
                 out.extend(reserved);
                 return None;
             }
-            if held.iter().all(|b| !b.kind.is_capacity()) {
-                continue;
-            }
+            cursor = Some(key);
         }
-        out.push(Block {
-            scope: Some(scope),
-            kind: BlockKind::NoRoom,
-            need: 1,
-        });
+        out.push(block(BlockKind::NoRoom));
         None
     }
 

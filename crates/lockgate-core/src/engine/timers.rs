@@ -117,13 +117,10 @@ impl Engine {
                 true
             }
             Timer::PrepareTimeout(id, token) => {
-                if self.state_of(id)
-                    != Some((
-                        JobState::Preparing,
-                        self.entries[&id].job.attempt,
-                        Some(token),
-                    ))
-                {
+                let Some((state, _, t)) = self.state_of(id) else {
+                    return false;
+                };
+                if state != JobState::Preparing || t != Some(token) {
                     return false;
                 }
                 self.end_job(

@@ -436,3 +436,29 @@ fn aging_bounds_the_wait_of_a_low_priority_job_under_steady_load() {
     );
     assert_eq!(run(""), None, "without aging the stream starves it");
 }
+
+/// Regression: a prepare timeout firing for a job that had already ended panicked.
+#[test]
+fn prepare_timeout_of_an_ended_job_is_ignored() {
+    let mut e = engine("[kinds.data-upload]\ntwo_stage = true\n");
+    let id = submit(&mut e, spec("data-upload", &[]), 0);
+    e.prepared(id, token(&e, id), Timestamp(1_000)).unwrap();
+    e.finish(
+        id,
+        token(&e, id),
+        Outcome::Succeeded,
+        None,
+        Timestamp(2_000),
+    )
+    .unwrap();
+    e.handle_timeout(Timestamp(1_800_000));
+    assert_eq!(state(&e, id), None);
+}
+
+#[test]
+fn prepare_timeout_fails_a_job_that_never_reports_prepared() {
+    let mut e = engine("[leases]\nttl = \"1h\"\n[kinds.data-upload]\ntwo_stage = true\nprepare_timeout = \"10s\"\n");
+    let id = submit(&mut e, spec("data-upload", &[]), 0);
+    e.handle_timeout(Timestamp(10_000));
+    assert_eq!(state(&e, id), None, "failed and gone (no retries)");
+}
