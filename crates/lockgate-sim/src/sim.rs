@@ -10,8 +10,8 @@
 //!
 //! Leases and nodes are renewed every `min(lease ttl, node ttl) / 3` (what `lockgate run`
 //! and the agents do), so no lease expires spuriously; a job that still ends otherwise is
-//! recorded with its outcome. (Prepare timeouts are switched off for now, see
-//! `without_prepare_timeouts`.)
+//! recorded with its outcome (a prepare step longer than the kind's `prepare_timeout`
+//! fails the job, as it would in production).
 //! The run ends when no job is in flight and none is left to submit; jobs still queued
 //! then (held by a `max = 0`, a missing node, ...) are reported as unfinished.
 
@@ -107,7 +107,7 @@ pub fn simulate(
     jobs: &[WorkloadJob],
 ) -> Result<Run, SimError> {
     let kinds: BTreeSet<String> = jobs.iter().map(|j| j.kind.clone()).collect();
-    let mut engine = Engine::new(without_prepare_timeouts(policy, &kinds), Mode::Indexed);
+    let mut engine = Engine::new(policy.clone(), Mode::Indexed);
     for n in nodes {
         engine.register_node(
             NodeRegistration {
@@ -168,21 +168,6 @@ pub fn simulate(
         scopes,
         nodes,
     })
-}
-
-/// Work-around for a lockgate-core bug: the prepare-timeout timer of a two-stage job that
-/// has already ended panics when it fires (`engine/timers.rs`, `Timer::PrepareTimeout`
-/// indexes `entries` before checking the job is still there). Until it is fixed the
-/// simulated kinds get a prepare timeout far beyond any run, so the timer never fires;
-/// prepare timeouts are then not simulated (nothing else changes: a `[kinds.<kind>]`
-/// table with only this key keeps every other default).
-fn without_prepare_timeouts(policy: &Policy, kinds: &BTreeSet<String>) -> Policy {
-    const CENTURY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
-    let mut p = policy.clone();
-    for kind in kinds {
-        p.kinds.entry(kind.clone()).or_default().prepare_timeout = Some(CENTURY);
-    }
-    p
 }
 
 impl Driver<'_> {
