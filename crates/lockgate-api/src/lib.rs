@@ -10,15 +10,18 @@
 //! - every 4xx/5xx carries an [`ErrorBody`]: `{"error": {"code", "message", "field"}}`.
 //!
 //! Main types: [`JobView`] (a job as JSON), [`SubmitRequest`], [`ExplainView`],
-//! [`PolicyView`], [`PolicyAnswer`], [`NodeView`], [`EventView`], [`TokenCreated`].
+//! [`PolicyView`], [`PolicyAnswer`], [`NodeView`], [`EventView`], [`TokenCreated`],
+//! [`BackupRequest`] and [`BackupView`] (item-block backups).
 #![warn(missing_docs)]
 
+mod backup;
 pub mod client;
 mod job;
 mod misc;
 mod schedule;
 pub mod time;
 
+pub use backup::*;
 pub use client::{Client, ClientError};
 pub use job::*;
 pub use misc::*;

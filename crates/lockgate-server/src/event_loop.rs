@@ -20,6 +20,7 @@
 //! blocking SQLite calls never stall the HTTP workers.
 
 pub(crate) mod admin;
+pub mod backups;
 mod jobs;
 
 use crate::auth::{Principal, Tokens};
@@ -139,6 +140,8 @@ pub enum Op {
     },
     /// `GET /metrics`.
     Metrics,
+    /// Item-block backups: records and their `resource-backup` jobs.
+    Backup(backups::BackupOp),
     /// Answer every waiter, flush the store, stop.
     Shutdown,
 }
@@ -417,6 +420,7 @@ impl Loop {
             Op::TokenRevoke(name) => self.token_revoke(p, &name),
             Op::Events { after, limit } => self.events(p, after, limit),
             Op::Metrics => Ok(Answer::Text(self.metrics.render(&self.engine, self.seq))),
+            Op::Backup(op) => self.backup_op(op, now),
             Op::Wait { .. } | Op::Assignments(_) | Op::Shutdown => {
                 unreachable!("handled in handle()")
             }

@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod backups;
 pub mod error;
 pub mod event_loop;
 pub mod http;
@@ -92,6 +93,8 @@ pub struct Server {
     events: broadcast::Sender<Arc<lockgate_api::EventView>>,
     admin_token: Option<String>,
     reload_on_hup: bool,
+    data_dir: PathBuf,
+    item_block_workers: usize,
 }
 
 fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
@@ -233,6 +236,7 @@ impl Server {
             loaded.max_token,
         );
         looper.reoffer();
+        looper.recover_backups()?;
         looper.settle()?;
 
         let listener =
@@ -259,12 +263,21 @@ impl Server {
             events,
             admin_token,
             reload_on_hup: config.policy_file.is_some(),
+            data_dir: config.data_dir,
+            item_block_workers: backups::DEFAULT_WORKERS,
         })
     }
 
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Worker threads of the item-block pool shared by every backup
+    /// (`--item-block-workers`; default [`backups::DEFAULT_WORKERS`]). More workers overlap
+    /// more hooks and snapshot waits; each holds one block's manifests in memory.
+    pub fn set_item_block_workers(&mut self, workers: usize) {
+        self.item_block_workers = workers.max(1);
     }
 
     /// The admin token written at this start (first start only).
@@ -289,6 +302,8 @@ impl Server {
             tokens,
             events,
             reload_on_hup,
+            data_dir,
+            item_block_workers,
             ..
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
@@ -304,6 +319,12 @@ impl Server {
             .expect("spawn the event loop thread");
         let (stop_tx, stop_rx) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
+        let backups = Arc::new(backups::Backups::new(
+            tx.clone(),
+            data_dir,
+            item_block_workers,
+        ));
+        let backup_routes = backups::routes::router(tokens.clone(), backups.clone());
         let state = http::AppState {
             tx: tx.clone(),
             tokens,
@@ -311,7 +332,7 @@ impl Server {
             shutdown: stop_rx,
             ready: ready.clone(),
         };
-        let app = http::router(state);
+        let app = http::router(state).merge(backup_routes);
         let handle = axum_server::Handle::new();
 
         // SIGHUP re-reads the --config file; without one it is logged and ignored (never the
@@ -396,6 +417,7 @@ impl Server {
             tracing::error!("serving stopped: {e}");
         }
         let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
+        let _ = tokio::task::spawn_blocking(move || backups.shutdown()).await;
         Ok(())
     }
 }

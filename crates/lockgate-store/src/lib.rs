@@ -130,6 +130,20 @@ pub struct ScheduleRun {
     pub at: Timestamp,
 }
 
+/// An item-block backup's record (design `item-blocks.md`): kept until deleted, never
+/// pruned by retention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupRecord {
+    /// Unique name.
+    pub name: String,
+    /// `queued`, `running` or `finished`.
+    pub state: String,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// The record as the API shows it (JSON).
+    pub body: String,
+}
+
 /// Everything one group commit writes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Batch {
@@ -156,6 +170,8 @@ pub struct Batch {
     pub removed_schedules: Vec<String>,
     /// Schedule runs to record (insert or replace by schedule and planned time).
     pub schedule_runs: Vec<ScheduleRun>,
+    /// Backup records to insert or replace (by name).
+    pub backups: Vec<BackupRecord>,
 }
 
 impl Batch {
@@ -172,6 +188,7 @@ impl Batch {
             && self.schedules.is_empty()
             && self.removed_schedules.is_empty()
             && self.schedule_runs.is_empty()
+            && self.backups.is_empty()
     }
 }
 
@@ -273,6 +290,18 @@ pub trait Store: Send {
     /// # Errors
     /// [`StoreError::Io`].
     fn schedule_runs(&mut self, name: &str, limit: usize) -> Result<Vec<ScheduleRun>, StoreError>;
+
+    /// One backup record by name.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn backup(&mut self, name: &str) -> Result<Option<BackupRecord>, StoreError>;
+
+    /// Every backup record, oldest first (by creation time, then name).
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError>;
 
     /// Deletes finished jobs, events and schedule runs older than `cutoff`.
     ///

@@ -9,6 +9,7 @@
 //! - Schema versions are `PRAGMA user_version`; [`MIGRATIONS`] are applied in order, each in
 //!   its own transaction, so an interrupted upgrade resumes where it stopped.
 
+mod backups;
 mod schedules;
 
 use crate::*;
@@ -16,7 +17,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -48,6 +49,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
     // 1 -> 2
     schedules::MIGRATION,
+    // 2 -> 3
+    backups::MIGRATION,
 ];
 
 /// The SQLite store. See the module docs.
@@ -304,6 +307,7 @@ impl Store for SqliteStore {
                 &batch.schedule_runs,
             )
             .map_err(&err)?;
+            backups::write(&tx, &batch.backups).map_err(&err)?;
         }
         tx.commit().map_err(&err)
     }
@@ -371,6 +375,14 @@ impl Store for SqliteStore {
         schedules::runs(&self.conn, name, limit)
     }
 
+    fn backup(&mut self, name: &str) -> Result<Option<BackupRecord>, StoreError> {
+        backups::get(&self.conn, name)
+    }
+
+    fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError> {
+        backups::all(&self.conn)
+    }
+
     fn flush(&mut self) -> Result<(), StoreError> {
         self.conn
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
@@ -428,7 +440,7 @@ mod tests {
             conn.pragma_update(None, "user_version", 1).unwrap();
         }
         let mut s = SqliteStore::open(&path).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 2);
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let rec = ScheduleRecord {
             name: "nightly".into(),
             source: "api".into(),
@@ -469,5 +481,48 @@ mod tests {
         .unwrap();
         assert!(s.load().unwrap().schedules.is_empty());
         assert!(s.schedule_runs("nightly", 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn backup_records_survive_a_reopen_and_version_2_is_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        {
+            // A version-2 database (schedules, no backups).
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), 3);
+        let rec = |name: &str, state: &str, at| BackupRecord {
+            name: name.into(),
+            state: state.into(),
+            created_at: Timestamp(at),
+            body: format!("{{\"name\":\"{name}\"}}"),
+        };
+        s.commit(&Batch {
+            backups: vec![rec("b", "running", 2_000), rec("a", "queued", 1_000)],
+            ..Batch::default()
+        })
+        .unwrap();
+        s.commit(&Batch {
+            backups: vec![rec("b", "finished", 2_000)],
+            ..Batch::default()
+        })
+        .unwrap();
+        drop(s);
+        let mut s = SqliteStore::open(&path).unwrap();
+        let all = s.backups().unwrap();
+        assert_eq!(
+            all,
+            vec![rec("a", "queued", 1_000), rec("b", "finished", 2_000)]
+        );
+        assert_eq!(s.backup("b").unwrap(), Some(rec("b", "finished", 2_000)));
+        assert_eq!(s.backup("c").unwrap(), None);
+        // Retention never deletes backup records.
+        s.prune(Timestamp(u64::MAX / 2)).unwrap();
+        assert_eq!(s.backups().unwrap().len(), 2);
     }
 }

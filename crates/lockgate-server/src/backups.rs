@@ -1,0 +1,228 @@
+//! Item-block backups in the server (design `item-blocks.md`; API `/v1/backups`).
+//!
+//! [`Backups`] owns the one [`WorkerPool`] of the server (`--item-block-workers`), shared by
+//! every running backup (the pool hands out blocks round-robin between backups). A backup:
+//!
+//! 1. `POST /v1/backups` ([`routes`]): the input is read from the server's filesystem and
+//!    planned ([`Plan::load`], on a blocking thread) with the policy's `[blocks]` section;
+//!    any bad file or item refuses the backup (422 naming them) and nothing is started;
+//! 2. the loop records it and submits its `resource-backup` job (owned by `backup:<name>`,
+//!    attr `namespaces` from [`Plan::namespaces`]) in one commit;
+//! 3. a driver task ([`driver`]) waits for the job's admission (an `overlap = "namespaces"`
+//!    conflict queues overlapping backups), starts the plan on the pool, renews the job's
+//!    lease every TTL/3 while it runs, and finishes the job and the record with the outcome;
+//! 4. PVC uploads and pod-volume backups are scheduler jobs ([`mover`]): the pool's threads
+//!    submit them through the loop and block on long-polls of their state, never the loop.
+//!
+//! Invariants:
+//! - a backup's blocks start only once its `resource-backup` job is admitted, and its
+//!   lease is held (renewed) until the result is known;
+//! - every state a user can see (`queued`, `running`, `finished`) is committed to the store
+//!   before it is reported; a backup that was queued or running when the server stopped is
+//!   `Failed` after the restart (`Loop::recover_backups`): the honest outcome, since its
+//!   archive is incomplete;
+//! - a cancel stops handing out the backup's blocks at once, cancels its queued
+//!   data-movement jobs and asks the admitted ones to stop, so blocks waiting for a
+//!   snapshot end at their next check.
+
+pub(crate) mod driver;
+pub(crate) mod mover;
+pub mod routes;
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::event_loop::backups::{backup_owner, BackupOp};
+use crate::event_loop::{Answer, Msg, Op, Reply};
+use lockgate_api::{BackupProgress, BackupView, Role};
+use lockgate_blocks::{BackupHandle, Plan, WorkerPool};
+use lockgate_core::policy::BlocksPolicy;
+use lockgate_core::JobId;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+
+/// Worker threads of the shared pool when `--item-block-workers` is not given.
+pub const DEFAULT_WORKERS: usize = 4;
+
+/// The backups of one server. See the module docs.
+pub struct Backups {
+    tx: mpsc::Sender<Msg>,
+    data_dir: PathBuf,
+    pool: Mutex<Option<Arc<WorkerPool>>>,
+    running: Mutex<HashMap<String, Arc<Running>>>,
+}
+
+/// A backup between its creation and its end.
+pub(crate) struct Running {
+    pub principal: Principal,
+    pub job: JobId,
+    pub handle: Mutex<Option<BackupHandle>>,
+    pub canceled: AtomicBool,
+    /// Data-movement jobs submitted for it (to cancel with it).
+    pub data_jobs: Mutex<Vec<JobId>>,
+}
+
+impl Running {
+    pub fn is_canceled(&self) -> bool {
+        self.canceled.load(Ordering::SeqCst)
+    }
+}
+
+/// The internal principal of a backup: a submitter named `backup:<name>`, owner of the
+/// backup's jobs.
+pub(crate) fn principal(name: &str) -> Principal {
+    Principal {
+        name: backup_owner(name),
+        role: Role::Submitter,
+        node: None,
+    }
+}
+
+/// Sends `op` to the loop and waits for the answer (async side).
+pub(crate) async fn ask(tx: &mpsc::Sender<Msg>, principal: Principal, op: Op) -> Reply {
+    let (reply, rx) = oneshot::channel();
+    tx.send(Msg {
+        principal,
+        op,
+        reply,
+    })
+    .await
+    .map_err(|_| ApiError::unavailable("the server is shutting down"))?;
+    rx.await
+        .map_err(|_| ApiError::unavailable("the server is shutting down"))?
+}
+
+/// The JSON of an answer decoded into `T`.
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(r: Reply) -> Result<T, ApiError> {
+    match r? {
+        Answer::Json(_, v) => serde_json::from_value(v)
+            .map_err(|e| ApiError::internal(format!("unexpected answer from the loop: {e}"))),
+        Answer::Text(_) => Err(ApiError::internal("unexpected text answer from the loop")),
+    }
+}
+
+impl Backups {
+    /// The manager, with a pool of `workers` threads.
+    pub fn new(tx: mpsc::Sender<Msg>, data_dir: PathBuf, workers: usize) -> Backups {
+        let workers = workers.max(1);
+        let pool = WorkerPool::new(lockgate_blocks::PoolConfig {
+            workers,
+            channel_capacity: workers,
+        });
+        Backups {
+            tx,
+            data_dir,
+            pool: Mutex::new(Some(Arc::new(pool))),
+            running: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn archive_path(&self, name: &str) -> PathBuf {
+        self.data_dir.join("backups").join(format!("{name}.tar.gz"))
+    }
+
+    pub(crate) async fn ask(&self, principal: Principal, op: Op) -> Reply {
+        ask(&self.tx, principal, op).await
+    }
+
+    /// The active policy's `[blocks]` section.
+    pub(crate) async fn blocks_policy(&self) -> Result<BlocksPolicy, ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.ask(Principal::system(), Op::Backup(BackupOp::Blocks(tx)))
+            .await?;
+        rx.await
+            .map_err(|_| ApiError::unavailable("the server is shutting down"))
+    }
+
+    fn pool(&self) -> Option<Arc<WorkerPool>> {
+        self.pool.lock().expect("pool lock").clone()
+    }
+
+    pub(crate) fn running(&self, name: &str) -> Option<Arc<Running>> {
+        self.running
+            .lock()
+            .expect("running lock")
+            .get(name)
+            .cloned()
+    }
+
+    /// Records a created backup and starts its driver.
+    pub(crate) fn launch(
+        self: &Arc<Self>,
+        view: BackupView,
+        plan: Plan,
+        blocks: BlocksPolicy,
+        job: JobId,
+    ) {
+        let run = Arc::new(Running {
+            principal: principal(&view.name),
+            job,
+            handle: Mutex::new(None),
+            canceled: AtomicBool::new(false),
+            data_jobs: Mutex::new(Vec::new()),
+        });
+        self.running
+            .lock()
+            .expect("running lock")
+            .insert(view.name.clone(), run.clone());
+        let me = self.clone();
+        tokio::spawn(async move {
+            let name = view.name.clone();
+            driver::drive(&me, &run, view, plan, blocks).await;
+            me.running.lock().expect("running lock").remove(&name);
+        });
+    }
+
+    /// A record with the live progress of a running backup.
+    pub(crate) fn live(&self, mut view: BackupView) -> BackupView {
+        if let Some(run) = self.running(&view.name) {
+            if let Some(h) = run.handle.lock().expect("handle lock").as_ref() {
+                let p = h.progress();
+                view.progress = BackupProgress {
+                    blocks_done: p.blocks_done,
+                    blocks_total: p.blocks_total,
+                    items_done: p.items_done,
+                    items_total: p.items_total,
+                };
+            }
+            view.cancel_requested |= run.is_canceled();
+        }
+        view
+    }
+
+    /// Stops handing out the backup's blocks and cancels its data-movement jobs. Safe to
+    /// call more than once.
+    pub(crate) async fn cancel_running(&self, run: &Running) {
+        run.canceled.store(true, Ordering::SeqCst);
+        if let Some(h) = run.handle.lock().expect("handle lock").as_ref() {
+            h.cancel();
+        }
+        let jobs = std::mem::take(&mut *run.data_jobs.lock().expect("data jobs lock"));
+        for id in jobs {
+            // Already ended jobs answer 409: nothing to do.
+            let _ = self.ask(run.principal.clone(), Op::Cancel(id, false)).await;
+        }
+    }
+
+    /// Cancels every running backup and stops the pool (server shutdown). Blocks until the
+    /// pool's threads have ended: call it off the async workers.
+    pub fn shutdown(&self) {
+        let runs: Vec<Arc<Running>> = self
+            .running
+            .lock()
+            .expect("running lock")
+            .values()
+            .cloned()
+            .collect();
+        for run in runs {
+            run.canceled.store(true, Ordering::SeqCst);
+            if let Some(h) = run.handle.lock().expect("handle lock").as_ref() {
+                h.cancel();
+            }
+        }
+        let pool = self.pool.lock().expect("pool lock").take();
+        drop(pool);
+    }
+}

@@ -1,0 +1,259 @@
+//! The driver of one backup: admission, run, lease renewal, outcome.
+//!
+//! It is an ordinary client of the loop (messages under the principal `backup:<name>`):
+//! it long-polls its `resource-backup` job until admitted, starts the plan on the shared
+//! pool, renews the lease every TTL/3 until the pool reports the end (a `cancel_requested`
+//! on the job, e.g. `lockgate job cancel` or `max_run`, cancels the backup), then finishes
+//! the job and writes the final record. If the loop goes away
+//! (shutdown) it stops where it is: the restart marks the backup `Failed`.
+
+use super::mover::JobMover;
+use super::{decode, Backups, Running};
+use crate::error::ApiError;
+use crate::event_loop::backups::BackupOp;
+use crate::event_loop::Op;
+use lockgate_api::{
+    time, BackupCounts, BackupProgress, BackupState, BackupView, FinishRequest, JobView,
+};
+use lockgate_blocks::{BackupConfig, BackupResult, Counts, Phase, Plan, Progress};
+use lockgate_core::policy::BlocksPolicy;
+use lockgate_core::{JobState, Outcome};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+fn now() -> String {
+    time::format(lockgate_core::Timestamp(crate::event_loop::wall_ms()))
+}
+
+fn counts(c: Counts) -> BackupCounts {
+    BackupCounts {
+        total: c.total,
+        completed: c.completed,
+        failed: c.failed,
+        skipped: c.skipped,
+    }
+}
+
+fn progress(p: Progress) -> BackupProgress {
+    BackupProgress {
+        blocks_done: p.blocks_done,
+        blocks_total: p.blocks_total,
+        items_done: p.items_done,
+        items_total: p.items_total,
+    }
+}
+
+/// Runs one backup to its end (see the module docs).
+pub(crate) async fn drive(
+    b: &Arc<Backups>,
+    run: &Arc<Running>,
+    mut view: BackupView,
+    plan: Plan,
+    blocks: BlocksPolicy,
+) {
+    match admit(b, run).await {
+        Ok(job) if job.state == JobState::Running => {
+            if let Err(e) = execute(b, run, &mut view, plan, blocks, job).await {
+                tracing::warn!("backup {:?} stopped: {}", view.name, e.message);
+            }
+        }
+        Ok(job) => {
+            let why = if run.is_canceled() {
+                "backup canceled before it started".to_string()
+            } else {
+                let msg = job.message.map(|m| format!(": {m}")).unwrap_or_default();
+                format!(
+                    "its resource-backup job {} ended {} before the backup started{msg}",
+                    job.id, job.state
+                )
+            };
+            view.state = BackupState::Finished;
+            view.phase = Some("Failed".into());
+            view.reasons = vec![why];
+            view.finished_at = Some(now());
+            view.cancel_requested = run.is_canceled();
+            let _ = put(b, run, &view).await;
+        }
+        Err(e) => tracing::warn!("backup {:?} stopped: {}", view.name, e.message),
+    }
+}
+
+async fn put(b: &Backups, run: &Running, view: &BackupView) -> Result<(), ApiError> {
+    b.ask(
+        run.principal.clone(),
+        Op::Backup(BackupOp::Put(Box::new(view.clone()))),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Long-polls the backup's job until it leaves `queued`.
+async fn admit(b: &Backups, run: &Running) -> Result<JobView, ApiError> {
+    let mut job: JobView = decode(b.ask(run.principal.clone(), Op::Get(run.job)).await)?;
+    while job.state == JobState::Queued {
+        let op = Op::Wait {
+            id: run.job,
+            from: JobState::Queued,
+        };
+        job = decode(b.ask(run.principal.clone(), op).await)?;
+    }
+    Ok(job)
+}
+
+async fn execute(
+    b: &Arc<Backups>,
+    run: &Arc<Running>,
+    view: &mut BackupView,
+    plan: Plan,
+    blocks: BlocksPolicy,
+    job: JobView,
+) -> Result<(), ApiError> {
+    let lease = job
+        .lease
+        .clone()
+        .ok_or_else(|| ApiError::internal("an admitted job without a lease"))?;
+    let token = lease.token;
+    let ttl = Duration::from_secs_f64(lease.ttl_s.max(0.3));
+    let (ptx, mut prx) = watch::channel(Progress::default());
+    let mut config = BackupConfig::new(
+        view.name.clone(),
+        b.archive_path(&view.name),
+        Arc::new(JobMover::new(b.tx.clone(), run.clone())),
+    );
+    config.exec_template = blocks.exec_template.clone();
+    config.data_upload_selector = blocks.data_upload_selector.clone();
+    config.progress = Some(Arc::new(move |p: Progress| {
+        ptx.send_replace(p);
+    }));
+    view.progress = BackupProgress {
+        blocks_total: plan.block_count(),
+        items_total: plan.item_count(),
+        ..BackupProgress::default()
+    };
+    let started = match b.pool() {
+        Some(pool) => pool.start(plan, config).map_err(|e| e.to_string()),
+        None => Err("the server is shutting down".to_string()),
+    };
+    let handle = match started {
+        Ok(h) => h,
+        Err(e) => {
+            let finish = FinishRequest {
+                token,
+                outcome: Outcome::Failed,
+                message: Some(format!("the backup could not start: {e}")),
+            };
+            let _ = b
+                .ask(run.principal.clone(), Op::Finish(run.job, finish))
+                .await;
+            view.state = BackupState::Finished;
+            view.phase = Some("Failed".into());
+            view.reasons = vec![format!("the backup could not start: {e}")];
+            view.finished_at = Some(now());
+            return put(b, run, view).await;
+        }
+    };
+    *run.handle.lock().expect("handle lock") = Some(handle.clone());
+    view.state = BackupState::Running;
+    view.started_at = Some(now());
+    put(b, run, view).await?;
+    if run.is_canceled() {
+        b.cancel_running(run).await;
+    }
+
+    let mut lease_lost = None;
+    let mut beat = tokio::time::interval(ttl / 3);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    beat.tick().await;
+    loop {
+        tokio::select! {
+            changed = prx.changed() => {
+                if changed.is_err() || prx.borrow().finished {
+                    break;
+                }
+            }
+            _ = beat.tick(), if lease_lost.is_none() => {
+                match b.ask(run.principal.clone(), Op::Heartbeat(run.job, token)).await {
+                    Ok(a) => {
+                        let j: JobView = decode(Ok(a))?;
+                        if j.cancel_requested && !run.is_canceled() {
+                            b.cancel_running(run).await;
+                        }
+                    }
+                    Err(e) if e.code == "lease_lost" => {
+                        lease_lost = Some(e.message);
+                        b.cancel_running(run).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    let result = tokio::task::spawn_blocking(move || handle.wait())
+        .await
+        .map_err(|e| ApiError::internal(format!("backup result: {e}")))?;
+    finish(b, run, view, &result, token, lease_lost).await
+}
+
+async fn finish(
+    b: &Backups,
+    run: &Running,
+    view: &mut BackupView,
+    result: &BackupResult,
+    token: u64,
+    lease_lost: Option<String>,
+) -> Result<(), ApiError> {
+    let phase = match result.phase {
+        Phase::Completed => "Completed",
+        Phase::PartiallyFailed => "PartiallyFailed",
+        Phase::Failed => "Failed",
+    };
+    let mut reasons = result.reasons.clone();
+    if let Some(m) = &lease_lost {
+        reasons.insert(0, format!("the backup's job lost its lease: {m}"));
+    } else {
+        let (outcome, message) = match result.phase {
+            Phase::Completed => (Outcome::Succeeded, None),
+            _ if run.is_canceled() => (Outcome::Cancelled, Some("backup canceled".to_string())),
+            _ => (
+                Outcome::Failed,
+                Some(format!("{phase}: {}", reasons.join("; "))),
+            ),
+        };
+        let finish = FinishRequest {
+            token,
+            outcome,
+            message,
+        };
+        if let Err(e) = b
+            .ask(run.principal.clone(), Op::Finish(run.job, finish))
+            .await
+        {
+            if e.code == "unavailable" {
+                return Err(e);
+            }
+            reasons.push(format!(
+                "the backup's job could not be finished: {}",
+                e.message
+            ));
+        }
+    }
+    view.state = BackupState::Finished;
+    view.phase = Some(
+        if lease_lost.is_some() {
+            "Failed"
+        } else {
+            phase
+        }
+        .to_string(),
+    );
+    view.reasons = reasons;
+    view.finished_at = Some(now());
+    view.items = Some(counts(result.item_counts));
+    view.blocks = Some(counts(result.blocks));
+    view.cancel_requested = run.is_canceled();
+    if let Some(h) = run.handle.lock().expect("handle lock").as_ref() {
+        view.progress = progress(h.progress());
+    }
+    put(b, run, view).await
+}

@@ -1,0 +1,335 @@
+//! `/v1/backups`: create (or dry-run), list, show, result, cancel.
+//!
+//! Who may do what: `admin` everything; `submitter` creates backups and sees and cancels
+//! the ones it created; `viewer` reads all; `agent` nothing.
+//!
+//! `from` is a path on the **server's** filesystem, read by the server process. Any
+//! problem with it (missing, unreadable, a malformed file or item) is a 422 `invalid_input`
+//! naming the path, file and item, and nothing is recorded or started.
+
+use super::{decode, Backups};
+use crate::auth::{authenticate, Principal};
+use crate::error::{parse_json, ApiError};
+use crate::event_loop::backups::BackupOp;
+use crate::event_loop::{Answer, Op};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use lockgate_api::{
+    check_backup_name, BackupList, BackupProgress, BackupRequest, BackupState, BackupView, Role,
+};
+use lockgate_blocks::{Filters, LoadError, Plan, PlanOptions};
+use lockgate_core::policy::BlocksPolicy;
+use lockgate_core::selector::Selector;
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// At most this many input problems are listed in an error message.
+const SHOWN_INPUT_ERRORS: usize = 20;
+
+/// State of the backup routes.
+#[derive(Clone)]
+pub struct Api {
+    tokens: crate::auth::Tokens,
+    backups: Arc<Backups>,
+}
+
+/// The routes, to merge into the main router.
+pub fn router(tokens: crate::auth::Tokens, backups: Arc<Backups>) -> Router {
+    Router::new()
+        .route("/v1/backups", post(create).get(list))
+        .route("/v1/backups/{name}", get(show))
+        .route("/v1/backups/{name}/result", get(result))
+        .route("/v1/backups/{name}/cancel", post(cancel))
+        .with_state(Api { tokens, backups })
+}
+
+fn caller(api: &Api, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    let header = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    authenticate(&api.tokens, header)
+}
+
+/// Whether `p` may see backup `v`.
+fn may_see(p: &Principal, v: &BackupView) -> bool {
+    match p.role {
+        Role::Admin | Role::Viewer => true,
+        Role::Submitter => v.created_by == p.name,
+        Role::Agent => false,
+    }
+}
+
+fn options(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<PlanOptions, ApiError> {
+    let label_selector = match req.selector.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(Selector::parse_labels(text).map_err(|e| {
+            ApiError::invalid(
+                "selector",
+                format!(
+                    "selector {text:?}: {} (at character {})",
+                    e.message, e.position
+                ),
+            )
+        })?),
+    };
+    Ok(PlanOptions {
+        filters: Filters {
+            include_namespaces: req.include_namespaces.clone(),
+            exclude_namespaces: req.exclude_namespaces.clone(),
+            include_resources: req.include_resources.clone(),
+            exclude_resources: req.exclude_resources.clone(),
+            label_selector,
+            include_cluster_resources: req.include_cluster_resources,
+        },
+        ordered: req.ordered.clone(),
+        ..PlanOptions::from_policy(blocks)
+    })
+}
+
+fn input_error(message: String) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message).field("from")
+}
+
+/// Reads and plans the input on a blocking thread.
+async fn plan(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<Plan, ApiError> {
+    let options = options(req, blocks)?;
+    let from = PathBuf::from(&req.from);
+    if !from.is_absolute() {
+        return Err(ApiError::invalid(
+            "from",
+            format!(
+                "from {:?}: expected an absolute path on the server (the server reads the input from its own filesystem)",
+                req.from
+            ),
+        ));
+    }
+    let loaded = tokio::task::spawn_blocking(move || Plan::load(&from, &options))
+        .await
+        .map_err(|e| ApiError::internal(format!("planning the backup: {e}")))?;
+    let plan = match loaded {
+        Ok(p) => p,
+        Err(e @ LoadError::Option { option, .. }) => {
+            return Err(ApiError::invalid(option, e.to_string()))
+        }
+        Err(e) => return Err(input_error(format!("{e} (the path is read on the server)"))),
+    };
+    let errors = plan.input_errors();
+    if !errors.is_empty() {
+        let mut lines: Vec<String> = errors
+            .iter()
+            .take(SHOWN_INPUT_ERRORS)
+            .map(|e| e.to_string())
+            .collect();
+        if errors.len() > SHOWN_INPUT_ERRORS {
+            lines.push(format!("and {} more", errors.len() - SHOWN_INPUT_ERRORS));
+        }
+        return Err(input_error(format!(
+            "{} bad items or files in the input; nothing was started: {}",
+            errors.len(),
+            lines.join("; ")
+        )));
+    }
+    Ok(plan)
+}
+
+async fn create(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let p = caller(&api, &headers)?;
+    p.require(&[Role::Admin, Role::Submitter], "create backups")?;
+    let req: BackupRequest = parse_json(&body)?;
+    check_backup_name(&req.name).map_err(|m| ApiError::invalid("name", m))?;
+    let b = &api.backups;
+    if !req.dry_run {
+        if let Ok(Answer::Json(..)) = b
+            .ask(p.clone(), Op::Backup(BackupOp::Get(req.name.clone())))
+            .await
+        {
+            return Err(ApiError::conflict(
+                "already_exists",
+                format!(
+                    "backup {:?} already exists; backup names are unique: choose another",
+                    req.name
+                ),
+            )
+            .field("name"));
+        }
+    }
+    let blocks = b.blocks_policy().await?;
+    let plan = plan(&req, &blocks).await?;
+    if req.dry_run {
+        let blocks: serde_json::Value = serde_json::from_str(&plan.blocks_json())
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        return Ok(Json(blocks).into_response());
+    }
+    let view = BackupView {
+        name: req.name.clone(),
+        state: BackupState::Queued,
+        phase: None,
+        job: None,
+        created_by: p.name.clone(),
+        namespaces: plan.namespaces().iter().map(|s| s.to_string()).collect(),
+        archive: b.archive_path(&req.name).display().to_string(),
+        created_at: lockgate_api::time::format(lockgate_core::Timestamp(
+            crate::event_loop::wall_ms(),
+        )),
+        started_at: None,
+        finished_at: None,
+        progress: BackupProgress {
+            blocks_total: plan.block_count(),
+            items_total: plan.item_count(),
+            ..BackupProgress::default()
+        },
+        items: None,
+        blocks: None,
+        reasons: Vec::new(),
+        cancel_requested: false,
+        request: req,
+    };
+    let created: BackupView = decode(
+        b.ask(
+            super::principal(&view.name),
+            Op::Backup(BackupOp::Create(Box::new(view))),
+        )
+        .await,
+    )?;
+    let job = created
+        .job
+        .ok_or_else(|| ApiError::internal("a backup recorded without its job"))?;
+    b.launch(created.clone(), plan, blocks, job);
+    Ok((StatusCode::CREATED, Json(created)).into_response())
+}
+
+async fn view(api: &Api, p: &Principal, name: &str) -> Result<BackupView, ApiError> {
+    let v: BackupView = decode(
+        api.backups
+            .ask(p.clone(), Op::Backup(BackupOp::Get(name.to_string())))
+            .await,
+    )?;
+    if !may_see(p, &v) {
+        return Err(ApiError::forbidden(format!(
+            "backup {name:?} was created by {:?}; a {} token {:?} may only use its own backups",
+            v.created_by, p.role, p.name
+        )));
+    }
+    Ok(api.backups.live(v))
+}
+
+async fn list(State(api): State<Api>, headers: HeaderMap) -> Result<Json<BackupList>, ApiError> {
+    let p = caller(&api, &headers)?;
+    p.require(
+        &[Role::Admin, Role::Viewer, Role::Submitter],
+        "list backups",
+    )?;
+    let all: BackupList = decode(api.backups.ask(p.clone(), Op::Backup(BackupOp::List)).await)?;
+    let backups = all
+        .backups
+        .into_iter()
+        .filter(|v| may_see(&p, v))
+        .map(|v| api.backups.live(v))
+        .collect();
+    Ok(Json(BackupList { backups }))
+}
+
+async fn show(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Json<BackupView>, ApiError> {
+    let p = caller(&api, &headers)?;
+    Ok(Json(view(&api, &p, &name).await?))
+}
+
+/// `metadata/result.json` of the archive, as stored there.
+async fn result(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let p = caller(&api, &headers)?;
+    let v = view(&api, &p, &name).await?;
+    if !v.is_finished() {
+        return Err(ApiError::conflict(
+            "not_finished",
+            format!(
+                "backup {name:?} is {}: its result is written when it ends",
+                v.state
+            ),
+        ));
+    }
+    let path = PathBuf::from(&v.archive);
+    let read = tokio::task::spawn_blocking(move || read_entry(&path, "metadata/result.json"))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    match read {
+        Ok(Some(bytes)) => Ok(([(CONTENT_TYPE, "application/json")], bytes).into_response()),
+        Ok(None) => Err(ApiError::not_found(format!(
+            "the archive {} of backup {name:?} has no metadata/result.json",
+            v.archive
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ApiError::not_found(format!(
+            "backup {name:?} has no archive ({}): it never started{}",
+            v.archive,
+            v.reasons
+                .first()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ))),
+        Err(e) => Err(ApiError::internal(format!(
+            "cannot read the archive {}: {e}",
+            v.archive
+        ))),
+    }
+}
+
+/// One entry of a tar.gz archive, read by streaming through it.
+fn read_entry(archive: &std::path::Path, entry: &str) -> std::io::Result<Option<Vec<u8>>> {
+    let file = std::fs::File::open(archive)?;
+    let gz = flate2::read::GzDecoder::new(std::io::BufReader::new(file));
+    let mut tar = tar::Archive::new(gz);
+    for e in tar.entries()? {
+        let mut e = e?;
+        if e.path()?.as_os_str() == entry {
+            let mut buf = Vec::with_capacity(e.size() as usize);
+            e.read_to_end(&mut buf)?;
+            return Ok(Some(buf));
+        }
+    }
+    Ok(None)
+}
+
+async fn cancel(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Json<BackupView>, ApiError> {
+    let p = caller(&api, &headers)?;
+    p.require(&[Role::Admin, Role::Submitter], "cancel backups")?;
+    let mut v = view(&api, &p, &name).await?;
+    if v.is_finished() {
+        return Err(ApiError::conflict(
+            "already_ended",
+            format!(
+                "backup {name:?} already ended ({})",
+                v.phase.as_deref().unwrap_or("finished")
+            ),
+        ));
+    }
+    let b = &api.backups;
+    if let Some(run) = b.running(&name) {
+        b.cancel_running(&run).await;
+    }
+    if let Some(job) = v.job {
+        // Queued: the job ends at once and the driver records the backup as canceled.
+        // Admitted: the job gets `cancel_requested`; the pool already stopped its blocks.
+        let _ = b.ask(super::principal(&name), Op::Cancel(job, false)).await;
+    }
+    v.cancel_requested = true;
+    Ok(Json(v))
+}
