@@ -78,6 +78,9 @@ pub struct Node {
     /// Interned run-slot and prepare-bound scopes.
     #[serde(skip)]
     pub(crate) scope_ids: Option<(ScopeId, ScopeId)>,
+    /// Where it is filed in the placement indexes.
+    #[serde(skip)]
+    pub(crate) filed: Vec<(ScopeId, RoomKey)>,
 }
 
 impl Node {
@@ -141,6 +144,7 @@ pub(crate) fn fresh_node(reg: NodeRegistration, cordoned: bool, now: Timestamp) 
         prepared: 0,
         prepared_queue: BTreeSet::new(),
         scope_ids: None,
+        filed: Vec::new(),
     }
 }
 
@@ -235,6 +239,7 @@ impl Engine {
             return false;
         }
         self.lose_node_jobs(name, "node removed", now);
+        self.unfile_node(name);
         self.nodes.remove(name);
         self.node_changed(name);
         self.events.push_back(Event::NodeRemoved {
@@ -320,22 +325,44 @@ impl Engine {
 
     fn refile_node(&mut self, scope: ScopeId, name: &str) {
         let key = &self.placement_keys[&scope];
-        let two_stage = key.two_stage;
         let entry = self
             .nodes
             .get(name)
             .filter(|n| self.eligible(key, n))
-            .map(|n| self.room_key(n, two_stage));
+            .map(|n| self.room_key(n, key.two_stage));
+        let old = self.nodes.get_mut(name).and_then(|n| {
+            let pos = n.filed.iter().position(|(s, _)| *s == scope)?;
+            Some(n.filed.swap_remove(pos).1)
+        });
         let set = self.placement_nodes.entry(scope).or_default();
-        set.retain(|(_, _, n)| n != name);
+        if let Some(old) = old {
+            set.remove(&old);
+        }
         let gained = entry
             .as_ref()
             .is_some_and(|(Reverse(room), _, _)| *room > 0);
         if let Some(e) = entry {
-            set.insert(e);
+            set.insert(e.clone());
+            if let Some(n) = self.nodes.get_mut(name) {
+                n.filed.push((scope, e));
+            }
         }
         if gained {
             self.wake(scope, None);
+        }
+    }
+
+    /// Takes a node out of every placement index (before it is forgotten).
+    fn unfile_node(&mut self, name: &str) {
+        let filed = self
+            .nodes
+            .get_mut(name)
+            .map(|n| std::mem::take(&mut n.filed))
+            .unwrap_or_default();
+        for (scope, key) in filed {
+            if let Some(set) = self.placement_nodes.get_mut(&scope) {
+                set.remove(&key);
+            }
         }
     }
 
@@ -349,14 +376,12 @@ impl Engine {
         );
         let scope = self.intern(ScopeKey::Placement(name));
         if !self.placement_keys.contains_key(&scope) {
-            let set: BTreeSet<RoomKey> = self
-                .nodes
-                .values()
-                .filter(|n| self.eligible(&key, n))
-                .map(|n| self.room_key(n, key.two_stage))
-                .collect();
-            self.placement_nodes.insert(scope, set);
             self.placement_keys.insert(scope, key);
+            self.placement_nodes.insert(scope, BTreeSet::new());
+            let names: Vec<String> = self.nodes.keys().cloned().collect();
+            for name in names {
+                self.refile_node(scope, &name);
+            }
         }
         scope
     }

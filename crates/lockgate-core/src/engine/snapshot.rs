@@ -214,6 +214,7 @@ impl Engine {
             (n.number, n.rule) = (number, rule);
             (n.running, n.preparing, n.prepared) = (0, 0, 0);
             n.scope_ids = None;
+            n.filed.clear();
             n.prepared_queue.clear();
         }
         let mut ids: Vec<JobId> = self.entries.keys().copied().collect();
