@@ -375,8 +375,8 @@ impl Engine {
             key.two_stage
         );
         let scope = self.intern(ScopeKey::Placement(name));
-        if !self.placement_keys.contains_key(&scope) {
-            self.placement_keys.insert(scope, key);
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.placement_keys.entry(scope) {
+            slot.insert(key);
             self.placement_nodes.insert(scope, BTreeSet::new());
             let names: Vec<String> = self.nodes.keys().cloned().collect();
             for name in names {
