@@ -2,8 +2,8 @@
 //!
 //! Requests arrive as [`Msg`]s on an mpsc channel and are answered on oneshot channels;
 //! nothing else touches the engine, so it needs no lock. The loop sleeps until a message
-//! arrives or the engine's [`Engine::next_deadline`] (or housekeeping) is due: there is no
-//! polling interval anywhere.
+//! arrives or the engine's [`Engine::next_deadline`] (or housekeeping, or a schedule's next
+//! planned time: [`Loop::schedule_deadline`]) is due: there is no polling interval anywhere.
 //!
 //! # Invariants
 //! - **Durable before acknowledged.** Messages are taken in batches (everything waiting in
@@ -22,6 +22,7 @@
 pub(crate) mod admin;
 pub mod backups;
 mod jobs;
+pub mod schedules;
 
 use crate::auth::{Principal, Tokens};
 use crate::error::ApiError;
@@ -140,6 +141,8 @@ pub enum Op {
     },
     /// `GET /metrics`.
     Metrics,
+    /// Schedules (`/v1/schedules`).
+    Schedule(schedules::ScheduleOp),
     /// Item-block backups: records and their `resource-backup` jobs.
     Backup(backups::BackupOp),
     /// Answer every waiter, flush the store, stop.
@@ -171,6 +174,7 @@ pub struct Loop {
     pub(crate) seq: u64,
     pub(crate) max_token: u64,
     pub(crate) metrics: Metrics,
+    pub(crate) schedules: schedules::Schedules,
     waiters: HashMap<JobId, Vec<Waiter>>,
     node_waiters: HashMap<String, Vec<(Principal, oneshot::Sender<Reply>)>>,
     /// Agent jobs admitted on a node and not yet acknowledged: node -> job -> token.
@@ -230,6 +234,7 @@ impl Loop {
             seq,
             max_token,
             metrics: Metrics::default(),
+            schedules: schedules::Schedules::default(),
             waiters: HashMap::new(),
             node_waiters: HashMap::new(),
             offered: HashMap::new(),
@@ -277,6 +282,7 @@ impl Loop {
                 Some(d) => d.min(self.housekeeping_at),
                 None => self.housekeeping_at,
             };
+            let wake = self.schedule_deadline().map_or(wake, |d| d.min(wake));
             let sleep = Duration::from_millis(wake.since(now));
             tokio::select! {
                 m = rx.recv() => match m {
@@ -305,6 +311,7 @@ impl Loop {
                 self.handle(msg, now);
                 self.drain_events(now);
             }
+            self.schedules_tick(now);
             if let Err(e) = self.commit() {
                 tracing::error!("store commit failed, stopping: {e}");
                 eprintln!("lockgate server: store commit failed: {e}; exiting so no answer outruns the disk");
@@ -419,7 +426,12 @@ impl Loop {
             Op::TokenList => self.token_list(p),
             Op::TokenRevoke(name) => self.token_revoke(p, &name),
             Op::Events { after, limit } => self.events(p, after, limit),
-            Op::Metrics => Ok(Answer::Text(self.metrics.render(&self.engine, self.seq))),
+            Op::Metrics => {
+                let mut text = self.metrics.render(&self.engine, self.seq);
+                self.render_schedule_metrics(&mut text);
+                Ok(Answer::Text(text))
+            }
+            Op::Schedule(op) => self.schedule_op(p, op, now),
             Op::Backup(op) => self.backup_op(op, now),
             Op::Wait { .. } | Op::Assignments(_) | Op::Shutdown => {
                 unreachable!("handled in handle()")

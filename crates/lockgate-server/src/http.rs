@@ -4,6 +4,8 @@
 //! [`Op`] to the event loop and turn its [`Reply`] into a response. Long-polls hold only a
 //! oneshot receiver; the loop answers it when the job changes (no polling).
 
+mod schedules;
+
 use crate::auth::{authenticate, Principal, Tokens};
 use crate::error::{parse_json, ApiError};
 use crate::event_loop::{admin::visible, Answer, Msg, Op, Reply};
@@ -159,6 +161,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/tokens/{name}", axum::routing::delete(token_revoke))
         .route("/v1/events", get(events))
         .route("/v1/events/stream", get(events_stream))
+        .merge(schedules::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint (see api.md)") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

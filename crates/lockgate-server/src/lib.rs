@@ -18,6 +18,7 @@ pub mod error;
 pub mod event_loop;
 pub mod http;
 pub mod metrics;
+pub mod schedules;
 
 use auth::{Principal, Tokens};
 use event_loop::{wall_ms, Loop, Msg, Op, PolicySource};
@@ -236,6 +237,7 @@ impl Server {
             loaded.max_token,
         );
         looper.reoffer();
+        looper.load_schedules(loaded.schedules, schedules::server_zone())?;
         looper.recover_backups()?;
         looper.settle()?;
 

@@ -79,6 +79,7 @@ impl Loop {
                 ));
             }
         }
+        self.check_schedule_names(&policy)?;
         let digest = policy_digest(&policy);
         let diff = self.engine.policy().diff(&policy);
         if dry_run {
@@ -123,6 +124,7 @@ impl Loop {
             tracing::error!("{e}; the active policy stays");
             crate::http::policy_error(e)
         })?;
+        self.check_schedule_names(&policy)?;
         let digest = policy_digest(&policy);
         if digest == self.digest {
             return ok(json(&PolicyAnswer {

@@ -6,3 +6,4 @@ mod durability;
 mod errors;
 mod harness;
 mod longpoll;
+mod schedules;

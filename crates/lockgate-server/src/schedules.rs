@@ -1,0 +1,149 @@
+//! Periodic schedules (design `schedules.md`): what the server and the CLI share.
+//!
+//! - [`local_zone`]: the zone for times without one (`TZ`, else `/etc/localtime`, else UTC),
+//!   read here, at the edge, never in `lockgate-core`.
+//! - [`validate`]: a schedule created through the API is checked with the policy's own
+//!   rules (the same validator as a `[[schedule]]` table, against the active policy's pools),
+//!   plus a stricter name rule (it becomes a URL path segment).
+//!
+//! The loop side (planning runs, history, the API operations) is in
+//! `event_loop/schedules.rs`; the routes in `http/schedules.rs`.
+//!
+//! # Policy-file schedules and API-created ones
+//! Both live in one namespace: a name belongs to at most one schedule. `POST /v1/schedules`
+//! with a name the policy uses is refused (409), and so is a policy (`PUT /v1/policy`,
+//! SIGHUP, start) that would take the name of an API-created schedule. Policy schedules
+//! are changed in the policy only: `DELETE /v1/schedules/{name}` answers 409 for them.
+
+use crate::error::ApiError;
+use lockgate_api::ScheduleRequest;
+use lockgate_core::calendar::Schedule;
+use lockgate_core::policy::ScheduleSpec;
+use lockgate_core::Policy;
+
+/// Whether the calendar knows the zone `name` (its bundled IANA database).
+pub fn zone_known(name: &str) -> bool {
+    Schedule::parse("daily")
+        .map(|s| s.next_after(0, name).is_ok())
+        .unwrap_or(false)
+}
+
+/// The machine's local zone as an IANA name, as systemd reads it: `TZ` (a zone name such
+/// as `Europe/Vienna`, `:Europe/Vienna` or a path into a zoneinfo directory), else the
+/// zone `/etc/localtime` names; `UTC` when neither gives a zone the calendar knows (a POSIX
+/// `TZ` rule such as `CET-1CEST` is not supported). The second value says why it fell back.
+pub fn local_zone_checked() -> (String, Option<String>) {
+    match jiff::tz::TimeZone::try_system() {
+        Ok(z) => match z.iana_name() {
+            Some(name) if zone_known(name) => (name.to_string(), None),
+            Some(name) => (
+                "UTC".into(),
+                Some(format!(
+                    "the local zone {name:?} is not in lockgate's zone database; using UTC"
+                )),
+            ),
+            None => (
+                "UTC".into(),
+                Some("the local zone has no IANA name (set TZ=Area/City); using UTC".into()),
+            ),
+        },
+        Err(e) => (
+            "UTC".into(),
+            Some(format!("cannot determine the local zone ({e}); using UTC")),
+        ),
+    }
+}
+
+/// [`local_zone_checked`] without the reason.
+pub fn local_zone() -> String {
+    local_zone_checked().0
+}
+
+/// The server's zone: [`local_zone_checked`], logging why it fell back to UTC.
+pub fn server_zone() -> String {
+    let (zone, why) = local_zone_checked();
+    match why {
+        Some(why) => tracing::warn!("schedules: {why}"),
+        None => tracing::info!("schedules: times without a zone are {zone} times"),
+    }
+    zone
+}
+
+/// Whether `name` may name an API-created schedule: 1 to 64 letters, digits or `. _ : @ -`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:@-".contains(c))
+}
+
+/// The JSON field of a policy field path inside one `[[schedule]]` (`schedule[0].jitter`
+/// -> `jitter_s`).
+fn api_field(policy_field: &str) -> String {
+    let f = policy_field
+        .strip_prefix("schedule[0]")
+        .map(|f| f.trim_start_matches('.'))
+        .unwrap_or(policy_field);
+    let seconds = [
+        "max_start_delay",
+        "jitter",
+        "retry.interval",
+        "job.max_wait",
+        "job.max_run",
+    ];
+    if seconds.contains(&f) {
+        format!("{f}_s")
+    } else if f.is_empty() {
+        "schedule".into()
+    } else {
+        f.to_string()
+    }
+}
+
+/// Checks an API schedule with the rules of a policy `[[schedule]]` under `policy` (its pools
+/// and kinds), giving the validated schedule.
+///
+/// # Errors
+/// 422 naming the JSON field: a bad name, expression (the part of it to fix), duration,
+/// selector, cost pool, `duplicates` or `misfire` value.
+pub fn validate(req: &ScheduleRequest, policy: &Policy) -> Result<ScheduleSpec, ApiError> {
+    if !valid_name(&req.name) {
+        return Err(ApiError::invalid(
+            "name",
+            format!(
+                "invalid schedule name {:?}: 1 to 64 letters, digits or . _ : @ -",
+                req.name
+            ),
+        ));
+    }
+    let raw = req
+        .to_raw()
+        .map_err(|e| ApiError::invalid(e.field.clone(), e.to_string()))?;
+    let mut doc = policy.raw.clone();
+    doc.schedule = vec![raw];
+    let checked = Policy::from_raw(doc).map_err(|e| {
+        let field = api_field(&e.field);
+        ApiError::invalid(field.clone(), format!("{field}: {}", e.message))
+    })?;
+    Ok(checked
+        .schedules
+        .into_iter()
+        .next()
+        .expect("one schedule was validated"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_named_as_the_api_writes_them() {
+        assert_eq!(api_field("schedule[0].when"), "when");
+        assert_eq!(api_field("schedule[0].jitter"), "jitter_s");
+        assert_eq!(api_field("schedule[0].retry.interval"), "retry.interval_s");
+        assert_eq!(api_field("schedule[0].job.cost.tape"), "job.cost.tape");
+        assert!(zone_known("UTC") && zone_known("Europe/Vienna") && !zone_known("Mars/Olympus"));
+        assert!(valid_name("verify-ds1") && !valid_name("a/b") && !valid_name(""));
+    }
+}
