@@ -180,6 +180,8 @@ pub(crate) struct Entry {
     pub rank: Rank,
     pub placement: Option<ScopeId>,
     pub reserving: Vec<ScopeId>,
+    /// A timer is set for when it may reserve (armed when it is first found blocked).
+    pub reserve_armed: bool,
 }
 
 /// The scheduling engine. See the module docs.
@@ -189,7 +191,7 @@ pub struct Engine {
     mode: Mode,
     next_id: JobId,
     next_token: u64,
-    entries: HashMap<JobId, Entry>,
+    entries: HashMap<JobId, Box<Entry>>,
     idempotency: HashMap<(String, String), JobId>,
     nodes: BTreeMap<String, Node>,
     interner: Interner,

@@ -603,7 +603,13 @@ impl Engine {
     /// reserves them (or takes a reservation over from a worse-ranked job).
     fn maybe_reserve(&mut self, id: JobId, now: Timestamp) {
         let e = &self.entries[&id];
-        if now.since(e.job.queued_at) < self.policy.queue.reserve_after.as_millis() as u64 {
+        let due = e.job.queued_at.plus(self.policy.queue.reserve_after);
+        if now < due {
+            if !e.reserve_armed {
+                let attempt = e.job.attempt;
+                self.entries.get_mut(&id).expect("live").reserve_armed = true;
+                self.timers.insert((due, Timer::Reserve(id, attempt)));
+            }
             return;
         }
         let Err(blocks) = self.evaluate(id, now, true) else {

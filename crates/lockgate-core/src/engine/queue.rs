@@ -138,13 +138,9 @@ impl Engine {
                 Timer::MaxWait(id, attempt),
             ));
         }
-        self.timers.insert((
-            queued_at.plus(self.policy.queue.reserve_after),
-            Timer::Reserve(id, attempt),
-        ));
         self.entries.insert(
             id,
-            Entry {
+            Box::new(Entry {
                 job,
                 needs,
                 held: Vec::new(),
@@ -152,7 +148,8 @@ impl Engine {
                 rank,
                 placement,
                 reserving: Vec::new(),
-            },
+                reserve_armed: false,
+            }),
         );
         match not_before {
             Some(t) => {
@@ -254,8 +251,9 @@ impl Engine {
                 self.drop_class(cid);
             } else if ready {
                 self.file(cid, true);
-            } else if let Some(s) = parked {
-                self.park_on(cid, s);
+            } else if parked.is_some() {
+                // The new head is evaluated afresh (it may arm its reservation timer).
+                self.file(cid, true);
             } else {
                 self.file(cid, false);
             }

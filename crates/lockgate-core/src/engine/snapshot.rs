@@ -98,7 +98,7 @@ impl Engine {
             let rank = engine.base_rank(&job);
             engine.entries.insert(
                 id,
-                Entry {
+                Box::new(Entry {
                     job,
                     needs: Default::default(),
                     held: Vec::new(),
@@ -106,7 +106,8 @@ impl Engine {
                     rank,
                     placement: None,
                     reserving: Vec::new(),
-                },
+                    reserve_armed: false,
+                }),
             );
             engine.arm_timers(id, now);
         }
@@ -127,10 +128,6 @@ impl Engine {
                 if let Some(t) = job.not_before.filter(|&t| t > now) {
                     timers.push((t, Timer::NotBefore(id, job.attempt)));
                 }
-                timers.push((
-                    job.queued_at.plus(self.policy.queue.reserve_after),
-                    Timer::Reserve(id, job.attempt),
-                ));
             }
             s if s.is_admitted() => {
                 let lease = job.lease.expect("admitted jobs hold a lease");
@@ -229,6 +226,7 @@ impl Engine {
             e.held.clear();
             e.class = None;
             e.reserving.clear();
+            e.reserve_armed = false;
             if job.state.is_admitted() {
                 self.retake(id, &job);
             }
