@@ -193,3 +193,77 @@ impl Loop {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Msg, Op, PolicySource};
+    use super::*;
+    use crate::auth::{Principal, Tokens};
+    use lockgate_core::job::JobState;
+    use lockgate_core::{Engine, Mode, Policy};
+
+    fn ask(lp: &mut Loop, op: Op) -> oneshot::Receiver<Reply> {
+        let (reply, rx) = oneshot::channel();
+        let now = lp.now();
+        lp.handle(
+            Msg {
+                principal: Principal::system(),
+                op,
+                reply,
+            },
+            now,
+        );
+        lp.drain_events(now);
+        rx
+    }
+
+    fn end_batch(lp: &mut Loop) {
+        lp.commit().unwrap();
+        lp.send_replies();
+    }
+
+    /// A backup's driver waits for its queued job while a cancel ends it: when the wait
+    /// came in the same batch as the cancel, the job was neither in the engine nor in the
+    /// store yet, the store's older `queued` row was taken, and the wait never returned.
+    #[test]
+    fn a_wait_in_the_batch_that_ended_the_job_answers_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = lockgate_store::SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        let policy = Policy::from_toml("[[limit]]\nname = \"none\"\nmax = 0\n", None).unwrap();
+        let (events, _) = tokio::sync::broadcast::channel(16);
+        let mut lp = Loop::new(
+            Engine::new(policy, Mode::Indexed),
+            Box::new(store),
+            Tokens::default(),
+            PolicySource::Store,
+            events,
+            0,
+            0,
+        );
+        let req = lockgate_api::SubmitRequest {
+            kind: "backup".into(),
+            ..Default::default()
+        };
+        let mut rx = ask(&mut lp, Op::Submit(Box::new(req)));
+        end_batch(&mut lp);
+        let Ok(Ok(Answer::Json(_, job))) = rx.try_recv() else {
+            panic!("submitted")
+        };
+        let id = job["id"].as_u64().unwrap();
+        assert_eq!(job["state"], "queued");
+
+        let _cancel = ask(&mut lp, Op::Cancel(id, false));
+        let mut wait = ask(
+            &mut lp,
+            Op::Wait {
+                id,
+                from: JobState::Queued,
+            },
+        );
+        end_batch(&mut lp);
+        match wait.try_recv() {
+            Ok(Ok(Answer::Json(_, v))) => assert_eq!(v["state"], "cancelled"),
+            other => panic!("the wait was not answered: {other:?}"),
+        }
+    }
+}

@@ -11,9 +11,14 @@ use lockgate_core::Timestamp;
 use lockgate_store::JobFilter;
 
 impl Loop {
-    /// A job, live (engine) or finished (store).
+    /// A job, live (engine), ended in this batch (not committed yet) or finished (store).
     pub(crate) fn find(&mut self, id: JobId) -> Result<Job, ApiError> {
         if let Some(j) = self.engine.job(id) {
+            return Ok(j.clone());
+        }
+        // A job that ended earlier in this batch is no longer in the engine and not yet in
+        // the store: the store would give its previous state (a wait would then hang).
+        if let Some(j) = self.changed.get(&id) {
             return Ok(j.clone());
         }
         self.store
