@@ -97,7 +97,7 @@ impl JobView {
         JobView {
             id: job.id,
             kind: job.kind.clone(),
-            attrs: job.attrs.clone(),
+            attrs: job.attrs.to_map(),
             owner: job.owner.clone(),
             priority: job.priority,
             executor: job.executor,

@@ -50,6 +50,7 @@ use crate::scope::{Interner, ScopeId, ScopeKey};
 use crate::selector::Selector;
 use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 
 pub use nodes::{Node, NodeRegistration, NodeState};
 pub use snapshot::{NodeRecord, Snapshot};
@@ -173,7 +174,8 @@ pub(crate) struct ScopeState {
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub job: Job,
-    pub needs: Needs,
+    /// Shared with the job's class while it is queued.
+    pub needs: Arc<Needs>,
     /// Scopes and amounts it took at admission; given back exactly at the end.
     pub held: Vec<(ScopeId, u64)>,
     pub class: Option<ClassId>,
@@ -423,7 +425,7 @@ impl Engine {
                 .two_stage
                 .unwrap_or_else(|| self.policy.kind_two_stage(&spec.kind)),
             kind: spec.kind,
-            attrs: spec.attrs,
+            attrs: spec.attrs.into(),
             owner: spec.owner,
             executor,
             state: JobState::Queued,

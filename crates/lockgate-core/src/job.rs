@@ -195,7 +195,7 @@ pub struct Job {
     /// Kind.
     pub kind: String,
     /// Attributes.
-    pub attrs: BTreeMap<String, String>,
+    pub attrs: Attrs,
     /// Owner (principal).
     pub owner: String,
     /// Priority after defaults.
@@ -272,5 +272,88 @@ impl Job {
     /// Whether the job runs on a node at all (pinned or movable).
     pub fn on_node(&self) -> bool {
         self.pinned || self.node_selector.is_some()
+    }
+}
+
+/// A job's attributes: a small map kept as a sorted vector (most jobs have a handful, and a
+/// queued job should cost little memory). Serialized as a JSON object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Attrs(Vec<(String, String)>);
+
+impl Attrs {
+    /// The value of an attribute.
+    pub fn get(&self, key: &str) -> Option<&String> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    /// Whether the attribute is set.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Attributes in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+
+    /// Number of attributes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The attributes as an ordered map.
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.0.iter().cloned().collect()
+    }
+}
+
+impl From<BTreeMap<String, String>> for Attrs {
+    fn from(map: BTreeMap<String, String>) -> Attrs {
+        Attrs(map.into_iter().collect())
+    }
+}
+
+impl From<Attrs> for BTreeMap<String, String> {
+    fn from(attrs: Attrs) -> BTreeMap<String, String> {
+        attrs.0.into_iter().collect()
+    }
+}
+
+impl std::ops::Index<&str> for Attrs {
+    type Output = String;
+    fn index(&self, key: &str) -> &String {
+        self.get(key)
+            .unwrap_or_else(|| panic!("no attribute {key:?}"))
+    }
+}
+
+impl<'a> IntoIterator for &'a Attrs {
+    type Item = (&'a String, &'a String);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, String)>,
+        fn(&'a (String, String)) -> (&'a String, &'a String),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl Serialize for Attrs {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Attrs {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Attrs, D::Error> {
+        BTreeMap::<String, String>::deserialize(deserializer).map(Attrs::from)
     }
 }

@@ -385,7 +385,7 @@ impl Engine {
     pub(crate) fn admit(&mut self, id: JobId, node: Placement, now: Timestamp) {
         self.dequeue(id);
         let e = self.entries.get_mut(&id).expect("live");
-        let needs = std::mem::take(&mut e.needs);
+        let needs = e.needs.clone();
         let (two_stage, owner) = (e.job.two_stage, e.job.owner.clone());
         let state = if two_stage {
             JobState::Preparing
@@ -393,7 +393,6 @@ impl Engine {
             JobState::Running
         };
         self.take_share(id, &needs, node.as_deref(), state, None);
-        self.entries.get_mut(&id).expect("live").needs = needs;
         let lease = self.grant_lease(id, now);
         let timeout = self.policy.prepare_timeout(&self.entries[&id].job.kind);
         let e = self.entries.get_mut(&id).expect("live");

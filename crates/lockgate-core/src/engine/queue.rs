@@ -89,7 +89,7 @@ pub(crate) enum PlacementSig {
 /// What makes jobs interchangeable.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ClassSig {
-    pub needs: Needs,
+    pub needs: std::sync::Arc<Needs>,
     pub placement: PlacementSig,
     pub two_stage: bool,
     /// The job kind when the job is an agent job (agents run only kinds they have handlers for).
@@ -126,7 +126,7 @@ impl Engine {
     /// Adds a job to the engine (a new submit or a retry), with its timers.
     pub(crate) fn insert_entry(&mut self, job: Job, now: Timestamp) {
         let id = job.id;
-        let needs = self.compute_needs(&job);
+        let needs = std::sync::Arc::new(self.compute_needs(&job));
         let placement = self.job_placement_scope(&job);
         let rank = self.base_rank(&job);
         let queued_at = job.queued_at;
@@ -196,7 +196,10 @@ impl Engine {
             None => self.new_class(sig),
         };
         let rank = self.entries[&id].rank;
-        self.entries.get_mut(&id).expect("live").class = Some(cid);
+        let shared = self.classes[cid as usize].sig.needs.clone();
+        let e = self.entries.get_mut(&id).expect("live");
+        e.class = Some(cid);
+        e.needs = shared; // one copy of the needs per class, not per job
         let class = &mut self.classes[cid as usize];
         let was_head = class.jobs.first().copied();
         class.jobs.insert((rank, id));

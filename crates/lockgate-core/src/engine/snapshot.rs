@@ -218,7 +218,7 @@ impl Engine {
         ids.sort_unstable();
         for &id in &ids {
             let job = self.entries[&id].job.clone();
-            let needs = self.compute_needs(&job);
+            let needs = std::sync::Arc::new(self.compute_needs(&job));
             let placement = self.job_placement_scope(&job);
             let rank = self.base_rank(&job);
             let e = self.entries.get_mut(&id).expect("listed");
@@ -248,9 +248,8 @@ impl Engine {
 
     /// An admitted job takes again what it holds under the current policy.
     fn retake(&mut self, id: JobId, job: &Job) {
-        let needs = std::mem::take(&mut self.entries.get_mut(&id).expect("listed").needs);
+        let needs = self.entries[&id].needs.clone();
         self.take_share(id, &needs, job.node.as_deref(), job.state, job.prepared_at);
-        self.entries.get_mut(&id).expect("listed").needs = needs;
         *self.owner_running.entry(job.owner.clone()).or_insert(0) += 1;
     }
 
