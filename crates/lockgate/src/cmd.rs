@@ -9,6 +9,7 @@ pub mod job;
 pub mod node;
 pub mod policy;
 pub mod run;
+pub mod schedule;
 pub mod server;
 pub mod simulate;
 pub mod token;

@@ -63,6 +63,8 @@ pub enum Command {
     Events(cmd::events::Args),
     /// List, show, cordon, uncordon and remove nodes.
     Node(cmd::node::Args),
+    /// Periodic schedules: add, list, show, remove; the next times of an expression.
+    Schedule(cmd::schedule::Args),
     /// Run the jobs placed on this node with the handlers of --config agent.toml.
     Agent(cmd::agent::Args),
     /// A server, three agents and a sample workload, with live output (a minute at most).
@@ -88,6 +90,7 @@ fn main() -> std::process::ExitCode {
         Command::Token(args) => cmd::token::run(&cli.global, args),
         Command::Events(args) => cmd::events::run(&cli.global, args),
         Command::Node(args) => cmd::node::run(&cli.global, args),
+        Command::Schedule(args) => cmd::schedule::run(&cli.global, args),
         Command::Exec(args) => cmd::run::exec(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Agent(args) => cmd::agent::run(&cli.global, args),

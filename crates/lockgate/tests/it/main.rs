@@ -7,3 +7,4 @@ mod crash;
 mod harness;
 mod load;
 mod run;
+mod schedule;
