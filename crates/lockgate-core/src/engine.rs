@@ -213,6 +213,8 @@ pub struct Engine {
     dirty_nodes: BTreeSet<String>,
     /// Scopes that hold a reservation.
     reserved: BTreeSet<ScopeId>,
+    /// Needs by job shape under the current policy.
+    needs_cache: needs::NeedsCache,
 }
 
 impl Engine {
@@ -241,6 +243,7 @@ impl Engine {
             events: VecDeque::new(),
             dirty_nodes: BTreeSet::new(),
             reserved: BTreeSet::new(),
+            needs_cache: needs::NeedsCache::default(),
         }
     }
 

@@ -33,15 +33,49 @@ use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::event_loop::backups::{backup_owner, BackupOp};
 use crate::event_loop::{Answer, Msg, Op, Reply};
+use lockgate_api::BackupRequest;
 use lockgate_api::{BackupProgress, BackupView, Role};
-use lockgate_blocks::{BackupHandle, Plan, WorkerPool};
+use lockgate_blocks::{BackupHandle, Filters, Plan, PlanOptions, WorkerPool};
 use lockgate_core::policy::BlocksPolicy;
+use lockgate_core::selector::Selector;
 use lockgate_core::JobId;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
+
+/// The plan options of a request under the policy's `[blocks]` section (also used by
+/// `lockgate backup create --dry-run`, which plans locally).
+///
+/// # Errors
+/// 422 naming `selector` when the label selector does not parse.
+pub fn plan_options(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<PlanOptions, ApiError> {
+    let label_selector = match req.selector.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) => Some(Selector::parse_labels(text).map_err(|e| {
+            ApiError::invalid(
+                "selector",
+                format!(
+                    "selector {text:?}: {} (at character {})",
+                    e.message, e.position
+                ),
+            )
+        })?),
+    };
+    Ok(PlanOptions {
+        filters: Filters {
+            include_namespaces: req.include_namespaces.clone(),
+            exclude_namespaces: req.exclude_namespaces.clone(),
+            include_resources: req.include_resources.clone(),
+            exclude_resources: req.exclude_resources.clone(),
+            label_selector,
+            include_cluster_resources: req.include_cluster_resources,
+        },
+        ordered: req.ordered.clone(),
+        ..PlanOptions::from_policy(blocks)
+    })
+}
 
 /// Worker threads of the shared pool when `--item-block-workers` is not given.
 pub const DEFAULT_WORKERS: usize = 4;
@@ -113,7 +147,8 @@ impl Backups {
         });
         Backups {
             tx,
-            data_dir,
+            // Archive paths in records and answers are absolute, whatever --data-dir was.
+            data_dir: std::path::absolute(&data_dir).unwrap_or(data_dir),
             pool: Mutex::new(Some(Arc::new(pool))),
             running: Mutex::new(HashMap::new()),
         }

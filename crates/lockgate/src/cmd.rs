@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod agent;
+pub mod backup;
 pub mod bench;
 pub mod connect;
 pub mod demo;

@@ -71,6 +71,8 @@ pub enum Command {
     Demo(cmd::demo::Args),
     /// Measure the server and `lockgate run` on this machine (in-process server, temp store).
     Bench(cmd::bench::Args),
+    /// Item-block backups of Kubernetes manifests: create (or --dry-run), ls, describe, cancel.
+    Backup(cmd::backup::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -93,6 +95,7 @@ fn main() -> std::process::ExitCode {
         Command::Schedule(args) => cmd::schedule::run(&cli.global, args),
         Command::Exec(args) => cmd::run::exec(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Backup(args) => cmd::backup::run(&cli.global, args),
         Command::Agent(args) => cmd::agent::run(&cli.global, args),
         Command::Demo(args) => cmd::demo::run(&cli.global, args),
         Command::DemoTask(args) => cmd::demo::task::run(args),

@@ -548,14 +548,16 @@ impl Engine {
             e.job.retry_at = Some(at);
             self.timers.insert((at, Timer::Retry(id, e.job.attempt)));
         }
-        let job = e.job.clone();
-        self.emit(JobChange::Finished, &job);
-        if !retries {
-            self.entries.remove(&id);
-            if let Some(key) = &job.idempotency_key {
-                self.idempotency.remove(&(job.owner.clone(), key.clone()));
-            }
+        if retries {
+            let job = e.job.clone();
+            self.emit(JobChange::Finished, &job);
+            return job;
         }
+        let job = self.entries.remove(&id).expect("live").job;
+        if let Some(key) = &job.idempotency_key {
+            self.idempotency.remove(&(job.owner.clone(), key.clone()));
+        }
+        self.emit(JobChange::Finished, &job);
         job
     }
 

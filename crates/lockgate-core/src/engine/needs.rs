@@ -6,9 +6,12 @@
 //! it holds. Node scopes depend on placement and are added at admission.
 
 use super::Engine;
-use crate::job::Job;
+use crate::job::{Attrs, Job};
 use crate::policy::{PerKey, Policy};
 use crate::scope::{ScopeId, ScopeKey};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// How a need is checked against its scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,7 +55,98 @@ fn matches(job: &Job, sel: &crate::selector::Selector) -> bool {
     sel.matches(|k| job.key_value(k))
 }
 
+/// Needs already computed under the current policy, by job shape: jobs with the same kind,
+/// owner, attributes, costs, stage and pinned node need the same scopes. Cleared on every
+/// rebuild, and when it grows past [`NeedsCache::MAX`] shapes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NeedsCache {
+    shapes: HashMap<u64, Vec<(Shape, Arc<Needs>)>>,
+    len: usize,
+}
+
+/// The parts of a job its needs depend on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Shape {
+    kind: String,
+    owner: String,
+    attrs: Attrs,
+    cost: BTreeMap<String, u64>,
+    two_stage: bool,
+    node: Option<String>,
+}
+
+impl Shape {
+    fn of(job: &Job) -> Shape {
+        Shape {
+            kind: job.kind.clone(),
+            owner: job.owner.clone(),
+            attrs: job.attrs.clone(),
+            cost: job.cost.clone(),
+            two_stage: job.two_stage,
+            node: job.key_value("node").map(str::to_string),
+        }
+    }
+
+    fn matches(&self, job: &Job) -> bool {
+        self.kind == job.kind
+            && self.owner == job.owner
+            && self.attrs == job.attrs
+            && self.cost == job.cost
+            && self.two_stage == job.two_stage
+            && self.node.as_deref() == job.key_value("node")
+    }
+
+    fn hash(job: &Job) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (
+            &job.kind,
+            &job.owner,
+            &job.attrs,
+            job.two_stage,
+            job.key_value("node"),
+        )
+            .hash(&mut h);
+        job.cost.hash(&mut h);
+        h.finish()
+    }
+}
+
+impl NeedsCache {
+    /// Shapes kept before the cache starts over.
+    const MAX: usize = 4096;
+
+    /// Forgets everything (the policy or the scope table changed).
+    pub fn clear(&mut self) {
+        self.shapes.clear();
+        self.len = 0;
+    }
+}
+
 impl Engine {
+    /// A job's needs, from the cache when a job of the same shape was seen under this policy.
+    pub(crate) fn needs_of(&mut self, job: &Job) -> Arc<Needs> {
+        let hash = Shape::hash(job);
+        if let Some(hit) = self
+            .needs_cache
+            .shapes
+            .get(&hash)
+            .and_then(|v| v.iter().find(|(shape, _)| shape.matches(job)))
+        {
+            return hit.1.clone();
+        }
+        let needs = Arc::new(self.compute_needs(job));
+        if self.needs_cache.len >= NeedsCache::MAX {
+            self.needs_cache.clear();
+        }
+        self.needs_cache.len += 1;
+        self.needs_cache
+            .shapes
+            .entry(hash)
+            .or_default()
+            .push((Shape::of(job), needs.clone()));
+        needs
+    }
+
     /// Computes a job's needs under the current policy, interning the scopes it touches.
     pub(crate) fn compute_needs(&mut self, job: &Job) -> Needs {
         let policy: &Policy = &self.policy;

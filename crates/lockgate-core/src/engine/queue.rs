@@ -126,7 +126,7 @@ impl Engine {
     /// Adds a job to the engine (a new submit or a retry), with its timers.
     pub(crate) fn insert_entry(&mut self, job: Job, now: Timestamp) {
         let id = job.id;
-        let needs = std::sync::Arc::new(self.compute_needs(&job));
+        let needs = self.needs_of(&job);
         let placement = self.job_placement_scope(&job);
         let rank = self.base_rank(&job);
         let queued_at = job.queued_at;

@@ -203,6 +203,7 @@ impl Engine {
         self.placement_nodes.clear();
         self.placement_keys.clear();
         self.reserved.clear();
+        self.needs_cache.clear();
         let names: Vec<String> = self.nodes.keys().cloned().collect();
         for name in &names {
             let (number, rule) = self.policy.node_number(&self.nodes[name].labels);
@@ -218,7 +219,7 @@ impl Engine {
         ids.sort_unstable();
         for &id in &ids {
             let job = self.entries[&id].job.clone();
-            let needs = std::sync::Arc::new(self.compute_needs(&job));
+            let needs = self.needs_of(&job);
             let placement = self.job_placement_scope(&job);
             let rank = self.base_rank(&job);
             let e = self.entries.get_mut(&id).expect("listed");

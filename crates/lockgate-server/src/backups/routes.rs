@@ -22,9 +22,8 @@ use axum::{Json, Router};
 use lockgate_api::{
     check_backup_name, BackupList, BackupProgress, BackupRequest, BackupState, BackupView, Role,
 };
-use lockgate_blocks::{Filters, LoadError, Plan, PlanOptions};
+use lockgate_blocks::{LoadError, Plan};
 use lockgate_core::policy::BlocksPolicy;
-use lockgate_core::selector::Selector;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -63,40 +62,13 @@ fn may_see(p: &Principal, v: &BackupView) -> bool {
     }
 }
 
-fn options(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<PlanOptions, ApiError> {
-    let label_selector = match req.selector.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(text) => Some(Selector::parse_labels(text).map_err(|e| {
-            ApiError::invalid(
-                "selector",
-                format!(
-                    "selector {text:?}: {} (at character {})",
-                    e.message, e.position
-                ),
-            )
-        })?),
-    };
-    Ok(PlanOptions {
-        filters: Filters {
-            include_namespaces: req.include_namespaces.clone(),
-            exclude_namespaces: req.exclude_namespaces.clone(),
-            include_resources: req.include_resources.clone(),
-            exclude_resources: req.exclude_resources.clone(),
-            label_selector,
-            include_cluster_resources: req.include_cluster_resources,
-        },
-        ordered: req.ordered.clone(),
-        ..PlanOptions::from_policy(blocks)
-    })
-}
-
 fn input_error(message: String) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message).field("from")
 }
 
 /// Reads and plans the input on a blocking thread.
 async fn plan(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<Plan, ApiError> {
-    let options = options(req, blocks)?;
+    let options = super::plan_options(req, blocks)?;
     let from = PathBuf::from(&req.from);
     if !from.is_absolute() {
         return Err(ApiError::invalid(

@@ -26,6 +26,12 @@ pub struct Args {
     /// TLS private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Worker threads of the item-block pool shared by every backup (round-robin between
+    /// backups). More overlap more hooks and snapshot waits; each holds one block's
+    /// manifests in memory.
+    #[arg(long, value_name = "N", default_value_t = lockgate_server::backups::DEFAULT_WORKERS as u16,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub item_block_workers: u16,
 }
 
 /// Runs the server until SIGTERM or SIGINT.
@@ -46,7 +52,9 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         policy_file: args.config,
         tls: args.tls_cert.zip(args.tls_key),
     };
-    let server = lockgate_server::Server::open(config).context("lockgate server cannot start")?;
+    let mut server =
+        lockgate_server::Server::open(config).context("lockgate server cannot start")?;
+    server.set_item_block_workers(usize::from(args.item_block_workers));
     if server.new_admin_token().is_some() {
         eprintln!(
             "lockgate: wrote a new admin token to {}",

@@ -2,6 +2,7 @@
 //! processes, real signals and `kill -9`.
 
 mod agent;
+mod backup;
 mod cli;
 mod crash;
 mod harness;

@@ -1,0 +1,130 @@
+//! `lockgate backup`: the dry run needs no server and prints only JSON; `create --wait`
+//! against a real server process shows progress on stderr; `describe -o json` prints the
+//! archive's metadata/result.json.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// Two pods (one with a PVC bound to a PV, hooks-free), a Deployment and a ConfigMap.
+fn manifests(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let items = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "web-0", "namespace": "app"},
+         "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": "data", "namespace": "app"}, "spec": {}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "app"},
+         "spec": {}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": "web", "namespace": "app"}, "spec": {}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "app"},
+         "data": {"k": "v"}}
+    ]});
+    std::fs::write(dir.join("cluster.json"), items.to_string()).unwrap();
+}
+
+#[test]
+fn a_dry_run_prints_the_blocks_as_json_without_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    manifests(&input);
+    let out = std::process::Command::new(BIN)
+        .args(["--server", "http://127.0.0.1:9", "backup", "create", "x"])
+        .arg("--from")
+        .arg(&input)
+        .args(["--ordered", "pods/app/web-1", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let blocks: Value = serde_json::from_slice(&out.stdout).expect("stdout is only JSON");
+    assert_eq!(
+        blocks,
+        json!([
+            {"index": 0, "items": ["pods/app/web-1"]},
+            {"index": 1, "items": ["configmaps/app/cfg"]},
+            {"index": 2, "items": ["deployments.apps/app/web"]},
+            {"index": 3, "items": ["pods/app/web-0", "persistentvolumeclaims/app/data"]},
+        ])
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A bad file: the blocks of the rest, and an exit status that says the server would
+    // refuse it.
+    std::fs::write(input.join("broken.json"), "{\"kind\": ").unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["backup", "create", "x", "--dry-run", "--from"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let blocks: Value = serde_json::from_slice(&out.stdout).expect("stdout is only JSON");
+    assert_eq!(blocks.as_array().unwrap().len(), 4);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("broken.json"), "{err}");
+}
+
+#[test]
+fn create_wait_shows_progress_and_describe_prints_the_result() {
+    let s = Srv::start("");
+    manifests(&s.path("in"));
+    // A relative --from: the CLI sends it as an absolute path.
+    let out = s
+        .cli(&["backup", "create", "nightly", "--from", "in", "--wait"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("blocks 4/4  items 5/5  Completed"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("Completed"), "{stdout}");
+
+    let out = s
+        .cli(&["-o", "json", "backup", "describe", "nightly"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("stdout is only JSON");
+    assert_eq!(doc["phase"], "Completed");
+    assert_eq!(doc["item_status"].as_array().unwrap().len(), 5);
+    assert_eq!(doc["item_status"][0]["status"], "Completed");
+    // The same document the archive holds.
+    let archive = s.path("data/backups/nightly.tar.gz");
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(
+        std::fs::File::open(&archive).unwrap(),
+    ));
+    let stored: Value = tar
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap())
+        .find(|e| e.path().unwrap().to_str() == Some("metadata/result.json"))
+        .map(|e| serde_json::from_reader(e).unwrap())
+        .unwrap();
+    assert_eq!(doc, stored);
+
+    let out = s.cli(&["backup", "describe", "nightly"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("persistentvolumeclaims/app/data"), "{text}");
+    assert!(text.contains("not bound: no volume data"), "{text}");
+
+    let list = s.cli(&["-o", "json", "backup", "ls"]).output().unwrap();
+    let list: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(list["backups"][0]["name"], "nightly");
+    let out = s.cli(&["backup", "cancel", "nightly"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already ended"));
+}
