@@ -374,7 +374,7 @@ fn max_start_delay_expires_a_run_that_cannot_be_admitted_in_time() {
     let admin = s.admin();
     let blocker = admin.submit(&job("blocker", &[])).unwrap().0;
     assert_eq!(blocker.state, JobState::Running);
-    let (when, planned) = once_in(1);
+    let (when, planned) = once_in(3);
     admin
         .create_schedule(&request("late", &when, json!({"max_start_delay_s": 1})))
         .unwrap();
@@ -406,7 +406,7 @@ fn retry_queues_a_failed_run_again_as_the_same_job_and_never_a_cancelled_one() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), LONG_LEASES);
     let admin = s.admin();
-    let (when, _) = once_in(1);
+    let (when, _) = once_in(3);
     admin
         .create_schedule(&request(
             "retried",
