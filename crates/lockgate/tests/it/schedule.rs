@@ -193,4 +193,22 @@ fn schedule_add_ls_show_next_and_rm_against_a_server() {
     let missing = run(&["schedule", "next", "every-2s"]);
     let err = String::from_utf8_lossy(&missing.stderr);
     assert!(err.contains("nor is it the name of a schedule"), "{err}");
+
+    // The policy file is the source of policy schedules: SIGHUP swaps them.
+    std::fs::write(
+        s.path("lockgate.toml"),
+        "[[schedule]]\nname = \"prune-ds1\"\nwhen = \"daily\"\njob = { kind = \"prune\" }\n",
+    )
+    .unwrap();
+    signal(s.pid(), rustix::process::Signal::HUP);
+    assert!(eventually(Duration::from_secs(20), || {
+        let list = stdout_json(&run(&["-o", "json", "schedule", "ls"]));
+        list["schedules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].clone())
+            .collect::<Vec<_>>()
+            == [json!("prune-ds1")]
+    }));
 }
