@@ -609,3 +609,101 @@ fn a_restart_fails_the_running_backup_and_keeps_the_finished_ones() {
     }
     assert_eq!(admin.backups().unwrap().backups.len(), 2);
 }
+
+#[test]
+fn a_pod_volume_backup_is_pinned_to_the_pods_node_and_the_post_hook_waits_for_its_end() {
+    let dir = tempdir();
+    let s = TestServer::start(&dir.path().join("data"), POLICY);
+    let admin = s.admin();
+    let hooks = dir.path().join("hooks.log");
+    let mut p = pod("app", "db-0", &[], Some(&hooks));
+    p["spec"]["nodeName"] = json!("n2");
+    p["spec"]["volumes"] = json!([{"name": "scratch", "emptyDir": {}}]);
+    p["metadata"]["annotations"]["backup.lockgate.io/backup-volumes"] = json!("scratch");
+    let input = dir.path().join("pod.json");
+    std::fs::write(&input, p.to_string()).unwrap();
+    let reg = NodeRegister {
+        kinds: ["pod-volume-backup".to_string()].into(),
+        ..NodeRegister::default()
+    };
+    admin.register_node("n2", &reg).unwrap();
+
+    admin.create_backup(&request("fs", &input)).unwrap();
+    let (stage, token, job) = take(&admin, "n2");
+    assert_eq!(
+        (stage.as_str(), job.kind.as_str(), job.pinned, job.two_stage),
+        ("run", "pod-volume-backup", true, false)
+    );
+    assert_eq!(
+        (job.attrs["pod"].as_str(), job.attrs["volume"].as_str()),
+        ("db-0", "scratch")
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        read_log(&hooks),
+        "pre db-0\n",
+        "post-hook before the data moved"
+    );
+    admin
+        .finish_job(job.id, token, Outcome::Succeeded, None)
+        .unwrap();
+    let done = finished(&admin, "fs");
+    assert_eq!(done.phase.as_deref(), Some("Completed"), "{done:#?}");
+    assert_eq!(read_log(&hooks), "pre db-0\npost db-0\n");
+    let result: Value = admin.backup_result("fs").unwrap();
+    assert_eq!(result["uploads"][0]["kind"], "pod-volume-backup");
+    assert_eq!(result["uploads"][0]["volume"], "scratch");
+}
+
+#[test]
+fn the_server_renews_the_backup_lease_and_a_job_cancel_cancels_the_backup() {
+    let dir = tempdir();
+    // A lease this short is lost within a second unless the server renews it.
+    let policy = format!("{POLICY}\n[leases]\nttl = \"600ms\"\n");
+    let s = TestServer::start(&dir.path().join("data"), &policy);
+    let admin = s.admin();
+    let slow = |name: &str, n: usize| {
+        let pods: Vec<Value> = (0..n)
+            .map(|i| {
+                let mut p = pod(name, &format!("p{i:02}"), &[], None);
+                p["metadata"]["annotations"]["pre.hook.backup.lockgate.io/command"] =
+                    json!(r#"["sleep", "0.2"]"#);
+                p
+            })
+            .collect();
+        let input = dir.path().join(format!("{name}.json"));
+        std::fs::write(&input, list(&pods)).unwrap();
+        BackupRequest {
+            ordered: (0..n).map(|i| format!("pods/{name}/p{i:02}")).collect(),
+            ..request(name, &input)
+        }
+    };
+    let long = admin.create_backup(&slow("long", 8)).unwrap();
+    let stop = admin.create_backup(&slow("stop", 30)).unwrap();
+    until(&admin, "stop", "a block done", |v| {
+        v.progress.blocks_done >= 1
+    });
+    // `lockgate job cancel` on the backup's own job: the next renewal sees it.
+    let job = admin.cancel(stop.job.unwrap(), false).unwrap();
+    assert!(job.cancel_requested);
+    let stopped = finished(&admin, "stop");
+    assert_eq!(stopped.phase.as_deref(), Some("Failed"));
+    assert!(stopped.blocks.unwrap().skipped > 0, "{stopped:#?}");
+    assert_eq!(
+        admin.job(stop.job.unwrap()).unwrap().state,
+        JobState::Cancelled
+    );
+
+    let done = finished(&admin, "long");
+    assert_eq!(done.phase.as_deref(), Some("Completed"), "{done:#?}");
+    let t = |s: &Option<String>| lockgate_api::time::parse(s.as_deref().unwrap()).unwrap();
+    assert!(
+        t(&done.finished_at).since(t(&done.started_at)) > 1_200,
+        "{done:#?}"
+    );
+    assert_eq!(
+        admin.job(long.job.unwrap()).unwrap().state,
+        JobState::Succeeded,
+        "the lease was renewed for the whole run"
+    );
+}
