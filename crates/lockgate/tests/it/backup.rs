@@ -128,3 +128,70 @@ fn create_wait_shows_progress_and_describe_prints_the_result() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("already ended"));
 }
+
+#[test]
+fn a_real_agent_moves_the_data_and_the_post_hook_waits_for_its_prepare_step() {
+    let s = Srv::start("[blocks]\nexec_template = [\"env\", \"{command}\"]\n");
+    let log = s.path("order.log").display().to_string();
+    let config = format!(
+        r#"[handlers.data-upload]
+prepare = ["sh", "-c", "echo prepare-start {{attr.pvc}} >> {log}; sleep 0.3; echo prepare-end {{attr.pvc}} >> {log}"]
+run = ["sh", "-c", "echo run {{attr.pvc}} >> {log}"]
+"#
+    );
+    let _agent = crate::agent::start_agent(&s, "n1", &[], &config);
+    let hook = |phase: &str| {
+        serde_json::to_string(&["sh", "-c", &format!("echo {phase} >> {log}")]).unwrap()
+    };
+    let items = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "db-0", "namespace": "app", "annotations": {
+             "pre.hook.backup.lockgate.io/command": hook("pre"),
+             "post.hook.backup.lockgate.io/command": hook("post")}},
+         "spec": {"containers": [{"name": "db"}],
+                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": "data", "namespace": "app"}, "spec": {"volumeName": "pv-7"}},
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-7"},
+         "spec": {"claimRef": {"namespace": "app", "name": "data"}}}
+    ]});
+    std::fs::write(s.path("db.json"), items.to_string()).unwrap();
+    let out = s
+        .cli(&["backup", "create", "db", "--from", "db.json", "--wait"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(s.path("agent-n1.log")).unwrap_or_default()
+    );
+    let lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let at = |l: &str| {
+        lines
+            .iter()
+            .position(|x| x == l)
+            .unwrap_or_else(|| panic!("{l} missing: {lines:?}"))
+    };
+    assert!(at("pre") < at("prepare-start data"), "{lines:?}");
+    assert!(at("prepare-end data") < at("post"), "{lines:?}");
+    assert!(at("prepare-end data") < at("run data"), "{lines:?}");
+    let q = lockgate_api::JobQuery {
+        kind: Some("data-upload".into()),
+        ..Default::default()
+    };
+    let jobs = s.admin().jobs(&q).unwrap().jobs;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(
+        (
+            jobs[0].state,
+            jobs[0].node.as_deref(),
+            jobs[0].owner.as_str()
+        ),
+        (lockgate_core::JobState::Succeeded, Some("n1"), "backup:db")
+    );
+}
