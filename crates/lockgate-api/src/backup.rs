@@ -178,11 +178,7 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn backup(&self, name: &str) -> Result<BackupView, ClientError> {
-        self.call(
-            "GET",
-            &format!("/v1/backups/{}", encode(name)),
-            None::<&()>,
-        )
+        self.call("GET", &format!("/v1/backups/{}", encode(name)), None::<&()>)
     }
 
     /// `GET /v1/backups/{name}/result`: `metadata/result.json` of a finished backup's
@@ -241,7 +237,15 @@ mod tests {
         for ok in ["nightly", "a", "app-1.2_x", "0day"] {
             assert_eq!(check_backup_name(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "Nightly", "-x", ".hidden", "a/b", "a b", &"x".repeat(64)] {
+        for bad in [
+            "",
+            "Nightly",
+            "-x",
+            ".hidden",
+            "a/b",
+            "a b",
+            &"x".repeat(64),
+        ] {
             assert!(check_backup_name(bad).is_err(), "{bad}");
         }
     }
