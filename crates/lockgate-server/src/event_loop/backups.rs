@@ -126,6 +126,9 @@ impl Loop {
             attrs,
             owner: backup_owner(&view.name),
             executor: Some(Executor::Client),
+            // The driver holds the job from admission to the end: one stage, whatever the
+            // kind's defaults say.
+            two_stage: Some(false),
             idempotency_key: Some(backup_owner(&view.name)),
             // The server runs the backup once; a retried job would have no one to run it.
             retry: Some(RetrySpec::default()),
