@@ -426,6 +426,11 @@ async fn assignments(
         Ok(t) => t,
         Err(e) => return e.into_response(),
     };
+    // Refuse a foreign node before waiting: a short poll must not time out into an empty
+    // answer before the loop's refusal arrives.
+    if let Err(e) = crate::event_loop::Loop::may_manage_node(&p, &name) {
+        return e.into_response();
+    }
     let (tx, rx) = oneshot::channel();
     if st
         .tx

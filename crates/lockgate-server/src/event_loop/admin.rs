@@ -167,7 +167,7 @@ impl Loop {
             .ok_or_else(|| ApiError::not_found(format!("node {name:?} is not registered")))
     }
 
-    fn may_manage_node(p: &Principal, name: &str) -> Result<(), ApiError> {
+    pub(crate) fn may_manage_node(p: &Principal, name: &str) -> Result<(), ApiError> {
         match p.role {
             Role::Admin => Ok(()),
             Role::Agent if p.node.as_deref() == Some(name) => Ok(()),
