@@ -44,7 +44,7 @@ mod snapshot;
 mod timers;
 
 use crate::event::{Event, JobChange};
-use crate::job::{Job, JobId, JobSpec, JobState, Lease, Outcome};
+use crate::job::{Attrs, Job, JobId, JobSpec, JobState, Lease, Outcome};
 use crate::policy::{Executor, Policy};
 use crate::scope::{Interner, ScopeId, ScopeKey};
 use crate::selector::Selector;
@@ -179,9 +179,7 @@ pub(crate) struct Entry {
     /// Scopes and amounts it took at admission; given back exactly at the end.
     pub held: Vec<(ScopeId, u64)>,
     pub class: Option<ClassId>,
-    pub rank: Rank,
     pub placement: Option<ScopeId>,
-    pub reserving: Vec<ScopeId>,
     /// A timer is set for when it may reserve (armed when it is first found blocked).
     pub reserve_armed: bool,
 }
@@ -428,7 +426,12 @@ impl Engine {
                 .two_stage
                 .unwrap_or_else(|| self.policy.kind_two_stage(&spec.kind)),
             kind: spec.kind,
-            attrs: spec.attrs.into(),
+            attrs: Attrs::pack(&spec.attrs).map_err(|k| {
+                invalid(
+                    &format!("attrs.{k}"),
+                    "attribute names may not contain '=' and values no newline".into(),
+                )
+            })?,
             owner: spec.owner,
             executor,
             state: JobState::Queued,

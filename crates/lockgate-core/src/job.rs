@@ -265,7 +265,7 @@ impl Job {
                     None
                 }
             }
-            attr => self.attrs.get(attr).map(String::as_str),
+            attr => self.attrs.get(attr),
         }
     }
 
@@ -275,18 +275,25 @@ impl Job {
     }
 }
 
-/// A job's attributes: a small map kept as a sorted vector (most jobs have a handful, and a
-/// queued job should cost little memory). Serialized as a JSON object.
+/// A job's attributes, packed into one buffer (`key=value` lines in key order): a queued
+/// job should cost little memory, and most jobs have a handful of short attributes.
+/// Serialized as a JSON object. Keys never contain `=` or a newline and values never
+/// contain a newline (the engine refuses such attributes at submit; deserializing one is an
+/// error).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Attrs(Vec<(String, String)>);
+pub struct Attrs(Box<str>);
 
 impl Attrs {
-    /// The value of an attribute.
-    pub fn get(&self, key: &str) -> Option<&String> {
+    fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0
-            .binary_search_by(|(k, _)| k.as_str().cmp(key))
-            .ok()
-            .map(|i| &self.0[i].1)
+            .split('\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split_once('=').unwrap_or((l, "")))
+    }
+
+    /// The value of an attribute.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.pairs().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
     /// Whether the attribute is set.
@@ -295,13 +302,13 @@ impl Attrs {
     }
 
     /// Attributes in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
-        self.0.iter().map(|(k, v)| (k, v))
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs()
     }
 
     /// Number of attributes.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.pairs().count()
     }
 
     /// Whether there are none.
@@ -311,38 +318,41 @@ impl Attrs {
 
     /// The attributes as an ordered map.
     pub fn to_map(&self) -> BTreeMap<String, String> {
-        self.0.iter().cloned().collect()
+        self.pairs()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Packs a map, refusing keys with `=` or a newline and values with a newline.
+    ///
+    /// # Errors
+    /// The offending key.
+    pub fn pack(map: &BTreeMap<String, String>) -> Result<Attrs, String> {
+        let mut buf = String::new();
+        for (k, v) in map {
+            if k.contains(['=', '\n']) || v.contains('\n') {
+                return Err(k.clone());
+            }
+            buf.push_str(k);
+            buf.push('=');
+            buf.push_str(v);
+            buf.push('\n');
+        }
+        Ok(Attrs(buf.into_boxed_str()))
     }
 }
 
-impl From<BTreeMap<String, String>> for Attrs {
-    fn from(map: BTreeMap<String, String>) -> Attrs {
-        Attrs(map.into_iter().collect())
-    }
-}
-
-impl From<Attrs> for BTreeMap<String, String> {
-    fn from(attrs: Attrs) -> BTreeMap<String, String> {
-        attrs.0.into_iter().collect()
+impl From<&Attrs> for BTreeMap<String, String> {
+    fn from(attrs: &Attrs) -> BTreeMap<String, String> {
+        attrs.to_map()
     }
 }
 
 impl std::ops::Index<&str> for Attrs {
-    type Output = String;
-    fn index(&self, key: &str) -> &String {
+    type Output = str;
+    fn index(&self, key: &str) -> &str {
         self.get(key)
             .unwrap_or_else(|| panic!("no attribute {key:?}"))
-    }
-}
-
-impl<'a> IntoIterator for &'a Attrs {
-    type Item = (&'a String, &'a String);
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, String)>,
-        fn(&'a (String, String)) -> (&'a String, &'a String),
-    >;
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(k, v)| (k, v))
     }
 }
 
@@ -354,6 +364,35 @@ impl Serialize for Attrs {
 
 impl<'de> Deserialize<'de> for Attrs {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Attrs, D::Error> {
-        BTreeMap::<String, String>::deserialize(deserializer).map(Attrs::from)
+        let map = BTreeMap::<String, String>::deserialize(deserializer)?;
+        Attrs::pack(&map).map_err(|k| {
+            serde::de::Error::custom(format!(
+                "attribute {k:?}: keys may not contain '=' or a newline, values no newline"
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attrs_pack_and_read_back() {
+        let map: BTreeMap<String, String> =
+            [("datastore", "ds1"), ("group", "vm/100"), ("q", "a=b")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let a = Attrs::pack(&map).unwrap();
+        assert_eq!(a.get("group"), Some("vm/100"));
+        assert_eq!(a.get("q"), Some("a=b"));
+        assert_eq!(a.get("grou"), None);
+        assert_eq!(a.len(), 3);
+        assert_eq!(a.to_map(), map);
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(serde_json::from_str::<Attrs>(&json).unwrap(), a);
+        assert!(Attrs::pack(&[("a=b".to_string(), "x".to_string())].into()).is_err());
+        assert!(Attrs::default().is_empty());
     }
 }

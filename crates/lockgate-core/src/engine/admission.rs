@@ -110,7 +110,7 @@ impl Engine {
     /// Effective rank of a live job.
     pub(crate) fn eff_rank(&self, id: JobId) -> Rank {
         let e = &self.entries[&id];
-        e.rank.shifted(self.fair_term(&e.job.owner))
+        self.base_rank(&e.job).shifted(self.fair_term(&e.job.owner))
     }
 
     /// Effective priority at `now` (policy.md, Queue).
@@ -587,10 +587,15 @@ impl Engine {
     // ----- reservations -----
 
     pub(crate) fn clear_reservations(&mut self, id: JobId) {
-        let Some(e) = self.entries.get_mut(&id) else {
+        if self.reserved.is_empty() {
             return;
-        };
-        let scopes = std::mem::take(&mut e.reserving);
+        }
+        let scopes: Vec<ScopeId> = self
+            .reserved
+            .iter()
+            .copied()
+            .filter(|&s| self.scopes[s as usize].reserved_by == Some(id))
+            .collect();
         for s in scopes {
             if self.scopes[s as usize].reserved_by == Some(id) {
                 self.scopes[s as usize].reserved_by = None;
@@ -629,16 +634,8 @@ impl Engine {
                 Some(r) => !self.entries.contains_key(&r) || rank < self.eff_rank(r),
             };
             if take {
-                if let Some(r) = current.filter(|r| self.entries.contains_key(r)) {
-                    self.entries
-                        .get_mut(&r)
-                        .expect("live")
-                        .reserving
-                        .retain(|&x| x != s);
-                }
                 self.scopes[s as usize].reserved_by = Some(id);
                 self.reserved.insert(s);
-                self.entries.get_mut(&id).expect("live").reserving.push(s);
             }
         }
     }

@@ -128,7 +128,6 @@ impl Engine {
         let id = job.id;
         let needs = self.needs_of(&job);
         let placement = self.job_placement_scope(&job);
-        let rank = self.base_rank(&job);
         let queued_at = job.queued_at;
         let attempt = job.attempt;
         let not_before = job.not_before.filter(|&t| t > now);
@@ -145,9 +144,7 @@ impl Engine {
                 needs,
                 held: Vec::new(),
                 class: None,
-                rank,
                 placement,
-                reserving: Vec::new(),
                 reserve_armed: false,
             }),
         );
@@ -195,7 +192,7 @@ impl Engine {
             Some(&c) => c,
             None => self.new_class(sig),
         };
-        let rank = self.entries[&id].rank;
+        let rank = self.base_rank(&self.entries[&id].job);
         let shared = self.classes[cid as usize].sig.needs.clone();
         let e = self.entries.get_mut(&id).expect("live");
         e.class = Some(cid);
@@ -243,7 +240,7 @@ impl Engine {
         let Some(cid) = self.entries.get_mut(&id).and_then(|e| e.class.take()) else {
             return;
         };
-        let rank = self.entries[&id].rank;
+        let rank = self.base_rank(&self.entries[&id].job);
         let class = &mut self.classes[cid as usize];
         let was_head = class.head() == Some(id);
         class.jobs.remove(&(rank, id));

@@ -95,7 +95,6 @@ impl Engine {
                     .insert((job.owner.clone(), key.clone()), job.id);
             }
             let id = job.id;
-            let rank = engine.base_rank(&job);
             engine.entries.insert(
                 id,
                 Box::new(Entry {
@@ -103,9 +102,7 @@ impl Engine {
                     needs: Default::default(),
                     held: Vec::new(),
                     class: None,
-                    rank,
                     placement: None,
-                    reserving: Vec::new(),
                     reserve_armed: false,
                 }),
             );
@@ -221,12 +218,10 @@ impl Engine {
             let job = self.entries[&id].job.clone();
             let needs = self.needs_of(&job);
             let placement = self.job_placement_scope(&job);
-            let rank = self.base_rank(&job);
             let e = self.entries.get_mut(&id).expect("listed");
-            (e.needs, e.placement, e.rank) = (needs, placement, rank);
+            (e.needs, e.placement) = (needs, placement);
             e.held.clear();
             e.class = None;
-            e.reserving.clear();
             e.reserve_armed = false;
             if job.state.is_admitted() {
                 self.retake(id, &job);
