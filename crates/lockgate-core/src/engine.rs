@@ -455,7 +455,7 @@ impl Engine {
             max_run_ms: spec.max_run_ms,
             idempotency_key: spec.idempotency_key,
             retry_at: None,
-            retry: spec.retry,
+            retry: spec.retry.map(Box::new),
         })
     }
 

@@ -246,9 +246,9 @@ pub struct Job {
     pub idempotency_key: Option<String>,
     /// When a pending retry will queue it again.
     pub retry_at: Option<Timestamp>,
-    /// Job-level retry rule overriding the kind's.
+    /// Job-level retry rule overriding the kind's (boxed: most jobs have none).
     #[serde(default)]
-    pub retry: Option<RetrySpec>,
+    pub retry: Option<Box<RetrySpec>>,
 }
 
 impl Job {

@@ -525,7 +525,7 @@ impl Engine {
             self.owner_count_changed(&owner, -1);
         }
         let job = &self.entries[&id].job;
-        let retry = match job.retry {
+        let retry = match job.retry.as_deref() {
             Some(r) => crate::policy::Retry {
                 times: r.times,
                 interval: std::time::Duration::from_millis(r.interval_ms),

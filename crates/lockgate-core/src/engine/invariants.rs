@@ -54,7 +54,7 @@ impl Engine {
             if let Some(cid) = e.class {
                 if !self.classes[cid as usize]
                     .jobs
-                    .contains(&(self.base_rank(&e.job), e.job.id))
+                    .contains(&self.base_rank(&e.job))
                 {
                     return Err(format!("job {} is not in its class {cid}", e.job.id));
                 }

@@ -102,8 +102,8 @@ pub(crate) struct ClassSig {
 #[derive(Debug, Clone)]
 pub(crate) struct Class {
     pub sig: ClassSig,
-    /// Jobs by base rank (without the fair-share term).
-    pub jobs: BTreeSet<(Rank, JobId)>,
+    /// Jobs by base rank (without the fair-share term; a rank carries its job id).
+    pub jobs: BTreeSet<Rank>,
     /// The scope whose waiter set holds this class.
     pub parked: Option<ScopeId>,
     /// In the ready set.
@@ -116,7 +116,7 @@ pub(crate) struct Class {
 
 impl Class {
     pub fn head(&self) -> Option<JobId> {
-        self.jobs.first().map(|&(_, id)| id)
+        self.jobs.first().map(|r| r.id)
     }
 }
 
@@ -199,7 +199,7 @@ impl Engine {
         e.needs = shared; // one copy of the needs per class, not per job
         let class = &mut self.classes[cid as usize];
         let was_head = class.jobs.first().copied();
-        class.jobs.insert((rank, id));
+        class.jobs.insert(rank);
         if class.jobs.first().copied() != was_head {
             self.detach(cid);
             self.file(cid, true);
@@ -243,7 +243,7 @@ impl Engine {
         let rank = self.base_rank(&self.entries[&id].job);
         let class = &mut self.classes[cid as usize];
         let was_head = class.head() == Some(id);
-        class.jobs.remove(&(rank, id));
+        class.jobs.remove(&rank);
         if was_head {
             let (ready, parked) = (class.ready, class.parked);
             self.detach(cid);
@@ -275,7 +275,7 @@ impl Engine {
     /// The key a class is filed under: its head's effective rank.
     fn class_key(&self, cid: ClassId) -> Option<Rank> {
         let class = &self.classes[cid as usize];
-        let &(rank, _) = class.jobs.first()?;
+        let &rank = class.jobs.first()?;
         Some(match &class.sig.owner {
             Some(owner) => rank.shifted(self.fair_term(owner)),
             None => rank,
