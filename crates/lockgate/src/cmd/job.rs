@@ -53,47 +53,67 @@ enum Sub {
 
 #[derive(Debug, clap::Args)]
 struct SubmitArgs {
-    /// Job kind.
-    #[arg(long)]
-    kind: String,
-    /// Attribute KEY=VALUE (repeatable).
-    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = connect::key_value)]
-    attrs: Vec<(String, String)>,
-    /// Priority (higher runs first).
-    #[arg(long)]
-    priority: Option<i64>,
-    /// Pin to a node.
-    #[arg(long, conflicts_with = "node_selector")]
-    node: Option<String>,
-    /// Let lockgate place it on a node matching this label selector ("" = any node).
-    #[arg(long)]
-    node_selector: Option<String>,
-    /// Who runs it.
-    #[arg(long, value_enum)]
-    executor: Option<ExecutorArg>,
-    /// Prepare/expose step before the run.
-    #[arg(long)]
-    two_stage: bool,
-    /// Pool cost POOL=N (repeatable).
-    #[arg(long = "cost", value_name = "POOL=N", value_parser = connect::cost)]
-    cost: Vec<(String, u64)>,
+    #[command(flatten)]
+    shape: JobShape,
     /// Do not start before this time (RFC 3339).
     #[arg(long)]
     not_before: Option<String>,
     /// Give up after waiting this long.
     #[arg(long, value_parser = connect::duration)]
     max_wait: Option<Duration>,
-    /// Request cancellation after running this long.
-    #[arg(long, value_parser = connect::duration)]
-    max_run: Option<Duration>,
     /// Idempotency key: a resubmission with the same key returns the existing job.
     #[arg(long)]
     idempotency_key: Option<String>,
 }
 
+/// What a job is and where it runs: the flags `job submit` and `schedule add` share.
+#[derive(Debug, clap::Args)]
+pub(crate) struct JobShape {
+    /// Job kind.
+    #[arg(long)]
+    pub kind: String,
+    /// Attribute KEY=VALUE (repeatable).
+    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = connect::key_value)]
+    pub attrs: Vec<(String, String)>,
+    /// Priority (higher runs first; default: the kind's).
+    #[arg(long, allow_hyphen_values = true)]
+    pub priority: Option<i64>,
+    /// Pin to a node.
+    #[arg(long, conflicts_with = "node_selector")]
+    pub node: Option<String>,
+    /// Let lockgate place it on a node matching this label selector ("" = any node).
+    #[arg(long)]
+    pub node_selector: Option<String>,
+    /// Who runs it (default: agent with a node selector, else client).
+    #[arg(long, value_enum)]
+    pub executor: Option<ExecutorArg>,
+    /// Prepare/expose step before the run.
+    #[arg(long)]
+    pub two_stage: bool,
+    /// Pool cost POOL=N (repeatable).
+    #[arg(long = "cost", value_name = "POOL=N", value_parser = connect::cost)]
+    pub cost: Vec<(String, u64)>,
+    /// Request cancellation after running this long.
+    #[arg(long, value_parser = connect::duration)]
+    pub max_run: Option<Duration>,
+}
+
+impl JobShape {
+    /// The executor as the API writes it.
+    pub fn executor(&self) -> Option<Executor> {
+        self.executor.map(|e| match e {
+            ExecutorArg::Client => Executor::Client,
+            ExecutorArg::Agent => Executor::Agent,
+        })
+    }
+}
+
+/// `--executor` values.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum ExecutorArg {
+pub(crate) enum ExecutorArg {
+    /// The submitter runs it.
     Client,
+    /// The agent on its node runs it.
     Agent,
 }
 
@@ -168,25 +188,20 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let client = connect::client(global)?;
     match args.command {
         Sub::Submit(a) => {
+            let executor = a.shape.executor();
+            let j = a.shape;
             let req = SubmitRequest {
-                kind: a.kind,
-                attrs: a.attrs.into_iter().collect(),
-                priority: a.priority,
-                node: a.node,
-                node_selector: a.node_selector,
-                executor: a.executor.map(|e| match e {
-                    ExecutorArg::Client => Executor::Client,
-                    ExecutorArg::Agent => Executor::Agent,
-                }),
-                cost: if a.cost.is_empty() {
-                    None
-                } else {
-                    Some(a.cost.into_iter().collect())
-                },
-                two_stage: a.two_stage.then_some(true),
+                kind: j.kind,
+                attrs: j.attrs.into_iter().collect(),
+                priority: j.priority,
+                node: j.node,
+                node_selector: j.node_selector,
+                executor,
+                cost: (!j.cost.is_empty()).then(|| j.cost.into_iter().collect()),
+                two_stage: j.two_stage.then_some(true),
                 not_before: a.not_before,
                 max_wait_s: a.max_wait.map(|d| d.as_secs_f64()),
-                max_run_s: a.max_run.map(|d| d.as_secs_f64()),
+                max_run_s: j.max_run.map(|d| d.as_secs_f64()),
                 idempotency_key: a.idempotency_key,
             };
             let (job, created) = client.submit(&req)?;

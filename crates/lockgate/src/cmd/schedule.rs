@@ -14,7 +14,6 @@ use lockgate_api::{
     time, NextTimes, ScheduleJob, ScheduleRequest, ScheduleRetry, ScheduleRunView, ScheduleView,
 };
 use lockgate_core::calendar::Schedule;
-use lockgate_core::policy::Executor;
 use lockgate_core::Timestamp;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -58,33 +57,8 @@ struct AddArgs {
     /// cron line (`30 2 * * 1-5`, `@daily`); without a zone, in the server's local time.
     #[arg(long, value_name = "EXPR")]
     when: String,
-    /// Kind of the job each run submits.
-    #[arg(long)]
-    kind: String,
-    /// Attribute KEY=VALUE of the job (repeatable).
-    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = connect::key_value)]
-    attrs: Vec<(String, String)>,
-    /// Priority of the job (higher runs first; default: the kind's).
-    #[arg(long, allow_hyphen_values = true)]
-    priority: Option<i64>,
-    /// Pin the job to a node.
-    #[arg(long, conflicts_with = "node_selector")]
-    node: Option<String>,
-    /// Let lockgate place the job on a node matching this label selector ("" = any node).
-    #[arg(long)]
-    node_selector: Option<String>,
-    /// Who runs the job (default: agent with a node selector, else client).
-    #[arg(long, value_enum)]
-    executor: Option<ExecutorArg>,
-    /// Prepare/expose step before the run.
-    #[arg(long)]
-    two_stage: bool,
-    /// Pool cost POOL=N of the job (repeatable).
-    #[arg(long = "cost", value_name = "POOL=N", value_parser = connect::cost)]
-    cost: Vec<(String, u64)>,
-    /// Request cancellation after a run has run this long.
-    #[arg(long, value_parser = connect::duration)]
-    max_run: Option<Duration>,
+    #[command(flatten)]
+    job: super::job::JobShape,
     /// When the previous run is still queued or running: skip this one (default), queue
     /// both, or cancel the previous one (only if queued, or even if running).
     #[arg(long, value_enum)]
@@ -104,12 +78,6 @@ struct AddArgs {
     /// Wait this long between a failure and its retry.
     #[arg(long, value_parser = connect::duration, requires = "retry_times")]
     retry_interval: Option<Duration>,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum ExecutorArg {
-    Client,
-    Agent,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -185,19 +153,16 @@ fn request(a: AddArgs) -> ScheduleRequest {
         name: a.name,
         when: a.when,
         job: ScheduleJob {
-            kind: a.kind,
-            attrs: a.attrs.into_iter().collect(),
-            priority: a.priority,
-            node: a.node,
-            node_selector: a.node_selector,
-            executor: a.executor.map(|e| match e {
-                ExecutorArg::Client => Executor::Client,
-                ExecutorArg::Agent => Executor::Agent,
-            }),
-            cost: a.cost.into_iter().collect(),
-            two_stage: a.two_stage.then_some(true),
+            executor: a.job.executor(),
+            kind: a.job.kind,
+            attrs: a.job.attrs.into_iter().collect(),
+            priority: a.job.priority,
+            node: a.job.node,
+            node_selector: a.job.node_selector,
+            cost: a.job.cost.into_iter().collect(),
+            two_stage: a.job.two_stage.then_some(true),
             max_wait_s: None,
-            max_run_s: secs(a.max_run),
+            max_run_s: secs(a.job.max_run),
         },
         duplicates: a.duplicates.map(|d| {
             match d {
