@@ -23,7 +23,10 @@
 //!   freed room admits, plus O(log c) per woken class that turns out to be blocked
 //!   elsewhere (each such class moves to the scope that blocks it);
 //! - heartbeat: O(1) (the lease timer is re-armed lazily when it fires);
-//! - node change: O(k log N) for the k placement keys the node belongs to;
+//! - node change (register, cordon, lost, removed): O(k log N) for the k placement keys,
+//!   plus O(S) over the interned scopes to find the node's per-node pools;
+//! - with `fair_share`, every admission and release also re-keys the owner's classes:
+//!   O(c_o log c) for the c_o classes of that owner (without fair share: nothing);
 //! - policy change, restore: O(n log n) (every job is re-indexed);
 //! - explain: O(n) (the position counts competing jobs; not on the admission path).
 //!
@@ -348,8 +351,8 @@ impl Engine {
         })
     }
 
-    /// Registers an idempotency key for a job the caller keeps elsewhere (the server's
-    /// store): a later submit with the same owner and key returns `Ok(id)` from here.
+    /// The live job submitted by `owner` with idempotency key `key`, if any. Keys of jobs
+    /// that have ended are not kept here; the server's store answers for those.
     pub fn idempotent_job(&self, owner: &str, key: &str) -> Option<JobId> {
         self.idempotency
             .get(&(owner.to_string(), key.to_string()))

@@ -15,7 +15,7 @@ use lockgate_core::job::{Job, JobId, JobSpec, JobState, Outcome};
 use lockgate_core::policy::Executor;
 use lockgate_core::{Policy, Timestamp};
 use proptest::prelude::*;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 const BASE: &str = r#"
 [leases]
@@ -324,8 +324,14 @@ fn recount(e: &Engine, only: Option<&BTreeSet<JobId>>) -> BTreeMap<String, (u64,
             );
         }
     }
-    for (i, c) in p.conflicts.iter().enumerate() {
-        let mut seen: HashMap<Vec<String>, usize> = HashMap::new();
+    // Key conflicts only (the props policies have no `overlap` conflict; those are tested
+    // in engine.rs): at most one admitted job per key.
+    for (i, c) in p
+        .conflicts
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.overlap.is_none())
+    {
         for j in &admitted {
             if c.matcher
                 .as_ref()
@@ -339,7 +345,6 @@ fn recount(e: &Engine, only: Option<&BTreeSet<JobId>>) -> BTreeMap<String, (u64,
                 .map(|k| j.key_value(k.name()).map(str::to_string))
                 .collect();
             if let Some(key) = key {
-                *seen.entry(key.clone()).or_insert(0) += 1;
                 add(format!("conflict#{i}:{key:?}"), 1, Some(1));
             }
         }
