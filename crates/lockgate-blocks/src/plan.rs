@@ -1,7 +1,7 @@
 //! A backup plan: the items a backup takes, grouped into blocks, in start order.
 //!
-//! [`Plan::load`] reads the input once ([`index`]), keeps only names, kinds, namespaces and
-//! file locations, applies the [`Filters`], relates items and forms blocks ([`order`]).
+//! [`Plan::load`] reads the input once (`index`), keeps only names, kinds, namespaces and
+//! file locations, applies the [`Filters`], relates items and forms blocks (`order`).
 //! Item contents are read again when a block runs ([`Plan::load_item`]).
 //!
 //! Invariants of a [`Plan`]:

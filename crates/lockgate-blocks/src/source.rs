@@ -2,17 +2,17 @@
 //!
 //! The input is a `kubectl get -A -o json` `List` file or a directory of `.json`, `.yaml`
 //! and `.yml` manifests (a YAML file may hold several `---` documents, a JSON or YAML
-//! document may be a `List`). [`scan`] walks it in a deterministic order (directory entries
+//! document may be a `List`). `scan` walks it in a deterministic order (directory entries
 //! sorted by name, recursively) and hands every item to a callback together with its
-//! [`Location`]: file, byte offset and length. [`Sources::load`] re-reads one item from its
+//! `Location`: file, byte offset and length. `Sources::load` re-reads one item from its
 //! location.
 //!
 //! Invariants:
-//! - a JSON `List` file is never held in memory whole: a byte-level scanner ([`json_scan`])
+//! - a JSON `List` file is never held in memory whole: a byte-level scanner (`json_scan`)
 //!   finds each element of `items` and only that element's bytes are parsed, one at a time;
 //! - a YAML file is read whole while it is indexed (YAML has no cheap structural scan) and
 //!   each document is parsed on its own; the items of a YAML `List` (`kubectl get -o yaml`)
-//!   are copied as JSON to a temporary spill file, removed with the [`Sources`], so reading
+//!   are copied as JSON to a temporary spill file, removed with the `Sources`, so reading
 //!   one item back never re-parses the whole list;
 //! - a bad item (malformed, not an object) becomes an [`InputError`] naming the file and the
 //!   item, and the scan goes on with the next one; only a missing or unreadable input path
