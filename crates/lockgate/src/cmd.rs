@@ -16,4 +16,6 @@ pub mod schedule;
 pub mod server;
 pub mod session;
 pub mod simulate;
+#[cfg(test)]
+mod testdata;
 pub mod token;

@@ -108,3 +108,71 @@ pub fn cost(text: &str) -> Result<(String, u64), String> {
 pub fn duration(text: &str) -> Result<Duration, String> {
     lockgate_core::time::parse_duration(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("lockgate").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn run_takes_a_negative_priority_like_job_submit_and_schedule_add() {
+        // Regression: `lockgate run --priority -1` was refused by the argument parser.
+        for args in [
+            &["run", "--priority", "-1", "--", "true"][..],
+            &["run", "--priority=-1", "--", "true"],
+        ] {
+            let Command::Run(a) = parse(args).unwrap().command else {
+                panic!("{args:?} is not run")
+            };
+            assert_eq!(
+                (a.job.priority, a.command.as_slice()),
+                (Some(-1), &["true".to_string()][..])
+            );
+        }
+        let submit = parse(&["job", "submit", "--kind", "backup", "--priority", "-5"]);
+        assert!(submit.is_ok(), "{submit:?}");
+        let add = parse(&[
+            "schedule",
+            "add",
+            "n",
+            "--when",
+            "daily",
+            "--kind",
+            "b",
+            "--priority",
+            "-2",
+        ]);
+        assert!(add.is_ok(), "{add:?}");
+    }
+
+    #[test]
+    fn flag_errors_users_see() {
+        let cases: [&[&str]; 4] = [
+            &["run", "--attr", "datastore", "--", "true"],
+            &["run", "--cost", "io=lots", "--", "true"],
+            &["job", "submit", "--kind", "b", "--max-run", "5 minutes"],
+            &[
+                "job",
+                "submit",
+                "--kind",
+                "b",
+                "--node",
+                "n1",
+                "--node-selector",
+                "zone=west",
+            ],
+        ];
+        let text: Vec<String> = cases
+            .iter()
+            .map(|args| {
+                let e = parse(args).expect_err("refused");
+                format!("$ lockgate {}\n{}", args.join(" "), e.render())
+            })
+            .collect();
+        insta::assert_snapshot!(text.join("\n"));
+    }
+}

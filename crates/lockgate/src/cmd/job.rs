@@ -1,9 +1,9 @@
 //! `lockgate job`: submit, list, show, explain, wait for and cancel jobs.
 
-use super::output::{self, or_dash, print_json, table};
+use super::output::{self, or_dash, print_json, render_table, table};
 use super::{flags, session};
 use crate::GlobalArgs;
-use lockgate_api::{JobQuery, JobView, SubmitRequest};
+use lockgate_api::{ExplainView, JobQuery, JobView, SubmitRequest};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -121,14 +121,29 @@ const HEADER: &[&str] = &[
     "ATTRS",
 ];
 
+/// One job as `job show` prints it: its table row and its message.
+fn render_job(job: &JobView) -> String {
+    let mut text = render_table(HEADER, &job_rows(std::slice::from_ref(job)));
+    if let Some(m) = &job.message {
+        text.push_str(&format!("message: {m}\n"));
+    }
+    text
+}
+
+/// `job explain` for people: the one-line text, then every holding condition.
+fn render_explain(id: u64, ex: &ExplainView) -> String {
+    let mut text = format!("job {id}: {}\n", ex.text);
+    for r in &ex.reasons {
+        text.push_str(&format!("  - {}\n", r.text));
+    }
+    text
+}
+
 fn show(global: &GlobalArgs, job: &JobView) {
     if output::json(global) {
         print_json(job);
     } else {
-        table(HEADER, &job_rows(std::slice::from_ref(job)));
-        if let Some(m) = &job.message {
-            println!("message: {m}");
-        }
+        print!("{}", render_job(job));
     }
 }
 
@@ -194,10 +209,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             if output::json(global) {
                 print_json(&ex);
             } else {
-                println!("job {id}: {}", ex.text);
-                for r in &ex.reasons {
-                    println!("  - {}", r.text);
-                }
+                print!("{}", render_explain(id, &ex));
             }
         }
         Sub::Wait { id, from, timeout } => {
@@ -228,4 +240,26 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Cancel { id, force } => show(global, &client.cancel(id, force)?),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::testdata;
+
+    #[test]
+    fn job_ls_table() {
+        let jobs = testdata::jobs();
+        insta::assert_snapshot!(render_table(HEADER, &job_rows(&jobs)));
+    }
+
+    #[test]
+    fn job_show_with_its_message() {
+        insta::assert_snapshot!(render_job(&testdata::jobs()[2]));
+    }
+
+    #[test]
+    fn job_explain_text() {
+        insta::assert_snapshot!(render_explain(4, &testdata::explain()));
+    }
 }

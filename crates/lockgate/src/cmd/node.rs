@@ -106,3 +106,14 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::output::render_table;
+
+    #[test]
+    fn node_ls_table() {
+        insta::assert_snapshot!(render_table(HEADER, &rows(&crate::cmd::testdata::nodes())));
+    }
+}

@@ -202,7 +202,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
         client.submit(&req)
     });
-    let mut job = match submitted {
+    let job = match submitted {
         Ok((job, _)) => job,
         Err(_) if interrupted() => {
             // An earlier attempt may have created the job although its answer was lost:
@@ -224,6 +224,39 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
         *phase = Phase::Waiting(job.id);
     }
+    let job = match wait_for_admission(&shared, &args, job) {
+        Ok(job) => job,
+        Err(code) => return Ok(exit(code)),
+    };
+    let lease = LeaseKeeper::for_job(client.clone(), &job, WhileUnreachable::StopBeforeExpiry)
+        .expect("an admitted job holds a lease");
+    run_admitted(&shared, &args, lease)
+}
+
+/// What `lockgate run` says while it holds the command.
+struct Say {
+    id: u64,
+}
+
+impl Holder for Say {
+    fn stopping(&mut self, why: &Ending) {
+        match why {
+            Ending::Cancelled => eprintln!(
+                "lockgate: job {}: cancel requested; stopping the command",
+                self.id
+            ),
+            Ending::Lost(why) => {
+                eprintln!("lockgate: job {}: {why}; stopping the command", self.id)
+            }
+            Ending::Exited | Ending::Stopped => {}
+        }
+    }
+}
+
+/// Waits until the job is admitted to run (a status line on a terminal); the exit code
+/// when it ends, expires or cannot be waited for instead.
+fn wait_for_admission(shared: &Shared, args: &Args, mut job: JobView) -> Result<JobView, u8> {
+    let client = &shared.client;
     let tty = std::io::stderr().is_terminal();
     let poll_s = if tty { 2 } else { 30 };
     let mut shown = false;
@@ -248,7 +281,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                     .unwrap_or_default()
             );
             shared.write_report(Some(&job));
-            return Ok(exit(EXIT_NOT_RUN));
+            return Err(EXIT_NOT_RUN);
         }
         if tty && job.state == JobState::Queued {
             let ex = client.explain(job.id).ok();
@@ -259,36 +292,14 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         let from = job.state;
         job = match retrying(args.connect_timeout, || client.wait(job.id, from, poll_s)) {
             Ok(j) => j,
-            Err(None) => return Ok(exit(EXIT_UNREACHABLE)),
-            Err(Some(e)) => return Ok(exit(fatal(&e))),
+            Err(None) => return Err(EXIT_UNREACHABLE),
+            Err(Some(e)) => return Err(fatal(&e)),
         };
     }
     if shown {
         eprint!("\r\x1b[2K");
     }
-    let lease = LeaseKeeper::for_job(client.clone(), &job, WhileUnreachable::StopBeforeExpiry)
-        .expect("an admitted job holds a lease");
-    run_admitted(&shared, &args, lease)
-}
-
-/// What `lockgate run` says while it holds the command.
-struct Say {
-    id: u64,
-}
-
-impl Holder for Say {
-    fn stopping(&mut self, why: &Ending) {
-        match why {
-            Ending::Cancelled => eprintln!(
-                "lockgate: job {}: cancel requested; stopping the command",
-                self.id
-            ),
-            Ending::Lost(why) => {
-                eprintln!("lockgate: job {}: {why}; stopping the command", self.id)
-            }
-            Ending::Exited | Ending::Stopped => {}
-        }
-    }
+    Ok(job)
 }
 
 fn run_admitted(
