@@ -19,7 +19,7 @@
 //! ([`LeaseKeeper::new`]). A grant whose answer was delayed by more than the TTL is caught
 //! by the first renewal, which the server then refuses.
 //!
-//! [`crate::hold`] applies the keeper's verdicts to a child process.
+//! [`crate::hold()`] applies the keeper's verdicts to a child process.
 
 use crate::{Client, ClientError, CALL_TIMEOUT};
 use lockgate_api::JobView;

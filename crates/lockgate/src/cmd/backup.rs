@@ -80,7 +80,7 @@ struct CreateArgs {
     /// Print the blocks as JSON and run nothing (planned locally, no server needed).
     #[arg(long, conflicts_with = "wait")]
     dry_run: bool,
-    /// With --dry-run: the policy file whose [blocks] section (rules, volume-group label)
+    /// With --dry-run: the policy file whose `[blocks]` section (rules, volume-group label)
     /// forms the blocks, as the server's policy would. Default: the built-in defaults.
     #[arg(long, value_name = "FILE", requires = "dry_run")]
     policy: Option<PathBuf>,
