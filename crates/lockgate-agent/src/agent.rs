@@ -25,9 +25,10 @@
 
 mod worker;
 
-use crate::child::Launcher;
 use crate::config::{AgentConfig, Stage};
-use lockgate_api::{AssignmentList, Client, ClientError, NodeRegister};
+use lockgate_api::NodeRegister;
+use lockgate_client::child::Launcher;
+use lockgate_client::{Backoff, Client, ClientError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -183,29 +184,6 @@ pub struct Agent {
     shared: Arc<Shared>,
 }
 
-/// Whether an error means "try again later".
-pub(crate) fn temporary(e: &ClientError) -> bool {
-    e.is_unreachable() || matches!(e.status(), Some(s) if s >= 500)
-}
-
-fn refused(e: &ClientError) -> bool {
-    matches!(e.status(), Some(401) | Some(403))
-}
-
-/// A growing pause for retries: 20 ms doubling up to 1 s.
-pub(crate) struct Backoff(Duration);
-
-impl Backoff {
-    pub fn new() -> Backoff {
-        Backoff(Duration::from_millis(20))
-    }
-    pub fn next(&mut self) -> Duration {
-        let d = self.0;
-        self.0 = (self.0 * 2).min(Duration::from_secs(1));
-        d
-    }
-}
-
 impl Agent {
     /// An agent; nothing is contacted yet.
     ///
@@ -291,13 +269,13 @@ impl Shared {
         loop {
             match self.client.register_node(&self.node, &self.registration()) {
                 Ok(_) => return true,
-                Err(e) if temporary(&e) => {
+                Err(e) if e.is_temporary() => {
                     if !warned {
                         tracing::warn!("{e}; retrying");
                         warned = true;
                     }
                 }
-                Err(e) if refused(&e) => {
+                Err(e) if e.is_refused() => {
                     self.fail(AgentError::Refused {
                         node: self.node.clone(),
                         error: e,
@@ -312,7 +290,7 @@ impl Shared {
                     return false;
                 }
             }
-            if self.shutdown.wait_timeout(backoff.next()) {
+            if self.shutdown.wait_timeout(backoff.next_pause()) {
                 return false;
             }
         }
@@ -329,17 +307,10 @@ impl Shared {
         let mut ttl = self.node_ttl().unwrap_or(Duration::from_secs(30));
         let mut ttl_read = Instant::now();
         let mut every = ttl / 3;
-        let path = format!(
-            "/v1/nodes/{}/heartbeat",
-            lockgate_api::client::encode(&self.node)
-        );
         while !self.shutdown.wait_timeout(every) {
-            match self
-                .client
-                .call::<serde_json::Value>("POST", &path, None::<&()>)
-            {
+            match self.client.node_heartbeat(&self.node) {
                 Ok(_) => every = ttl / 3,
-                Err(e) if temporary(&e) => {
+                Err(e) if e.is_temporary() => {
                     every = (ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
                     continue;
                 }
@@ -349,7 +320,7 @@ impl Shared {
                         return;
                     }
                 }
-                Err(e) if refused(&e) => {
+                Err(e) if e.is_refused() => {
                     return self.fail(AgentError::Refused {
                         node: self.node.clone(),
                         error: e,
@@ -368,17 +339,9 @@ impl Shared {
     }
 
     fn poll_loop(self: Arc<Self>) {
-        let path = format!(
-            "/v1/nodes/{}/assignments?timeout_s={}",
-            lockgate_api::client::encode(&self.node),
-            self.poll_timeout.as_secs_f64()
-        );
         let mut backoff = Backoff::new();
         while !self.shutdown.is_triggered() {
-            match self
-                .client
-                .call::<AssignmentList>("GET", &path, None::<&()>)
-            {
+            match self.client.assignments(&self.node, self.poll_timeout) {
                 Ok(list) => {
                     backoff = Backoff::new();
                     let mut deferred = false;
@@ -393,10 +356,10 @@ impl Shared {
                         self.shutdown.wait_timeout(Duration::from_millis(20));
                     }
                 }
-                Err(e) if temporary(&e) => {
-                    self.shutdown.wait_timeout(backoff.next());
+                Err(e) if e.is_temporary() => {
+                    self.shutdown.wait_timeout(backoff.next_pause());
                 }
-                Err(e) if refused(&e) => {
+                Err(e) if e.is_refused() => {
                     return self.fail(AgentError::Refused {
                         node: self.node.clone(),
                         error: e,
@@ -448,14 +411,7 @@ impl Shared {
                 }
             }
         }
-        let path = format!(
-            "/v1/nodes/{}/assignments/{id}/ack",
-            lockgate_api::client::encode(&self.node)
-        );
-        if let Err(e) = self
-            .client
-            .call::<serde_json::Value>("POST", &path, None::<&()>)
-        {
+        if let Err(e) = self.client.ack_assignment(&self.node, id) {
             // Not fatal: the offer comes again and is recognised as a repeat.
             tracing::debug!("job {id}: ack: {e}");
         }

@@ -11,13 +11,12 @@
 //!   [`Handler`] per kind;
 //! - [`Template`] (`{attr.NAME}`, `{job.id}`, `{job.kind}`, `{node}` inside whole
 //!   arguments; never a shell);
-//! - [`child`]: starting a command in its own process group with `PR_SET_PDEATHSIG`,
-//!   SIGTERM-then-SIGKILL, exit status to exit code; shared with `lockgate run`;
+//! - the child runner, the lease keeper and the retry rule come from `lockgate-client`
+//!   (shared with `lockgate run`): a handler is held with `lockgate_client::hold`;
 //! - [`Agent`] (the loop) with [`AgentOptions`] and a [`Shutdown`] handle.
 #![warn(missing_docs)]
 
 mod agent;
-pub mod child;
 pub mod config;
 pub mod output;
 pub mod template;

@@ -1,12 +1,11 @@
 //! Item-block backups as JSON (design `item-blocks.md`): `POST /v1/backups`,
 //! `GET /v1/backups`, `GET /v1/backups/{name}`, `GET /v1/backups/{name}/result`,
-//! `POST /v1/backups/{name}/cancel`, and the [`Client`] calls for them.
+//! `POST /v1/backups/{name}/cancel` (the calls are in `lockgate-client`).
 //!
 //! A backup's life: `queued` (its `resource-backup` job waits for admission, e.g. behind
 //! an overlapping backup) -> `running` (blocks are being backed up) -> `finished`, with a
 //! `phase` of `Completed`, `PartiallyFailed` or `Failed` (Velero's phases).
 
-use crate::client::{encode, Client, ClientError};
 use serde::{Deserialize, Serialize};
 
 /// `POST /v1/backups`: what to back up. `from` is a path **on the server's filesystem**
@@ -154,60 +153,6 @@ impl BackupView {
 pub struct BackupList {
     /// Every backup the caller may see, oldest first.
     pub backups: Vec<BackupView>,
-}
-
-impl Client {
-    /// `POST /v1/backups` (without `dry_run`): the new backup, queued or running.
-    ///
-    /// # Errors
-    /// See [`ClientError`]; bad input is a 422 naming the file, item or field.
-    pub fn create_backup(&self, req: &BackupRequest) -> Result<BackupView, ClientError> {
-        self.call("POST", "/v1/backups", Some(req))
-    }
-
-    /// `GET /v1/backups`.
-    ///
-    /// # Errors
-    /// See [`ClientError`].
-    pub fn backups(&self) -> Result<BackupList, ClientError> {
-        self.call("GET", "/v1/backups", None::<&()>)
-    }
-
-    /// `GET /v1/backups/{name}`.
-    ///
-    /// # Errors
-    /// See [`ClientError`].
-    pub fn backup(&self, name: &str) -> Result<BackupView, ClientError> {
-        self.call("GET", &format!("/v1/backups/{}", encode(name)), None::<&()>)
-    }
-
-    /// `GET /v1/backups/{name}/result`: `metadata/result.json` of a finished backup's
-    /// archive, decoded into `T`.
-    ///
-    /// # Errors
-    /// See [`ClientError`]; 409 `not_finished` while it runs, 404 when it has no archive.
-    pub fn backup_result<T: serde::de::DeserializeOwned>(
-        &self,
-        name: &str,
-    ) -> Result<T, ClientError> {
-        self.call(
-            "GET",
-            &format!("/v1/backups/{}/result", encode(name)),
-            None::<&()>,
-        )
-    }
-
-    /// `POST /v1/backups/{name}/cancel`.
-    ///
-    /// # Errors
-    /// See [`ClientError`]; 409 `already_ended` for a finished backup.
-    pub fn cancel_backup(&self, name: &str) -> Result<BackupView, ClientError> {
-        self.call(
-            "POST",
-            &format!("/v1/backups/{}/cancel", encode(name)),
-            None::<&()>,
-        )
-    }
 }
 
 /// Checks a backup name (see [`BackupRequest::name`]).

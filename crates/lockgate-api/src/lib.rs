@@ -1,7 +1,8 @@
 //! lockgate-api: the JSON the HTTP API speaks (design `api.md`), shared by the server, the
-//! agent and the CLI, plus a small blocking [`Client`].
+//! agent and the CLI. The calls themselves are in `lockgate-client`.
 //!
-//! The types here do no I/O (except [`client`]). Conventions of the contract:
+//! The types here do no I/O: this crate depends on serde and the engine's types only, so
+//! the server does not carry an HTTP client. Conventions of the contract:
 //! - times are RFC 3339 strings (UTC, millisecond precision when not whole seconds):
 //!   [`time::format`] and [`time::parse`];
 //! - durations are numbers of seconds in fields ending `_s`;
@@ -9,20 +10,27 @@
 //!   server may add fields);
 //! - every 4xx/5xx carries an [`ErrorBody`]: `{"error": {"code", "message", "field"}}`.
 //!
-//! Main types: [`JobView`] (a job as JSON), [`SubmitRequest`], [`ExplainView`],
-//! [`PolicyView`], [`PolicyAnswer`], [`NodeView`], [`EventView`], [`TokenCreated`],
-//! [`BackupRequest`] and [`BackupView`] (item-block backups).
+//! Main types, one module per resource: [`JobView`] (a job as JSON), [`SubmitRequest`],
+//! [`ExplainView`]; [`PolicyView`], [`PolicyAnswer`]; [`NodeView`], [`Assignment`];
+//! [`EventView`]; [`TokenCreated`], [`Role`]; [`ScheduleView`]; [`BackupRequest`] and
+//! [`BackupView`] (item-block backups).
 #![warn(missing_docs)]
 
 mod backup;
-pub mod client;
+mod error_body;
+mod event;
 mod job;
-mod misc;
+mod node;
+mod policy;
 mod schedule;
 pub mod time;
+mod token;
 
 pub use backup::*;
-pub use client::{Client, ClientError};
+pub use error_body::*;
+pub use event::*;
 pub use job::*;
-pub use misc::*;
+pub use node::*;
+pub use policy::*;
 pub use schedule::*;
+pub use token::*;

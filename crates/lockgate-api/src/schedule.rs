@@ -1,5 +1,5 @@
 //! Schedules as JSON (design `schedules.md`): what `POST /v1/schedules` takes, what
-//! `GET /v1/schedules[/{name}]` shows, and the client calls.
+//! `GET /v1/schedules[/{name}]` shows.
 //!
 //! A schedule in the API has the fields of a policy `[[schedule]]` table, with the API's
 //! conventions: durations are numbers of seconds in fields ending `_s` (`max_start_delay_s`,
@@ -7,7 +7,7 @@
 //! turns one into the policy's raw form, so the server validates it with the same rules as
 //! a policy file.
 
-use crate::{time, Client, ClientError};
+use crate::time;
 use lockgate_core::job::JobState;
 use lockgate_core::policy::raw::{RawJob, RawRetry, RawSchedule};
 use lockgate_core::policy::{Duplicates, Executor, Misfire, ScheduleSpec};
@@ -277,45 +277,6 @@ pub struct NextTimes {
     pub expr: String,
     /// The next planned times, RFC 3339 UTC.
     pub next: Vec<String>,
-}
-
-impl Client {
-    /// `POST /v1/schedules`.
-    ///
-    /// # Errors
-    /// See [`ClientError`]; 422 names the offending field, 409 a name in use.
-    pub fn create_schedule(&self, req: &ScheduleRequest) -> Result<ScheduleView, ClientError> {
-        self.call("POST", "/v1/schedules", Some(req))
-    }
-
-    /// `GET /v1/schedules`.
-    ///
-    /// # Errors
-    /// See [`ClientError`].
-    pub fn schedules(&self) -> Result<ScheduleList, ClientError> {
-        self.call("GET", "/v1/schedules", None::<&()>)
-    }
-
-    /// `GET /v1/schedules/{name}?limit=N`: the schedule with its latest `limit` runs.
-    ///
-    /// # Errors
-    /// See [`ClientError`]; 404 when there is no such schedule.
-    pub fn schedule(&self, name: &str, limit: u32) -> Result<ScheduleView, ClientError> {
-        let path = format!(
-            "/v1/schedules/{}?limit={limit}",
-            crate::client::encode(name)
-        );
-        self.call("GET", &path, None::<&()>)
-    }
-
-    /// `DELETE /v1/schedules/{name}`.
-    ///
-    /// # Errors
-    /// See [`ClientError`]; 409 for a schedule of the policy document.
-    pub fn delete_schedule(&self, name: &str) -> Result<serde_json::Value, ClientError> {
-        let path = format!("/v1/schedules/{}", crate::client::encode(name));
-        self.call("DELETE", &path, None::<&()>)
-    }
 }
 
 #[cfg(test)]

@@ -1,16 +1,21 @@
-//! One module per subcommand.
+//! One module per subcommand, and what they share: [`session`] (the connection),
+//! [`output`] (JSON and tables) and [`flags`] (shared flags and value parsers).
 
 pub mod agent;
 pub mod backup;
 pub mod bench;
-pub mod connect;
 pub mod demo;
 pub mod events;
+pub mod flags;
 pub mod job;
 pub mod node;
+pub mod output;
 pub mod policy;
 pub mod run;
 pub mod schedule;
 pub mod server;
+pub mod session;
 pub mod simulate;
+#[cfg(test)]
+mod testdata;
 pub mod token;

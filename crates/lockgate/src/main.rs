@@ -103,8 +103,60 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("lockgate: {err:#}");
+            eprintln!("{}", error_text(&err));
             std::process::ExitCode::from(1)
         }
+    }
+}
+
+/// How a failed subcommand's error is printed: `lockgate: ` and the chain of causes.
+fn error_text(err: &anyhow::Error) -> String {
+    format!("lockgate: {err:#}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lockgate_api::ErrorDetail;
+    use lockgate_client::ClientError;
+
+    #[test]
+    fn error_texts_users_see() {
+        let api = |status, code: &str, message: &str, field: Option<&str>| ClientError::Api {
+            status,
+            detail: ErrorDetail {
+                code: code.into(),
+                message: message.into(),
+                field: field.map(str::to_string),
+                line: None,
+            },
+        };
+        let errors = [
+            api(409, "lease_lost", "job 7 has no lease with token 3", None),
+            api(
+                422,
+                "invalid_field",
+                "attrs.owner: expected an attribute the policy does not reserve, got \"owner\"",
+                Some("attrs.owner"),
+            ),
+            api(401, "unauthorized", "missing or unknown bearer token", None),
+            ClientError::Unreachable {
+                url: "http://127.0.0.1:9/v1/jobs".into(),
+                message: "Connection Failed: Connect error: Connection refused (os error 111)"
+                    .into(),
+            },
+            ClientError::Decode {
+                url: "http://127.0.0.1:7400/v1/jobs/1".into(),
+                message: "expected value at line 1 column 1: <html>".into(),
+            },
+        ];
+        let mut text: Vec<String> = errors
+            .into_iter()
+            .map(|e| error_text(&anyhow::Error::from(e)))
+            .collect();
+        text.push(error_text(
+            &anyhow::anyhow!("--from: unknown state \"paused\"").context("job wait"),
+        ));
+        insta::assert_snapshot!(text.join("\n"));
     }
 }

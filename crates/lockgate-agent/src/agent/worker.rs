@@ -2,21 +2,26 @@
 //! the run slot, the run handler, and the finish; the lease is renewed throughout.
 //!
 //! # Invariants
-//! - the lease is renewed every TTL/3 for as long as the job is held, handler running or
-//!   not (a prepared job waiting for its run slot holds prepared resources);
-//! - a handler is stopped (SIGTERM to its process group, SIGKILL after the grace period)
-//!   as soon as the job is no longer ours: lease lost, cancel requested, the server
-//!   unreachable past `unreachable_grace`, or the agent stopping;
+//! - the lease is kept by one [`LeaseKeeper`] (every TTL/3, faster while the server is
+//!   unreachable) for as long as the job is held, handler running or not (a prepared job
+//!   waiting for its run slot holds prepared resources);
+//! - a handler runs under [`lockgate_client::hold`], which stops it (SIGTERM to its process
+//!   group, SIGKILL after the grace period) as soon as the job is no longer ours: lease
+//!   lost, cancel requested, the server unreachable past `unreachable_grace`, or the agent
+//!   stopping;
 //! - the job is finished exactly once by this worker, with the handler's exit status and
 //!   the last lines of its output; a job whose lease was lost is not finished (it is no
 //!   longer ours to finish).
 
-use super::{temporary, Backoff, Shared, WorkerMsg};
-use crate::child::{self, Supervised};
+use super::{Shared, WorkerMsg};
 use crate::config::Stage;
 use crate::output::{join_readers, Tail};
 use crate::template::{attr_env_name, render_argv, Context};
-use lockgate_api::{ClientError, JobView};
+use lockgate_api::JobView;
+use lockgate_client::child::{self, Supervised};
+use lockgate_client::{
+    hold, Backoff, ClientError, Ending, Holder, LeaseKeeper, Renewal, WhileUnreachable,
+};
 use lockgate_core::{JobState, Outcome};
 use std::process::{ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -36,21 +41,50 @@ enum Ended {
     NotStarted(String),
 }
 
-/// What a lease renewal said.
-enum Renewal {
-    Ok,
-    Cancel,
-    Lost(String),
-}
-
 struct Worker<'a> {
     sh: &'a Shared,
     job: JobView,
     token: u64,
     rx: mpsc::Receiver<WorkerMsg>,
-    every: Duration,
-    last_ok: Instant,
+    lease: LeaseKeeper,
     run_assigned: bool,
+}
+
+/// What a worker learns while its handler runs: a stop from the agent, the run slot.
+struct Listener<'a> {
+    rx: &'a mpsc::Receiver<WorkerMsg>,
+    run_assigned: &'a mut bool,
+    job: &'a mut JobView,
+    stage: Stage,
+}
+
+impl Holder for Listener<'_> {
+    fn stop_requested(&mut self) -> bool {
+        loop {
+            match self.rx.try_recv() {
+                Ok(WorkerMsg::Stop) => return true,
+                Ok(WorkerMsg::Run) => *self.run_assigned = true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn renewed(&mut self, job: &JobView) {
+        if job.state == JobState::Running {
+            *self.run_assigned = true;
+        }
+        *self.job = job.clone();
+    }
+
+    fn stopping(&mut self, why: &Ending) {
+        if *why == Ending::Cancelled {
+            tracing::info!(
+                "job {}: cancel requested; stopping the {} handler",
+                self.job.id,
+                self.stage
+            );
+        }
+    }
 }
 
 /// Runs a job from `stage` to its end.
@@ -61,19 +95,21 @@ pub(crate) fn work(
     stage: Stage,
     rx: mpsc::Receiver<WorkerMsg>,
 ) {
-    let ttl = job
-        .lease
-        .as_ref()
-        .map(|l| l.ttl_s)
-        .unwrap_or(30.0)
-        .max(0.03);
+    let ttl = job.lease.as_ref().map(|l| l.ttl_s).unwrap_or(30.0);
+    let ttl = Duration::try_from_secs_f64(ttl).unwrap_or(Duration::from_secs(30));
+    let lease = LeaseKeeper::new(
+        sh.client.clone(),
+        job.id,
+        token,
+        ttl,
+        WhileUnreachable::HoldFor(sh.config.unreachable_grace),
+    );
     let mut w = Worker {
         sh,
         job,
         token,
         rx,
-        every: Duration::from_secs_f64(ttl / 3.0),
-        last_ok: Instant::now(),
+        lease,
         run_assigned: stage == Stage::Run,
     };
     w.go(stage);
@@ -152,46 +188,16 @@ impl Worker<'_> {
         }
     }
 
-    /// Renews the lease once.
+    /// Renews the lease once (the prepared job waiting for its run slot).
     fn renew(&mut self) -> Renewal {
-        match self.sh.client.heartbeat(self.id(), self.token) {
-            Ok(job) => {
-                self.last_ok = Instant::now();
-                if let Some(l) = &job.lease {
-                    self.every = Duration::from_secs_f64(l.ttl_s.max(0.03) / 3.0);
-                }
-                let cancel = job.cancel_requested;
-                if job.state == JobState::Running {
-                    self.run_assigned = true;
-                }
-                self.job = job;
-                if cancel {
-                    Renewal::Cancel
-                } else {
-                    Renewal::Ok
-                }
+        let r = self.lease.renew();
+        if let Renewal::Held(job) = &r {
+            if job.state == JobState::Running {
+                self.run_assigned = true;
             }
-            Err(e) if temporary(&e) => {
-                if self.last_ok.elapsed() > self.sh.config.unreachable_grace {
-                    Renewal::Lost(format!(
-                        "the server was unreachable for longer than unreachable_grace ({:?}): {e}",
-                        self.sh.config.unreachable_grace
-                    ))
-                } else {
-                    Renewal::Ok
-                }
-            }
-            Err(e) => Renewal::Lost(format!("lease lost: {e}")),
+            self.job = (**job).clone();
         }
-    }
-
-    /// When to renew next: every TTL/3, faster while the server is unreachable.
-    fn renew_interval(&self) -> Duration {
-        if self.last_ok.elapsed() > self.every {
-            (self.every / 3).clamp(Duration::from_millis(10), Duration::from_secs(1))
-        } else {
-            self.every
-        }
+        r
     }
 
     /// Starts the stage's handler and holds the lease until it exits.
@@ -245,52 +251,24 @@ impl Worker<'_> {
             job.kind,
             proc.pid()
         );
-        let mut next_renew = Instant::now() + self.every;
-        let slice = Duration::from_millis(100);
-        let end = loop {
-            let wait = next_renew
-                .saturating_duration_since(Instant::now())
-                .min(slice);
-            if let Some(s) = proc.wait_timeout(wait) {
-                break Ok(s);
-            }
-            match self.rx.try_recv() {
-                Ok(WorkerMsg::Stop) => break Err(None),
-                Ok(WorkerMsg::Run) => self.run_assigned = true,
-                Err(_) => {}
-            }
-            if Instant::now() >= next_renew {
-                match self.renew() {
-                    Renewal::Ok => {}
-                    Renewal::Cancel => break Err(Some(Ok(()))),
-                    Renewal::Lost(why) => break Err(Some(Err(why))),
-                }
-                next_renew = Instant::now() + self.renew_interval();
-            }
+        let mut listener = Listener {
+            rx: &self.rx,
+            run_assigned: &mut self.run_assigned,
+            job: &mut self.job,
+            stage,
         };
-        let grace = sh.config.grace;
-        let result = match end {
-            Ok(s) => {
+        let held = hold(&mut proc, &mut self.lease, sh.config.grace, &mut listener);
+        let s = held.status;
+        let result = match held.ending {
+            Ending::Lost(why) => Ended::Lost(why),
+            ending => {
                 join_readers(readers, Duration::from_millis(200));
-                Ended::Exited(s, tail.lines())
-            }
-            Err(None) => {
-                let s = proc.terminate(grace);
-                join_readers(readers, Duration::from_millis(200));
-                Ended::Stopping(s, tail.lines())
-            }
-            Err(Some(Ok(()))) => {
-                tracing::info!(
-                    "job {}: cancel requested; stopping the {stage} handler",
-                    self.id()
-                );
-                let s = proc.terminate(grace);
-                join_readers(readers, Duration::from_millis(200));
-                Ended::Cancelled(s, tail.lines())
-            }
-            Err(Some(Err(why))) => {
-                proc.terminate(grace);
-                Ended::Lost(why)
+                let lines = tail.lines();
+                match ending {
+                    Ending::Cancelled => Ended::Cancelled(s, lines),
+                    Ending::Stopped => Ended::Stopping(s, lines),
+                    _ => Ended::Exited(s, lines),
+                }
             }
         };
         if let Ended::Exited(s, _) = &result {
@@ -313,7 +291,8 @@ impl Worker<'_> {
                     self.job = job;
                     return true;
                 }
-                Err(e) if temporary(&e) && since.elapsed() < self.sh.config.unreachable_grace => {}
+                Err(e)
+                    if e.is_temporary() && since.elapsed() < self.sh.config.unreachable_grace => {}
                 Err(e) if e.code() == Some("wrong_state") => {
                     // An earlier try got through and its answer was lost.
                     return match self.sh.client.job(id) {
@@ -329,7 +308,7 @@ impl Worker<'_> {
                     return false;
                 }
             }
-            if self.sh.shutdown.wait_timeout(backoff.next()) {
+            if self.sh.shutdown.wait_timeout(backoff.next_pause()) {
                 self.finish(
                     Outcome::Failed,
                     format!(
@@ -349,7 +328,11 @@ impl Worker<'_> {
             if self.run_assigned {
                 return true;
             }
-            match self.rx.recv_timeout(self.renew_interval()) {
+            let wait = self
+                .lease
+                .next_renewal()
+                .saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait) {
                 Ok(WorkerMsg::Run) => return true,
                 Ok(WorkerMsg::Stop) | Err(RecvTimeoutError::Disconnected) => {
                     self.finish(
@@ -359,13 +342,19 @@ impl Worker<'_> {
                     return false;
                 }
                 Err(RecvTimeoutError::Timeout) => match self.renew() {
-                    Renewal::Ok => {}
-                    Renewal::Cancel => {
+                    Renewal::Held(job) if job.cancel_requested => {
                         self.finish(Outcome::Cancelled, "cancel requested while prepared".into());
                         return false;
                     }
-                    Renewal::Lost(why) => {
+                    Renewal::Held(_) | Renewal::Retrying(_) => {}
+                    Renewal::GiveUp(why) => {
                         tracing::warn!("job {id}: {why} (prepared, waiting for its run slot)");
+                        return false;
+                    }
+                    Renewal::Lost(e) => {
+                        tracing::warn!(
+                            "job {id}: lease lost: {e} (prepared, waiting for its run slot)"
+                        );
                         return false;
                     }
                 },
@@ -388,13 +377,14 @@ impl Worker<'_> {
                     tracing::info!("job {id} {}: {}", j.kind, j.state);
                     return;
                 }
-                Err(e) if temporary(&e) && since.elapsed() < self.sh.config.unreachable_grace => {}
+                Err(e)
+                    if e.is_temporary() && since.elapsed() < self.sh.config.unreachable_grace => {}
                 Err(e) => {
                     log_finish_error(id, &e);
                     return;
                 }
             }
-            std::thread::sleep(backoff.next());
+            std::thread::sleep(backoff.next_pause());
         }
     }
 }

@@ -227,7 +227,7 @@ fn events_are_numbered_and_the_stream_resumes() {
     let url = s.url.clone();
     let token = s.admin.clone();
     let follower = std::thread::spawn(move || {
-        let c = lockgate_api::Client::new(&url, Some(token)).unwrap();
+        let c = lockgate_client::Client::new(&url, Some(token)).unwrap();
         let mut got = Vec::new();
         c.follow_events(last, |ev| {
             got.push(ev);

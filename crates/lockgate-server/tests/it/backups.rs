@@ -5,9 +5,10 @@
 
 use crate::harness::*;
 use lockgate_api::{
-    AssignmentList, BackupList, BackupRequest, BackupState, BackupView, Client, JobQuery,
-    NodeRegister, Role,
+    AssignmentList, BackupList, BackupRequest, BackupState, BackupView, JobQuery, NodeRegister,
+    Role,
 };
+use lockgate_client::Client;
 use lockgate_core::{JobState, Outcome};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -459,7 +460,7 @@ fn bad_input_is_refused_naming_the_file_and_nothing_starts() {
     let refuse = |req: &BackupRequest| {
         let e = admin.create_backup(req).unwrap_err();
         match e {
-            lockgate_api::ClientError::Api { status, detail } => (status, detail),
+            lockgate_client::ClientError::Api { status, detail } => (status, detail),
             other => panic!("{other}"),
         }
     };

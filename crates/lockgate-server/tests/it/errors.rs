@@ -238,7 +238,7 @@ fn invalid_policy_and_stale_if_match_change_nothing() {
     let before = admin.policy().unwrap();
     let bad = "[global]\nmax_running = 1\n\n[[limit]]\nname = \"per-datastore\"\nper = [\"datastore\"]\nmax = -2\n";
     let e = admin.put_policy(bad, false, None).unwrap_err();
-    let lockgate_api::ClientError::Api { status, detail } = &e else {
+    let lockgate_client::ClientError::Api { status, detail } = &e else {
         panic!("{e}")
     };
     assert_eq!(

@@ -1,6 +1,6 @@
 //! Starts a server in-process (its own runtime on a thread) and stops it gracefully.
 
-use lockgate_api::Client;
+use lockgate_client::Client;
 use lockgate_server::{Config, Server};
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;

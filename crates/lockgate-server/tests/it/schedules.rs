@@ -4,7 +4,8 @@
 //! explicit second, so each test takes seconds; no test asserts speed beyond wide margins.
 
 use crate::harness::*;
-use lockgate_api::{time, Client, JobView, ScheduleRequest, ScheduleRunView, ScheduleView};
+use lockgate_api::{time, JobView, ScheduleRequest, ScheduleRunView, ScheduleView};
+use lockgate_client::Client;
 use lockgate_core::{JobState, Outcome, Timestamp};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //!
 //! Exit codes: 0 after a signal, 77 when the server refused the token, 1 for other errors.
 
-use super::connect;
+use super::{flags, session};
 use crate::GlobalArgs;
 use anyhow::Context as _;
 use lockgate_agent::{Agent, AgentConfig, AgentOptions, Shutdown};
@@ -23,10 +23,10 @@ pub struct Args {
     pub node: String,
     /// Node label KEY=VALUE (repeatable), matched by `[[nodes.rule]]` selectors and job
     /// node selectors.
-    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = connect::key_value)]
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = flags::key_value)]
     pub labels: Vec<(String, String)>,
     /// Per-node pool capacity POOL=N (repeatable; `[nodes.resources]`).
-    #[arg(long = "resource", value_name = "POOL=N", value_parser = connect::cost)]
+    #[arg(long = "resource", value_name = "POOL=N", value_parser = flags::cost)]
     pub resources: Vec<(String, u64)>,
     /// The handlers: one `[handlers.KIND]` table per job kind this agent runs. Without it
     /// the agent runs no kind.
@@ -55,7 +55,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             AgentConfig::default()
         }
     };
-    let mut opts = AgentOptions::new(&global.server, connect::token(global), &args.node, config)
+    let mut opts = AgentOptions::new(&global.server, session::token(global), &args.node, config)
         .context("cannot find the lockgate binary to start handlers through")?;
     opts.labels = args.labels.into_iter().collect();
     opts.resources = args.resources.into_iter().collect();

@@ -5,7 +5,8 @@
 //! Everything else talks to the server, which reads `--from` from **its own** filesystem
 //! (the path is sent as an absolute path).
 
-use super::connect::{self, or_dash, print_json, table};
+use super::output::{self, or_dash, print_json, table};
+use super::session;
 use crate::GlobalArgs;
 use anyhow::{bail, Context};
 use lockgate_api::{BackupCounts, BackupProgress, BackupRequest, BackupState, BackupView};
@@ -102,8 +103,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Ls => ls(global),
         Sub::Describe { name } => describe(global, &name),
         Sub::Cancel { name } => {
-            let v = connect::client(global)?.cancel_backup(&name)?;
-            if connect::json(global) {
+            let v = session::client(global)?.cancel_backup(&name)?;
+            if output::json(global) {
                 print_json(&v);
             } else {
                 println!("backup {name}: cancel requested ({})", v.state);
@@ -164,7 +165,7 @@ fn dry_run(a: CreateArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn create(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
-    let client = connect::client(global)?;
+    let client = session::client(global)?;
     let view = client.create_backup(&request(&a)?)?;
     if !a.wait {
         show(global, &[view]);
@@ -188,7 +189,7 @@ fn create(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
 
 /// Polls the backup until it has finished, drawing a progress bar on stderr: redrawn in
 /// place on a terminal, one line per change (at most one a second) otherwise.
-fn wait(client: &lockgate_api::Client, mut view: BackupView) -> anyhow::Result<BackupView> {
+fn wait(client: &lockgate_client::Client, mut view: BackupView) -> anyhow::Result<BackupView> {
     let tty = std::io::stderr().is_terminal();
     let mut last_line = String::new();
     let mut last_print = Instant::now() - Duration::from_secs(10);
@@ -263,7 +264,7 @@ fn done_of(p: &BackupProgress, blocks: bool) -> String {
 }
 
 fn show(global: &GlobalArgs, views: &[BackupView]) {
-    if connect::json(global) {
+    if output::json(global) {
         match views {
             [one] => print_json(one),
             many => print_json(&serde_json::json!({ "backups": many })),
@@ -294,8 +295,8 @@ fn show(global: &GlobalArgs, views: &[BackupView]) {
 }
 
 fn ls(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let list = connect::client(global)?.backups()?;
-    if connect::json(global) {
+    let list = session::client(global)?.backups()?;
+    if output::json(global) {
         print_json(&list);
     } else {
         show(global, &list.backups);
@@ -314,7 +315,7 @@ fn counts(c: Option<BackupCounts>, p: &str) -> String {
 }
 
 fn describe(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
-    let client = connect::client(global)?;
+    let client = session::client(global)?;
     let view = client.backup(name)?;
     let result = if view.is_finished() {
         match client.backup_result::<ResultDoc>(name) {
@@ -325,7 +326,7 @@ fn describe(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    if connect::json(global) {
+    if output::json(global) {
         match &result {
             Some(r) => print_json(r),
             None => print_json(&view),

@@ -7,7 +7,8 @@
 //! `lockgate run -- true` against `flock FILE true`, as a ratio measured in the same run.
 //! Nothing here is asserted; the numbers go into `crates/lockgate-server/README.md`.
 
-use lockgate_api::{Client, SubmitRequest};
+use lockgate_api::SubmitRequest;
+use lockgate_client::Client;
 use lockgate_core::{JobState, Outcome};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};

@@ -20,8 +20,9 @@ mod view;
 
 use crate::{GlobalArgs, Output};
 use anyhow::{bail, Context as _};
-use lockgate_agent::child::{Launcher, Signal, Supervised};
-use lockgate_api::{Client, Role, TokenCreate};
+use lockgate_api::{Role, TokenCreate};
+use lockgate_client::child::{Launcher, Signal, Supervised};
+use lockgate_client::Client;
 use setup::Paths;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -177,7 +178,7 @@ impl Demo {
                 if let Some(s) = p.wait_timeout(Duration::ZERO) {
                     bail!(
                         "the server exited ({}): {text}",
-                        lockgate_agent::child::describe(s)
+                        lockgate_client::child::describe(s)
                     );
                 }
             }

@@ -1,6 +1,6 @@
 //! `lockgate events`: the event log, or (--follow) the live stream.
 
-use super::connect;
+use super::{output, session};
 use crate::GlobalArgs;
 use lockgate_api::EventView;
 use std::process::ExitCode;
@@ -50,8 +50,8 @@ fn line(ev: &EventView) -> String {
 
 /// Runs the subcommand (JSON: one event per line).
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
-    let client = connect::client(global)?;
-    let json = connect::json(global);
+    let client = session::client(global)?;
+    let json = output::json(global);
     let print = |ev: &EventView| {
         if json {
             println!("{}", serde_json::to_string(ev).expect("serializes"));
@@ -81,7 +81,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         });
         match r {
             Ok(()) => {}
-            Err(e) if e.is_unreachable() => eprintln!("lockgate: {e}; reconnecting"),
+            Err(e) if e.is_temporary() => eprintln!("lockgate: {e}; reconnecting"),
             Err(e) => return Err(e.into()),
         }
         std::thread::sleep(std::time::Duration::from_secs(1));

@@ -1,9 +1,9 @@
 //! `lockgate job`: submit, list, show, explain, wait for and cancel jobs.
 
-use super::connect::{self, or_dash, print_json, table};
+use super::output::{self, or_dash, print_json, render_table, table};
+use super::{flags, session};
 use crate::GlobalArgs;
-use lockgate_api::{JobQuery, JobView, SubmitRequest};
-use lockgate_core::policy::Executor;
+use lockgate_api::{ExplainView, JobQuery, JobView, SubmitRequest};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ enum Sub {
         #[arg(long)]
         from: Option<String>,
         /// Give up after this long (prints the job as it is).
-        #[arg(long, value_parser = connect::duration)]
+        #[arg(long, value_parser = flags::duration)]
         timeout: Option<Duration>,
     },
     /// Cancel a job: queued at once; admitted: its holder is asked to stop.
@@ -54,67 +54,16 @@ enum Sub {
 #[derive(Debug, clap::Args)]
 struct SubmitArgs {
     #[command(flatten)]
-    shape: JobShape,
+    shape: flags::JobShape,
     /// Do not start before this time (RFC 3339).
     #[arg(long)]
     not_before: Option<String>,
     /// Give up after waiting this long.
-    #[arg(long, value_parser = connect::duration)]
+    #[arg(long, value_parser = flags::duration)]
     max_wait: Option<Duration>,
     /// Idempotency key: a resubmission with the same key returns the existing job.
     #[arg(long)]
     idempotency_key: Option<String>,
-}
-
-/// What a job is and where it runs: the flags `job submit` and `schedule add` share.
-#[derive(Debug, clap::Args)]
-pub(crate) struct JobShape {
-    /// Job kind.
-    #[arg(long)]
-    pub kind: String,
-    /// Attribute KEY=VALUE (repeatable).
-    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = connect::key_value)]
-    pub attrs: Vec<(String, String)>,
-    /// Priority (higher runs first; default: the kind's).
-    #[arg(long, allow_hyphen_values = true)]
-    pub priority: Option<i64>,
-    /// Pin to a node.
-    #[arg(long, conflicts_with = "node_selector")]
-    pub node: Option<String>,
-    /// Let lockgate place it on a node matching this label selector ("" = any node).
-    #[arg(long)]
-    pub node_selector: Option<String>,
-    /// Who runs it (default: agent with a node selector, else client).
-    #[arg(long, value_enum)]
-    pub executor: Option<ExecutorArg>,
-    /// Prepare/expose step before the run.
-    #[arg(long)]
-    pub two_stage: bool,
-    /// Pool cost POOL=N (repeatable).
-    #[arg(long = "cost", value_name = "POOL=N", value_parser = connect::cost)]
-    pub cost: Vec<(String, u64)>,
-    /// Request cancellation after running this long.
-    #[arg(long, value_parser = connect::duration)]
-    pub max_run: Option<Duration>,
-}
-
-impl JobShape {
-    /// The executor as the API writes it.
-    pub fn executor(&self) -> Option<Executor> {
-        self.executor.map(|e| match e {
-            ExecutorArg::Client => Executor::Client,
-            ExecutorArg::Agent => Executor::Agent,
-        })
-    }
-}
-
-/// `--executor` values.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub(crate) enum ExecutorArg {
-    /// The submitter runs it.
-    Client,
-    /// The agent on its node runs it.
-    Agent,
 }
 
 #[derive(Debug, clap::Args)]
@@ -172,32 +121,47 @@ const HEADER: &[&str] = &[
     "ATTRS",
 ];
 
+/// One job as `job show` prints it: its table row and its message.
+fn render_job(job: &JobView) -> String {
+    let mut text = render_table(HEADER, &job_rows(std::slice::from_ref(job)));
+    if let Some(m) = &job.message {
+        text.push_str(&format!("message: {m}\n"));
+    }
+    text
+}
+
+/// `job explain` for people: the one-line text, then every holding condition.
+fn render_explain(id: u64, ex: &ExplainView) -> String {
+    let mut text = format!("job {id}: {}\n", ex.text);
+    for r in &ex.reasons {
+        text.push_str(&format!("  - {}\n", r.text));
+    }
+    text
+}
+
 fn show(global: &GlobalArgs, job: &JobView) {
-    if connect::json(global) {
+    if output::json(global) {
         print_json(job);
     } else {
-        table(HEADER, &job_rows(std::slice::from_ref(job)));
-        if let Some(m) = &job.message {
-            println!("message: {m}");
-        }
+        print!("{}", render_job(job));
     }
 }
 
 /// Runs the subcommand.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
-    let client = connect::client(global)?;
+    let client = session::client(global)?;
     match args.command {
         Sub::Submit(a) => {
             let executor = a.shape.executor();
             let j = a.shape;
             let req = SubmitRequest {
                 kind: j.kind,
-                attrs: j.attrs.into_iter().collect(),
-                priority: j.priority,
-                node: j.node,
+                attrs: j.job.attr_map(),
+                priority: j.job.priority,
+                cost: j.job.cost_map(),
+                node: j.job.node,
                 node_selector: j.node_selector,
                 executor,
-                cost: (!j.cost.is_empty()).then(|| j.cost.into_iter().collect()),
                 two_stage: j.two_stage.then_some(true),
                 not_before: a.not_before,
                 max_wait_s: a.max_wait.map(|d| d.as_secs_f64()),
@@ -205,7 +169,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 idempotency_key: a.idempotency_key,
             };
             let (job, created) = client.submit(&req)?;
-            if !created && !connect::json(global) {
+            if !created && !output::json(global) {
                 eprintln!("lockgate: an existing job has this idempotency key");
             }
             show(global, &job);
@@ -230,7 +194,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                     _ => break,
                 }
             }
-            if connect::json(global) {
+            if output::json(global) {
                 print_json(&lockgate_api::JobList { jobs, next });
             } else {
                 table(HEADER, &job_rows(&jobs));
@@ -242,13 +206,10 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Show { id } => show(global, &client.job(id)?),
         Sub::Explain { id } => {
             let ex = client.explain(id)?;
-            if connect::json(global) {
+            if output::json(global) {
                 print_json(&ex);
             } else {
-                println!("job {id}: {}", ex.text);
-                for r in &ex.reasons {
-                    println!("  - {}", r.text);
-                }
+                print!("{}", render_explain(id, &ex));
             }
         }
         Sub::Wait { id, from, timeout } => {
@@ -279,4 +240,26 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Cancel { id, force } => show(global, &client.cancel(id, force)?),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::testdata;
+
+    #[test]
+    fn job_ls_table() {
+        let jobs = testdata::jobs();
+        insta::assert_snapshot!(render_table(HEADER, &job_rows(&jobs)));
+    }
+
+    #[test]
+    fn job_show_with_its_message() {
+        insta::assert_snapshot!(render_job(&testdata::jobs()[2]));
+    }
+
+    #[test]
+    fn job_explain_text() {
+        insta::assert_snapshot!(render_explain(4, &testdata::explain()));
+    }
 }

@@ -1,6 +1,7 @@
 //! `lockgate node`: list, show, cordon, uncordon and remove nodes.
 
-use super::connect::{self, or_dash, print_json, table};
+use super::output::{self, or_dash, print_json, table};
+use super::session;
 use crate::GlobalArgs;
 use lockgate_api::NodeView;
 use std::process::ExitCode;
@@ -72,7 +73,7 @@ const HEADER: &[&str] = &[
 ];
 
 fn show(global: &GlobalArgs, n: &NodeView) {
-    if connect::json(global) {
+    if output::json(global) {
         print_json(n);
     } else {
         table(HEADER, &rows(std::slice::from_ref(n)));
@@ -81,11 +82,11 @@ fn show(global: &GlobalArgs, n: &NodeView) {
 
 /// Runs the subcommand.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
-    let client = connect::client(global)?;
+    let client = session::client(global)?;
     match args.command {
         Sub::Ls => {
             let list = client.nodes()?;
-            if connect::json(global) {
+            if output::json(global) {
                 print_json(&list);
             } else {
                 table(HEADER, &rows(&list.nodes));
@@ -96,7 +97,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Uncordon { name } => show(global, &client.cordon(&name, false)?),
         Sub::Rm { name } => {
             let v = client.remove_node(&name)?;
-            if connect::json(global) {
+            if output::json(global) {
                 print_json(&v);
             } else {
                 println!("removed {name}");
@@ -104,4 +105,15 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::output::render_table;
+
+    #[test]
+    fn node_ls_table() {
+        insta::assert_snapshot!(render_table(HEADER, &rows(&crate::cmd::testdata::nodes())));
+    }
 }

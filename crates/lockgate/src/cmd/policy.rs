@@ -1,6 +1,7 @@
 //! `lockgate policy`: show, check (offline), diff (a dry run) and apply the policy.
 
-use super::connect::{self, print_json};
+use super::output::{self, print_json};
+use super::session;
 use crate::GlobalArgs;
 use anyhow::Context;
 use lockgate_core::Policy;
@@ -43,7 +44,7 @@ fn read(file: &PathBuf) -> anyhow::Result<String> {
 }
 
 fn print_answer(global: &GlobalArgs, a: &lockgate_api::PolicyAnswer) {
-    if connect::json(global) {
+    if output::json(global) {
         print_json(a);
         return;
     }
@@ -82,7 +83,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             let text = read(&file)?;
             match Policy::from_toml(&text, Some(&file.display().to_string())) {
                 Ok(_) => {
-                    if connect::json(global) {
+                    if output::json(global) {
                         print_json(&serde_json::json!({"valid": true, "file": file}));
                     } else {
                         println!("{}: valid", file.display());
@@ -90,7 +91,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => {
-                    if connect::json(global) {
+                    if output::json(global) {
                         print_json(
                             &serde_json::json!({"valid": false, "file": file, "line": e.line, "field": e.field, "message": e.to_string()}),
                         );
@@ -101,8 +102,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         Sub::Show => {
-            let view = connect::client(global)?.policy()?;
-            if connect::json(global) {
+            let view = session::client(global)?.policy()?;
+            if output::json(global) {
                 print_json(&view);
             } else {
                 let text = serde_json::to_string(&view.policy)?;
@@ -116,14 +117,14 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Diff { file } => {
             let text = read(&file)?;
             Policy::from_toml(&text, Some(&file.display().to_string()))?;
-            let a = connect::client(global)?.put_policy(&text, true, None)?;
+            let a = session::client(global)?.put_policy(&text, true, None)?;
             print_answer(global, &a);
             Ok(ExitCode::SUCCESS)
         }
         Sub::Apply { file, if_match } => {
             let text = read(&file)?;
             Policy::from_toml(&text, Some(&file.display().to_string()))?;
-            let a = connect::client(global)?.put_policy(&text, false, if_match.as_deref())?;
+            let a = session::client(global)?.put_policy(&text, false, if_match.as_deref())?;
             print_answer(global, &a);
             Ok(ExitCode::SUCCESS)
         }

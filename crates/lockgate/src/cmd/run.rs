@@ -1,29 +1,34 @@
 //! `lockgate run`: submit a client job, wait for admission, run the command, hold the
 //! lease while it runs, finish with its exit status (api.md, "lockgate run semantics").
 //!
-//! Threads: the main thread submits, waits and then waits for the child; a signal thread
-//! handles SIGINT/SIGTERM (cancel before the start, forward to the child's process group
-//! after); a heartbeat thread renews the lease every TTL/3 and stops the child when the
-//! lease is lost or cancellation is requested. [`Phase`] under one mutex orders them: the
-//! child is spawned only while the phase is still `Waiting`, so an interrupt never races
-//! a start.
+//! Threads: the main thread submits, waits, and then holds the child under its lease with
+//! `lockgate_client::hold` (renew every TTL/3, stop the child when the lease is lost,
+//! cancellation is requested or the server is unreachable for too long: the child is dead
+//! before the server can hand its slot to someone else); a signal thread handles
+//! SIGINT/SIGTERM (cancel before the start, forward to the child's process group after).
+//! [`Phase`] under one mutex orders them: the child is spawned only while the phase is
+//! still `Waiting`, so an interrupt never races a start.
+//!
+//! The job flags are those of `job submit` ([`flags::JobFlags`]).
 //!
 //! The child is started through `lockgate __exec`, which asks the kernel for
 //! `PR_SET_PDEATHSIG` (SIGKILL) and then `exec`s the command: a killed wrapper takes its
 //! command with it, so no work runs on a slot the server hands to someone else. The child
 //! gets its own process group, so a terminal's Ctrl+C reaches lockgate, which forwards it.
 
-use super::connect;
+use super::{flags, session};
 use crate::GlobalArgs;
-use lockgate_agent::child::{self, describe};
-use lockgate_api::{Client, ClientError, ExplainView, JobView, SubmitRequest};
+use lockgate_api::{ExplainView, JobView, SubmitRequest};
+use lockgate_client::child::{self, describe, Supervised};
+use lockgate_client::{
+    hold, Client, ClientError, Ending, Holder, LeaseKeeper, RetryError, WhileUnreachable,
+};
 use lockgate_core::{JobState, Outcome};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Exit code: the job could not run (expired, cancelled, lease lost).
 pub const EXIT_NOT_RUN: u8 = 75;
@@ -42,33 +47,23 @@ pub struct Args {
     /// Job kind.
     #[arg(long, default_value = "backup")]
     pub kind: String,
-    /// Attribute KEY=VALUE (repeatable): datastore=ds1, group=vm/100, ...
-    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = connect::key_value)]
-    pub attrs: Vec<(String, String)>,
-    /// Priority (higher runs first).
-    #[arg(long)]
-    pub priority: Option<i64>,
-    /// The node this command runs on (counts against its number).
-    #[arg(long)]
-    pub node: Option<String>,
-    /// Pool cost POOL=N (repeatable).
-    #[arg(long = "cost", value_name = "POOL=N", value_parser = connect::cost)]
-    pub cost: Vec<(String, u64)>,
+    #[command(flatten)]
+    pub job: flags::JobFlags,
     /// Give up (exit 75) after waiting this long: 30s, 10m, 2h.
-    #[arg(long, value_parser = connect::duration)]
+    #[arg(long, value_parser = flags::duration)]
     pub max_wait: Option<Duration>,
     /// Idempotency key (default: a random one, reused for retries of the submit).
     #[arg(long)]
     pub idempotency_key: Option<String>,
     /// How long to keep trying to reach the server (exit 69 after that).
-    #[arg(long, default_value = "30s", value_parser = connect::duration)]
+    #[arg(long, default_value = "30s", value_parser = flags::duration)]
     pub connect_timeout: Duration,
     /// Write the job's final JSON here.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
     /// After SIGTERM to a child that must stop (lease lost, cancel requested), wait this
     /// long before SIGKILL.
-    #[arg(long, default_value = "10s", value_parser = connect::duration)]
+    #[arg(long, default_value = "10s", value_parser = flags::duration)]
     pub grace: Duration,
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND")]
@@ -136,34 +131,28 @@ fn random_key() -> String {
 /// What to do with an error that is not "unreachable".
 fn fatal(e: &ClientError) -> u8 {
     eprintln!("lockgate: {e}");
+    if e.is_refused() {
+        return EXIT_TOKEN;
+    }
     match e.status() {
-        Some(401) | Some(403) => EXIT_TOKEN,
         Some(s) if (400..500).contains(&s) && s != 404 && s != 409 => EXIT_USAGE,
         _ => EXIT_NOT_RUN,
     }
 }
 
-/// Calls `f` until it returns something other than "unreachable", for at most `timeout`
-/// of continuous unreachability (`Err(None)` then).
+/// Calls `f` until it succeeds or fails permanently, for at most `timeout` of temporary
+/// errors (`Err(None)` then, with a message).
 fn retrying<T>(
     timeout: Duration,
-    mut f: impl FnMut() -> Result<T, ClientError>,
+    f: impl FnMut() -> Result<T, ClientError>,
 ) -> Result<T, Option<ClientError>> {
-    let start = Instant::now();
-    let mut pause = Duration::from_millis(20);
-    loop {
-        match f() {
-            Ok(v) => return Ok(v),
-            Err(e) if e.is_unreachable() || e.status() == Some(503) => {
-                if start.elapsed() >= timeout {
-                    eprintln!("lockgate: {e}; gave up after {:?}", timeout);
-                    return Err(None);
-                }
-                std::thread::sleep(pause.min(timeout.saturating_sub(start.elapsed())));
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            Err(e) => return Err(Some(e)),
+    match lockgate_client::retry(timeout, f) {
+        Ok(v) => Ok(v),
+        Err(RetryError::GaveUp(e)) => {
+            eprintln!("lockgate: {e}; gave up after {timeout:?}");
+            Err(None)
         }
+        Err(RetryError::Permanent(e)) => Err(Some(e)),
     }
 }
 
@@ -186,7 +175,7 @@ fn status_line(job: &JobView, ex: Option<&ExplainView>) -> String {
 
 /// Runs the subcommand.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
-    let client = connect::client(global)?;
+    let client = session::client(global)?;
     let shared = Arc::new(Shared {
         phase: Mutex::new(Phase::Submitting),
         client: client.clone(),
@@ -195,15 +184,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     spawn_signal_thread(shared.clone())?;
     let req = SubmitRequest {
         kind: args.kind.clone(),
-        attrs: args.attrs.iter().cloned().collect(),
-        priority: args.priority,
-        node: args.node.clone(),
+        attrs: args.job.attr_map(),
+        priority: args.job.priority,
+        node: args.job.node.clone(),
         executor: Some(lockgate_core::policy::Executor::Client),
-        cost: if args.cost.is_empty() {
-            None
-        } else {
-            Some(args.cost.iter().cloned().collect())
-        },
+        cost: args.job.cost_map(),
         two_stage: Some(false),
         max_wait_s: args.max_wait.map(|d| d.as_secs_f64()),
         idempotency_key: Some(args.idempotency_key.clone().unwrap_or_else(random_key)),
@@ -217,7 +202,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
         client.submit(&req)
     });
-    let mut job = match submitted {
+    let job = match submitted {
         Ok((job, _)) => job,
         Err(_) if interrupted() => {
             // An earlier attempt may have created the job although its answer was lost:
@@ -239,6 +224,39 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
         *phase = Phase::Waiting(job.id);
     }
+    let job = match wait_for_admission(&shared, &args, job) {
+        Ok(job) => job,
+        Err(code) => return Ok(exit(code)),
+    };
+    let lease = LeaseKeeper::for_job(client.clone(), &job, WhileUnreachable::StopBeforeExpiry)
+        .expect("an admitted job holds a lease");
+    run_admitted(&shared, &args, lease)
+}
+
+/// What `lockgate run` says while it holds the command.
+struct Say {
+    id: u64,
+}
+
+impl Holder for Say {
+    fn stopping(&mut self, why: &Ending) {
+        match why {
+            Ending::Cancelled => eprintln!(
+                "lockgate: job {}: cancel requested; stopping the command",
+                self.id
+            ),
+            Ending::Lost(why) => {
+                eprintln!("lockgate: job {}: {why}; stopping the command", self.id)
+            }
+            Ending::Exited | Ending::Stopped => {}
+        }
+    }
+}
+
+/// Waits until the job is admitted to run (a status line on a terminal); the exit code
+/// when it ends, expires or cannot be waited for instead.
+fn wait_for_admission(shared: &Shared, args: &Args, mut job: JobView) -> Result<JobView, u8> {
+    let client = &shared.client;
     let tty = std::io::stderr().is_terminal();
     let poll_s = if tty { 2 } else { 30 };
     let mut shown = false;
@@ -263,7 +281,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                     .unwrap_or_default()
             );
             shared.write_report(Some(&job));
-            return Ok(exit(EXIT_NOT_RUN));
+            return Err(EXIT_NOT_RUN);
         }
         if tty && job.state == JobState::Queued {
             let ex = client.explain(job.id).ok();
@@ -274,32 +292,24 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         let from = job.state;
         job = match retrying(args.connect_timeout, || client.wait(job.id, from, poll_s)) {
             Ok(j) => j,
-            Err(None) => return Ok(exit(EXIT_UNREACHABLE)),
-            Err(Some(e)) => return Ok(exit(fatal(&e))),
+            Err(None) => return Err(EXIT_UNREACHABLE),
+            Err(Some(e)) => return Err(fatal(&e)),
         };
     }
     if shown {
         eprint!("\r\x1b[2K");
     }
-    let lease = job.lease.clone().expect("an admitted job holds a lease");
-    run_admitted(
-        &shared,
-        &args,
-        job,
-        lease.token,
-        Duration::from_secs_f64(lease.ttl_s.max(0.03)),
-    )
+    Ok(job)
 }
 
 fn run_admitted(
     shared: &Arc<Shared>,
     args: &Args,
-    job: JobView,
-    token: u64,
-    ttl: Duration,
+    mut lease: LeaseKeeper,
 ) -> anyhow::Result<ExitCode> {
-    let id = job.id;
-    let mut child = {
+    let id = lease.job_id();
+    let token = lease.token();
+    let child = {
         let mut phase = shared.phase.lock().expect("phase lock");
         if *phase != Phase::Waiting(id) {
             // Interrupted: the signal thread cancels and exits.
@@ -329,47 +339,32 @@ fn run_admitted(
             }
         }
     };
-    let pid = child.id() as i32;
-    let lost = Arc::new(AtomicBool::new(false));
-    let cancel = Arc::new(AtomicBool::new(false));
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    let hb = {
-        let (client, lost, cancel, grace) = (
-            shared.client.clone(),
-            lost.clone(),
-            cancel.clone(),
-            args.grace,
-        );
-        std::thread::spawn(move || {
-            heartbeat(client, id, token, ttl, pid, grace, lost, cancel, stop_rx)
-        })
-    };
-    let status = child.wait()?;
+    let mut child = Supervised::new(child);
+    let held = hold(&mut child, &mut lease, args.grace, &mut Say { id });
     {
         *shared.phase.lock().expect("phase lock") = Phase::Done;
     }
-    let _ = stop_tx.send(());
-    let _ = hb.join();
+    let status = held.status;
     let code = child::exit_code(status);
-    if lost.load(Ordering::SeqCst) {
-        eprintln!("lockgate: job {id}: lease lost; the command was stopped");
-        shared.final_report(id);
-        return Ok(exit(EXIT_NOT_RUN));
-    }
-    let (outcome, message) = if cancel.load(Ordering::SeqCst) {
-        (
+    let (outcome, message) = match held.ending {
+        Ending::Lost(_) => {
+            eprintln!("lockgate: job {id}: lease lost; the command was stopped");
+            shared.final_report(id);
+            return Ok(exit(EXIT_NOT_RUN));
+        }
+        Ending::Cancelled => (
             Outcome::Cancelled,
             format!("cancel requested; command exited with {}", describe(status)),
-        )
-    } else if status.success() {
-        (Outcome::Succeeded, "exit status 0".to_string())
-    } else {
-        (
+        ),
+        Ending::Exited | Ending::Stopped if status.success() => {
+            (Outcome::Succeeded, "exit status 0".to_string())
+        }
+        Ending::Exited | Ending::Stopped => (
             Outcome::Failed,
             format!("command exited with {}", describe(status)),
-        )
+        ),
     };
-    match retrying(ttl, || {
+    match retrying(lease.ttl(), || {
         shared
             .client
             .finish_job(id, token, outcome, Some(message.clone()))
@@ -398,79 +393,6 @@ fn park_forever() -> ! {
 
 fn kill_group(pid: i32, sig: child::Signal) {
     child::signal_group(pid as u32, sig);
-}
-
-/// Renews the lease every TTL/3 until told to stop.
-///
-/// - Cancel requested: SIGTERM to the child's group, SIGKILL after `grace`; the lease is
-///   still renewed meanwhile, so the job can end `cancelled`.
-/// - Lease lost (409, token refused): SIGTERM, SIGKILL after `grace`.
-/// - Server unreachable: renewals are retried (every TTL/10) until the lease may run out on
-///   the server: that is TTL after the last successful renewal was *sent*. The child gets
-///   SIGTERM a sixth of the TTL before that and SIGKILL at the latest then (`grace` is
-///   capped), so it is gone before the server can hand its slot to someone else.
-#[allow(clippy::too_many_arguments)]
-fn heartbeat(
-    client: Client,
-    id: u64,
-    token: u64,
-    ttl: Duration,
-    pid: i32,
-    grace: Duration,
-    lost: Arc<AtomicBool>,
-    cancel: Arc<AtomicBool>,
-    stop: mpsc::Receiver<()>,
-) {
-    let mut renewed = Instant::now();
-    let mut every = ttl / 3;
-    let mut kill_at: Option<Instant> = None;
-    let margin = ttl / 6;
-    loop {
-        let mut wait = every;
-        if let Some(k) = kill_at {
-            wait = wait.min(k.saturating_duration_since(Instant::now()));
-        }
-        match stop.recv_timeout(wait) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            _ => return,
-        }
-        if kill_at.is_some_and(|k| Instant::now() >= k) {
-            kill_group(pid, rustix::process::Signal::KILL);
-            kill_at = None;
-        }
-        let sent = Instant::now();
-        match client.heartbeat(id, token) {
-            Ok(job) => {
-                renewed = sent;
-                every = ttl / 3;
-                if job.cancel_requested && !cancel.swap(true, Ordering::SeqCst) {
-                    eprintln!("lockgate: job {id}: cancel requested; stopping the command");
-                    kill_group(pid, rustix::process::Signal::TERM);
-                    kill_at = Some(Instant::now() + grace);
-                }
-            }
-            Err(e)
-                if (e.is_unreachable() || e.status() == Some(503))
-                    && renewed.elapsed() + margin < ttl =>
-            {
-                every = (ttl / 10).max(Duration::from_millis(10));
-            }
-            Err(e) => {
-                eprintln!("lockgate: job {id}: {e}; stopping the command");
-                lost.store(true, Ordering::SeqCst);
-                let grace = if e.is_unreachable() || e.status() == Some(503) {
-                    grace.min(ttl.saturating_sub(renewed.elapsed()))
-                } else {
-                    grace
-                };
-                kill_group(pid, rustix::process::Signal::TERM);
-                if stop.recv_timeout(grace).is_err() {
-                    kill_group(pid, rustix::process::Signal::KILL);
-                }
-                return;
-            }
-        }
-    }
 }
 
 fn interrupt(shared: &Shared, id: u64) -> ! {
@@ -504,9 +426,9 @@ fn spawn_signal_thread(shared: Arc<Shared>) -> anyhow::Result<()> {
                 }
                 Phase::Running(_, pid) => {
                     let s = if sig == SIGINT {
-                        rustix::process::Signal::INT
+                        child::Signal::INT
                     } else {
-                        rustix::process::Signal::TERM
+                        child::Signal::TERM
                     };
                     kill_group(pid, s);
                 }

@@ -7,7 +7,8 @@
 //! expression without a zone are read in this machine's local zone (`TZ`, else
 //! `/etc/localtime`, else UTC); for a named schedule in the server's zone.
 
-use super::connect::{self, or_dash, print_json, table};
+use super::output::{self, or_dash, print_json, table};
+use super::{flags, session};
 use crate::GlobalArgs;
 use anyhow::{bail, Context};
 use lockgate_api::{
@@ -58,7 +59,7 @@ struct AddArgs {
     #[arg(long, value_name = "EXPR")]
     when: String,
     #[command(flatten)]
-    job: super::job::JobShape,
+    job: flags::JobShape,
     /// When the previous run is still queued or running: skip this one (default), queue
     /// both, or cancel the previous one (only if queued, or even if running).
     #[arg(long, value_enum)]
@@ -67,16 +68,16 @@ struct AddArgs {
     #[arg(long, value_enum)]
     misfire: Option<MisfireArg>,
     /// A run not admitted within this long of its planned time ends `expired`.
-    #[arg(long, value_parser = connect::duration)]
+    #[arg(long, value_parser = flags::duration)]
     max_start_delay: Option<Duration>,
     /// Spread runs by up to this much (the same offset for a given planned time).
-    #[arg(long, value_parser = connect::duration)]
+    #[arg(long, value_parser = flags::duration)]
     jitter: Option<Duration>,
     /// Queue a failed run again this many times (a cancelled run never).
     #[arg(long, requires = "retry_interval")]
     retry_times: Option<u32>,
     /// Wait this long between a failure and its retry.
-    #[arg(long, value_parser = connect::duration, requires = "retry_times")]
+    #[arg(long, value_parser = flags::duration, requires = "retry_times")]
     retry_interval: Option<Duration>,
 }
 
@@ -112,32 +113,32 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Sub::Next(a) => next(global, a)?,
         Sub::Add(a) => {
-            let view = connect::client(global)?.create_schedule(&request(*a))?;
-            if connect::json(global) {
+            let view = session::client(global)?.create_schedule(&request(*a))?;
+            if output::json(global) {
                 print_json(&view);
             } else {
                 list_table(std::slice::from_ref(&view));
             }
         }
         Sub::Ls => {
-            let list = connect::client(global)?.schedules()?;
-            if connect::json(global) {
+            let list = session::client(global)?.schedules()?;
+            if output::json(global) {
                 print_json(&list);
             } else {
                 list_table(&list.schedules);
             }
         }
         Sub::Show { name, limit } => {
-            let view = connect::client(global)?.schedule(&name, limit)?;
-            if connect::json(global) {
+            let view = session::client(global)?.schedule(&name, limit)?;
+            if output::json(global) {
                 print_json(&view);
             } else {
                 show(&view);
             }
         }
         Sub::Rm { name } => {
-            let v = connect::client(global)?.delete_schedule(&name)?;
-            if connect::json(global) {
+            let v = session::client(global)?.delete_schedule(&name)?;
+            if output::json(global) {
                 print_json(&v);
             } else {
                 println!("removed schedule {name}");
@@ -155,11 +156,11 @@ fn request(a: AddArgs) -> ScheduleRequest {
         job: ScheduleJob {
             executor: a.job.executor(),
             kind: a.job.kind,
-            attrs: a.job.attrs.into_iter().collect(),
-            priority: a.job.priority,
-            node: a.job.node,
+            attrs: a.job.job.attr_map(),
+            priority: a.job.job.priority,
+            cost: a.job.job.cost.iter().cloned().collect(),
+            node: a.job.job.node,
             node_selector: a.job.node_selector,
-            cost: a.job.cost.into_iter().collect(),
             two_stage: a.job.two_stage.then_some(true),
             max_wait_s: None,
             max_run_s: secs(a.job.max_run),
@@ -220,7 +221,7 @@ fn next(global: &GlobalArgs, a: NextArgs) -> anyhow::Result<()> {
             Err(e) => bail!("{:?}: {e}", expr.text()),
         }
     }
-    if connect::json(global) {
+    if output::json(global) {
         print_json(&NextTimes {
             expr: expr.text().to_string(),
             next: times,
@@ -246,7 +247,7 @@ fn lookup(
     if !lockgate_server::schedules::valid_name(name) {
         bail!("invalid schedule expression {name:?}: {parse}");
     }
-    let client = connect::client(global)?;
+    let client = session::client(global)?;
     match client.schedule(name, 1) {
         Ok(view) => {
             let expr = Schedule::parse(&view.when)

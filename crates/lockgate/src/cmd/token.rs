@@ -1,6 +1,7 @@
 //! `lockgate token`: create, list and revoke API tokens (admin).
 
-use super::connect::{self, or_dash, print_json, table};
+use super::output::{self, or_dash, print_json, table};
+use super::session;
 use crate::GlobalArgs;
 use lockgate_api::{Role, TokenCreate};
 use std::process::ExitCode;
@@ -42,11 +43,11 @@ fn parse_role(text: &str) -> Result<Role, String> {
 
 /// Runs the subcommand.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
-    let client = connect::client(global)?;
+    let client = session::client(global)?;
     match args.command {
         Sub::Create { name, role, node } => {
             let t = client.create_token(&TokenCreate { name, role, node })?;
-            if connect::json(global) {
+            if output::json(global) {
                 print_json(&t);
             } else {
                 eprintln!("token for {} ({}); it is shown only now:", t.name, t.role);
@@ -55,7 +56,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
         Sub::Ls => {
             let list = client.tokens()?;
-            if connect::json(global) {
+            if output::json(global) {
                 print_json(&list);
             } else {
                 let rows: Vec<Vec<String>> = list
@@ -74,7 +75,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
         Sub::Revoke { name } => {
             let v = client.revoke_token(&name)?;
-            if connect::json(global) {
+            if output::json(global) {
                 print_json(&v);
             } else {
                 println!("revoked {name}");

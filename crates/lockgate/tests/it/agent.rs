@@ -8,7 +8,8 @@ mod failures;
 mod placement;
 
 use crate::harness::{Srv, BIN};
-use lockgate_api::{Client, JobQuery, JobView, Role, SubmitRequest, TokenCreate};
+use lockgate_api::{JobQuery, JobView, Role, SubmitRequest, TokenCreate};
+use lockgate_client::Client;
 use lockgate_core::policy::Executor;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -129,7 +129,7 @@ fn tls_serves_the_api_and_lockgate_run() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(s.admin().job(1).unwrap().state, JobState::Succeeded);
     // Plain HTTP is not served on a TLS port.
-    let plain = lockgate_api::Client::new(
+    let plain = lockgate_client::Client::new(
         &format!("http://127.0.0.1:{}", s.port),
         Some(s.token.clone()),
     )

@@ -1,7 +1,8 @@
 //! Crash durability: `kill -9` the server while clients work.
 
 use crate::harness::*;
-use lockgate_api::{Client, ClientError, JobQuery, SubmitRequest};
+use lockgate_api::{JobQuery, SubmitRequest};
+use lockgate_client::{Client, ClientError};
 use lockgate_core::{JobState, Outcome};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -12,10 +13,7 @@ fn retry<T>(mut f: impl FnMut() -> Result<T, ClientError>) -> Result<T, ClientEr
     let start = Instant::now();
     loop {
         match f() {
-            Err(e)
-                if (e.is_unreachable() || e.status() == Some(503))
-                    && start.elapsed() < Duration::from_secs(60) =>
-            {
+            Err(e) if e.is_temporary() && start.elapsed() < Duration::from_secs(60) => {
                 std::thread::sleep(Duration::from_millis(20))
             }
             r => return r,

@@ -1,6 +1,6 @@
 //! Spawns `lockgate server` and `lockgate run` processes.
 
-use lockgate_api::Client;
+use lockgate_client::Client;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -198,3 +198,21 @@ fn sigint_while_the_server_is_unreachable_exits_130_without_waiting_out_the_time
     signal(c.id(), Signal::INT);
     assert_eq!(c.wait().unwrap().code(), Some(130));
 }
+
+#[test]
+fn run_takes_a_negative_priority() {
+    // Regression: `lockgate run --priority -1` was refused by the argument parser.
+    let s = Srv::start(ONE_SLOT);
+    let out = s
+        .run(&["--priority", "-1", "--report", "p.json", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job = report(&s, "p.json");
+    assert_eq!((job.priority, job.state), (-1, JobState::Succeeded));
+}

@@ -12,7 +12,8 @@
 //! each policy), with the limit in force at the end; the demo's change only raises limits.
 
 use super::setup::Paths;
-use lockgate_api::{Client, JobView, NodeView};
+use lockgate_api::{JobView, NodeView};
+use lockgate_client::Client;
 use lockgate_core::JobState;
 use lockgate_sim::sim::NodeSlots;
 use lockgate_sim::{JobRecord, Run, ScopePeak, Summary};

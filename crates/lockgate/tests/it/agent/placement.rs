@@ -270,7 +270,7 @@ fn an_agent_token_is_bound_to_its_node() {
     }));
     let token = admin.job(id).unwrap().lease.unwrap().token;
     let as_n1 = Client::new(&srv.url(), Some(n1.token.clone())).unwrap();
-    let forbidden = |r: Result<serde_json::Value, lockgate_api::ClientError>| {
+    let forbidden = |r: Result<serde_json::Value, lockgate_client::ClientError>| {
         assert_eq!(r.unwrap_err().status(), Some(403));
     };
     forbidden(as_n1.call("GET", "/v1/nodes/n2/assignments?timeout_s=0", None::<&()>));

@@ -1,4 +1,5 @@
-//! Starting and stopping the work: one piece of code for `lockgate run` and the agent.
+//! Starting and stopping the work: one piece of code for `lockgate run` and the agent
+//! ([`crate::hold()`] runs it under a lease).
 //!
 //! - **Own process group.** The child leads a new process group, so a terminal's Ctrl+C
 //!   reaches the wrapper (which decides what to forward) and a stop reaches the child's own

@@ -1,0 +1,155 @@
+//! The job calls: submit, list, show, wait, explain, cancel, and the holder's lease calls
+//! (heartbeat, prepared, finish).
+
+use crate::{Client, ClientError, CALL_TIMEOUT};
+use lockgate_api::{
+    ExplainView, FinishRequest, JobList, JobQuery, JobView, LeaseRequest, SubmitRequest,
+};
+use std::time::Duration;
+
+impl Client {
+    /// `POST /v1/jobs`: the job, and whether it was created (false: an idempotent
+    /// resubmission returned the existing job).
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn submit(&self, req: &SubmitRequest) -> Result<(JobView, bool), ClientError> {
+        let (status, job) = self.call_status("POST", "/v1/jobs", Some(req), CALL_TIMEOUT)?;
+        Ok((job, status == 201))
+    }
+
+    /// `GET /v1/jobs/{id}`.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn job(&self, id: u64) -> Result<JobView, ClientError> {
+        self.call("GET", &format!("/v1/jobs/{id}"), None::<&()>)
+    }
+
+    /// `GET /v1/jobs` with a query.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn jobs(&self, q: &JobQuery) -> Result<JobList, ClientError> {
+        let mut parts = Vec::new();
+        for (k, v) in [
+            ("state", &q.state),
+            ("kind", &q.kind),
+            ("owner", &q.owner),
+            ("node", &q.node),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{k}={}", super::encode(v)));
+            }
+        }
+        if let Some(l) = q.limit {
+            parts.push(format!("limit={l}"));
+        }
+        if let Some(a) = q.after {
+            parts.push(format!("after={a}"));
+        }
+        let qs = if parts.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", parts.join("&"))
+        };
+        self.call("GET", &format!("/v1/jobs{qs}"), None::<&()>)
+    }
+
+    /// `GET /v1/jobs/{id}/wait`: answers when the state differs from `from`, or after
+    /// `timeout_s` with the job unchanged.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn wait(
+        &self,
+        id: u64,
+        from: lockgate_core::JobState,
+        timeout_s: u64,
+    ) -> Result<JobView, ClientError> {
+        let path = format!("/v1/jobs/{id}/wait?from={from}&timeout_s={timeout_s}");
+        let timeout = Duration::from_secs(timeout_s + 15);
+        self.call_status("GET", &path, None::<&()>, timeout)
+            .map(|(_, v)| v)
+    }
+
+    /// `GET /v1/jobs/{id}/explain`.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn explain(&self, id: u64) -> Result<ExplainView, ClientError> {
+        self.call("GET", &format!("/v1/jobs/{id}/explain"), None::<&()>)
+    }
+
+    /// `POST /v1/jobs/{id}/heartbeat`; `lease_lost` comes back as a 409 [`ClientError::Api`].
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn heartbeat(&self, id: u64, token: u64) -> Result<JobView, ClientError> {
+        self.heartbeat_within(id, token, CALL_TIMEOUT)
+    }
+
+    /// [`Client::heartbeat`] that gives up after `timeout` (an [`ClientError::Unreachable`]
+    /// then): the lease keeper must not wait on a silent server past the moment it has to
+    /// stop the work.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn heartbeat_within(
+        &self,
+        id: u64,
+        token: u64,
+        timeout: Duration,
+    ) -> Result<JobView, ClientError> {
+        self.call_status(
+            "POST",
+            &format!("/v1/jobs/{id}/heartbeat"),
+            Some(&LeaseRequest { token }),
+            timeout,
+        )
+        .map(|(_, v)| v)
+    }
+
+    /// `POST /v1/jobs/{id}/prepared`.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn prepared(&self, id: u64, token: u64) -> Result<JobView, ClientError> {
+        self.call(
+            "POST",
+            &format!("/v1/jobs/{id}/prepared"),
+            Some(&LeaseRequest { token }),
+        )
+    }
+
+    /// `POST /v1/jobs/{id}/finish`.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn finish_job(
+        &self,
+        id: u64,
+        token: u64,
+        outcome: lockgate_core::Outcome,
+        message: Option<String>,
+    ) -> Result<JobView, ClientError> {
+        let body = FinishRequest {
+            token,
+            outcome,
+            message,
+        };
+        self.call("POST", &format!("/v1/jobs/{id}/finish"), Some(&body))
+    }
+
+    /// `POST /v1/jobs/{id}/cancel?force=..`.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn cancel(&self, id: u64, force: bool) -> Result<JobView, ClientError> {
+        self.call(
+            "POST",
+            &format!("/v1/jobs/{id}/cancel?force={force}"),
+            None::<&()>,
+        )
+    }
+}

@@ -1,0 +1,177 @@
+//! Running a child under a lease: the one loop `lockgate run` and the agent hold their
+//! work with.
+//!
+//! [`hold`] waits for the child, renews the lease when [`LeaseKeeper::next_renewal`] says,
+//! and stops the child (SIGTERM to its process group, SIGKILL at a deadline) as soon as it
+//! must: cancel requested, the holder stopping, the lease lost, or the server unreachable
+//! for too long.
+//!
+//! # Invariants
+//! - **The child is dead before the server can hand its slot to someone else** (with
+//!   [`WhileUnreachable::StopBeforeExpiry`](crate::WhileUnreachable)): when the keeper
+//!   gives up, the SIGKILL deadline is [`LeaseKeeper::kill_by`], which never lies past the
+//!   earliest moment the lease can run out on the server; the loop wakes for that deadline
+//!   whatever else happens, and the renewal call cannot block past the give-up moment. The
+//!   client crate's integration tests check this against a server that stops answering.
+//! - **The lease is held while the child stops** after a cancel request or a stop from the
+//!   holder, so the job can still be finished (`cancelled`, `failed`) with its lease.
+//! - **After a lost lease nothing is renewed**, and [`Ending::Lost`] wins over every other
+//!   ending: such a job is no longer ours to finish.
+//! - A deadline only moves earlier: a later, more urgent reason shortens the grace; nothing
+//!   extends it.
+
+use crate::child::{Signal, Supervised};
+use crate::lease::{LeaseKeeper, Renewal};
+use lockgate_api::JobView;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+/// How often [`Holder::stop_requested`] is asked.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// Why the child ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited by itself, the lease held throughout.
+    Exited,
+    /// Cancellation was requested (a renewal said so); it was stopped.
+    Cancelled,
+    /// The holder asked to stop ([`Holder::stop_requested`]); it was stopped.
+    Stopped,
+    /// The job is no longer ours (the server refused a renewal, or could not be reached for
+    /// too long); it was stopped. Do not finish the job.
+    Lost(String),
+}
+
+/// How [`hold`] ended: the child's exit status and why it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The child's exit status.
+    pub status: ExitStatus,
+    /// Why.
+    pub ending: Ending,
+}
+
+/// The holder's part in [`hold`]: every method has a default that does nothing.
+pub trait Holder {
+    /// Asked about every 100 ms while the child runs: true stops it (the agent stopping).
+    fn stop_requested(&mut self) -> bool {
+        false
+    }
+
+    /// Every successful renewal's answer (a prepared job may learn it got its run slot).
+    fn renewed(&mut self, _job: &JobView) {}
+
+    /// The child is being stopped (SIGTERM sent) because of `why`: for the log.
+    fn stopping(&mut self, _why: &Ending) {}
+}
+
+/// A [`Holder`] that only holds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JustHold;
+
+impl Holder for JustHold {}
+
+/// The state of one [`hold`].
+struct Hold<'a, H> {
+    child: &'a mut Supervised,
+    lease: &'a mut LeaseKeeper,
+    holder: &'a mut H,
+    grace: Duration,
+    ending: Ending,
+    /// When SIGKILL is due (set once the child is being stopped, cleared once it was sent).
+    kill_at: Option<Instant>,
+    stopping: bool,
+    renewing: bool,
+}
+
+/// Holds `lease` while `child` runs; returns when the child has exited. See the module docs.
+pub fn hold(
+    child: &mut Supervised,
+    lease: &mut LeaseKeeper,
+    grace: Duration,
+    holder: &mut impl Holder,
+) -> Held {
+    let mut h = Hold {
+        child,
+        lease,
+        holder,
+        grace,
+        ending: Ending::Exited,
+        kill_at: None,
+        stopping: false,
+        renewing: true,
+    };
+    loop {
+        let now = Instant::now();
+        let mut until = now + SLICE;
+        if h.renewing {
+            until = until.min(h.lease.next_renewal());
+        }
+        if let Some(k) = h.kill_at {
+            until = until.min(k);
+        }
+        if let Some(status) = h.child.wait_timeout(until.saturating_duration_since(now)) {
+            return Held {
+                status,
+                ending: h.ending,
+            };
+        }
+        h.step();
+    }
+}
+
+impl<H: Holder> Hold<'_, H> {
+    /// One wake-up: a due SIGKILL, the holder's stop, a due renewal.
+    fn step(&mut self) {
+        if self.kill_at.is_some_and(|k| Instant::now() >= k) {
+            self.child.signal(Signal::KILL);
+            self.kill_at = None;
+        }
+        if !self.stopping && self.holder.stop_requested() {
+            self.stop(Ending::Stopped, Instant::now() + self.grace);
+        }
+        if !self.renewing || Instant::now() < self.lease.next_renewal() {
+            return;
+        }
+        match self.lease.renew() {
+            Renewal::Held(job) => {
+                self.holder.renewed(&job);
+                if job.cancel_requested && !self.stopping {
+                    self.stop(Ending::Cancelled, Instant::now() + self.grace);
+                }
+            }
+            Renewal::Retrying(_) => {}
+            Renewal::GiveUp(why) => {
+                self.renewing = false;
+                let kill_by = self.lease.kill_by(Instant::now(), self.grace);
+                self.stop(Ending::Lost(why), kill_by);
+            }
+            Renewal::Lost(e) => {
+                self.renewing = false;
+                self.stop(
+                    Ending::Lost(format!("lease lost: {e}")),
+                    Instant::now() + self.grace,
+                );
+            }
+        }
+    }
+
+    /// Stops the child for `why` with SIGKILL by `kill_by` (or earlier, if already due).
+    fn stop(&mut self, why: Ending, kill_by: Instant) {
+        let lost = matches!(why, Ending::Lost(_));
+        if !self.stopping || lost {
+            self.holder.stopping(&why);
+        }
+        if !self.stopping {
+            self.child.signal(Signal::TERM);
+            self.stopping = true;
+            self.kill_at = Some(kill_by);
+        } else if let Some(k) = self.kill_at {
+            self.kill_at = Some(k.min(kill_by));
+        }
+        if lost || self.ending == Ending::Exited {
+            self.ending = why;
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! lockgate-client: everything a program needs to talk to a lockgate server and to hold a
+//! job's lease (design `api.md`, "lockgate run semantics").
+//!
+//! - [`Client`]: a blocking HTTP client, one method per API call; every failure is a
+//!   [`ClientError`], and [`ClientError::is_temporary`] is the one rule for "try again
+//!   later".
+//! - [`Backoff`] (20 ms doubling to 1 s) and [`retry`]: the one back-off.
+//! - [`LeaseKeeper`]: renews a lease every TTL/3, faster while the server cannot be
+//!   reached, and says when to give the work up ([`WhileUnreachable`]).
+//! - [`child`]: starting a command in its own process group with `PR_SET_PDEATHSIG`,
+//!   SIGTERM-then-SIGKILL, exit status to exit code.
+//! - [`hold()`]: a child under a lease. This is where the invariant that matters most
+//!   lives: the child is dead before the server can hand its slot to someone else.
+//!
+//! `lockgate run`, the agent, the CLI and the test harnesses all use these; none keeps a
+//! lease or a retry rule of its own. The wire types are in `lockgate-api`.
+#![warn(missing_docs)]
+
+mod backoff;
+pub mod child;
+mod client;
+mod error;
+pub mod hold;
+pub mod lease;
+
+pub use backoff::{retry, Backoff, RetryError};
+pub use client::{encode, Client, CALL_TIMEOUT};
+pub use error::ClientError;
+pub use hold::{hold, Ending, Held, Holder, JustHold};
+pub use lease::{LeaseKeeper, Renewal, WhileUnreachable};

@@ -1,0 +1,178 @@
+//! The flags several subcommands share, and the value parsers of all of them.
+//!
+//! [`JobFlags`] is what a job takes and where it is pinned: `job submit`, `schedule add`
+//! and `lockgate run` flatten it, so a flag spelled or parsed one way for one of them is
+//! spelled and parsed that way for all three (`--priority -1` included). [`JobShape`] adds
+//! what only server-run jobs have (`job submit`, `schedule add`).
+
+use lockgate_core::policy::Executor;
+use std::time::Duration;
+
+/// What a job takes and where it is pinned.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JobFlags {
+    /// Attribute KEY=VALUE (repeatable): datastore=ds1, group=vm/100, ...
+    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub attrs: Vec<(String, String)>,
+    /// Priority (higher runs first; default: the kind's; may be negative).
+    #[arg(long, allow_hyphen_values = true)]
+    pub priority: Option<i64>,
+    /// Pin to a node (counts against its number).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Pool cost POOL=N (repeatable).
+    #[arg(long = "cost", value_name = "POOL=N", value_parser = cost)]
+    pub cost: Vec<(String, u64)>,
+}
+
+impl JobFlags {
+    /// The attributes as the API takes them.
+    pub fn attr_map(&self) -> std::collections::BTreeMap<String, String> {
+        self.attrs.iter().cloned().collect()
+    }
+
+    /// The costs as the API takes them (`None`: the kind's).
+    pub fn cost_map(&self) -> Option<std::collections::BTreeMap<String, u64>> {
+        (!self.cost.is_empty()).then(|| self.cost.iter().cloned().collect())
+    }
+}
+
+/// A server-run job: the flags `job submit` and `schedule add` share.
+#[derive(Debug, clap::Args)]
+pub struct JobShape {
+    /// Job kind.
+    #[arg(long)]
+    pub kind: String,
+    #[command(flatten)]
+    pub job: JobFlags,
+    /// Let lockgate place it on a node matching this label selector ("" = any node).
+    #[arg(long, conflicts_with = "node")]
+    pub node_selector: Option<String>,
+    /// Who runs it (default: agent with a node selector, else client).
+    #[arg(long, value_enum)]
+    pub executor: Option<ExecutorArg>,
+    /// Prepare/expose step before the run.
+    #[arg(long)]
+    pub two_stage: bool,
+    /// Request cancellation after running this long.
+    #[arg(long, value_parser = duration)]
+    pub max_run: Option<Duration>,
+}
+
+impl JobShape {
+    /// The executor as the API writes it.
+    pub fn executor(&self) -> Option<Executor> {
+        self.executor.map(|e| match e {
+            ExecutorArg::Client => Executor::Client,
+            ExecutorArg::Agent => Executor::Agent,
+        })
+    }
+}
+
+/// `--executor` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExecutorArg {
+    /// The submitter runs it.
+    Client,
+    /// The agent on its node runs it.
+    Agent,
+}
+
+/// Parses `k=v`.
+///
+/// # Errors
+/// A message naming the argument.
+pub fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
+}
+
+/// Parses `pool=n`.
+///
+/// # Errors
+/// A message naming the argument.
+pub fn cost(text: &str) -> Result<(String, u64), String> {
+    let (k, v) = key_value(text)?;
+    let n = v
+        .parse()
+        .map_err(|_| format!("expected POOL=N with a whole number N, got {text:?}"))?;
+    Ok((k, n))
+}
+
+/// Parses a policy-style duration (`250ms`, `30s`, `2h`).
+///
+/// # Errors
+/// What was expected.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    lockgate_core::time::parse_duration(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("lockgate").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn run_takes_a_negative_priority_like_job_submit_and_schedule_add() {
+        // Regression: `lockgate run --priority -1` was refused by the argument parser.
+        for args in [
+            &["run", "--priority", "-1", "--", "true"][..],
+            &["run", "--priority=-1", "--", "true"],
+        ] {
+            let Command::Run(a) = parse(args).unwrap().command else {
+                panic!("{args:?} is not run")
+            };
+            assert_eq!(
+                (a.job.priority, a.command.as_slice()),
+                (Some(-1), &["true".to_string()][..])
+            );
+        }
+        let submit = parse(&["job", "submit", "--kind", "backup", "--priority", "-5"]);
+        assert!(submit.is_ok(), "{submit:?}");
+        let add = parse(&[
+            "schedule",
+            "add",
+            "n",
+            "--when",
+            "daily",
+            "--kind",
+            "b",
+            "--priority",
+            "-2",
+        ]);
+        assert!(add.is_ok(), "{add:?}");
+    }
+
+    #[test]
+    fn flag_errors_users_see() {
+        let cases: [&[&str]; 4] = [
+            &["run", "--attr", "datastore", "--", "true"],
+            &["run", "--cost", "io=lots", "--", "true"],
+            &["job", "submit", "--kind", "b", "--max-run", "5 minutes"],
+            &[
+                "job",
+                "submit",
+                "--kind",
+                "b",
+                "--node",
+                "n1",
+                "--node-selector",
+                "zone=west",
+            ],
+        ];
+        let text: Vec<String> = cases
+            .iter()
+            .map(|args| {
+                let e = parse(args).expect_err("refused");
+                format!("$ lockgate {}\n{}", args.join(" "), e.render())
+            })
+            .collect();
+        insta::assert_snapshot!(text.join("\n"));
+    }
+}
