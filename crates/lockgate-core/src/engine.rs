@@ -47,14 +47,14 @@ mod snapshot;
 mod timers;
 
 use crate::event::{Event, JobChange};
-use crate::job::{Attrs, Job, JobId, JobSpec, JobState, Lease, Outcome};
-use crate::policy::{Executor, Policy};
+use crate::job::{Job, JobId, JobSpec, JobState, Lease, Outcome};
+use crate::policy::Policy;
 use crate::scope::{Interner, ScopeId, ScopeKey};
-use crate::selector::Selector;
 use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
+pub use crate::job::SubmitError;
 pub use nodes::{Node, NodeRegistration, NodeState};
 pub use snapshot::{NodeRecord, Snapshot};
 
@@ -70,19 +70,6 @@ pub enum Mode {
     Indexed,
     /// Walk every queued job on every pass (oracle and baseline).
     Rescan,
-}
-
-/// Why a submit was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SubmitError {
-    /// A field is invalid; `field` names it.
-    #[error("{field}: {message}")]
-    Invalid {
-        /// The offending field (`kind`, `attrs.kind`, `node_selector`, ...).
-        field: String,
-        /// What was wrong and what was expected.
-        message: String,
-    },
 }
 
 /// Why a lease operation was refused.
@@ -360,106 +347,10 @@ impl Engine {
     }
 
     fn job_from_spec(&mut self, spec: JobSpec, now: Timestamp) -> Result<Job, SubmitError> {
-        let invalid = |field: &str, message: String| SubmitError::Invalid {
-            field: field.into(),
-            message,
-        };
-        if spec.kind.trim().is_empty() || spec.kind.contains(char::is_whitespace) {
-            return Err(invalid(
-                "kind",
-                format!(
-                    "expected a non-empty kind without spaces, got {:?}",
-                    spec.kind
-                ),
-            ));
-        }
-        for (k, v) in &spec.attrs {
-            if matches!(k.as_str(), "kind" | "owner" | "node") {
-                return Err(invalid(
-                    &format!("attrs.{k}"),
-                    format!("{k:?} is reserved and cannot be an attribute"),
-                ));
-            }
-            if k.is_empty() || k.contains(|c: char| c.is_whitespace() || ",()=!".contains(c)) {
-                return Err(invalid("attrs", format!("invalid attribute name {k:?}")));
-            }
-            if v.contains(char::is_whitespace) {
-                return Err(invalid(
-                    &format!("attrs.{k}"),
-                    format!("attribute values may not contain whitespace, got {v:?}"),
-                ));
-            }
-        }
-        if spec.node.is_some() && spec.node_selector.is_some() {
-            return Err(invalid(
-                "node_selector",
-                "give either node (pinned) or node_selector (movable), not both".into(),
-            ));
-        }
-        if let Some(sel) = &spec.node_selector {
-            Selector::parse_labels(sel)
-                .map_err(|e| invalid("node_selector", format!("invalid selector {sel:?}: {e}")))?;
-        }
-        let cost = spec
-            .cost
-            .unwrap_or_else(|| self.policy.kind_cost(&spec.kind));
-        for pool in cost.keys() {
-            if !self.policy.resources.contains_key(pool)
-                && !self.policy.nodes.resources.contains_key(pool)
-            {
-                return Err(invalid(
-                    &format!("cost.{pool}"),
-                    format!("pool {pool:?} is not declared in [resources] or [nodes.resources]"),
-                ));
-            }
-        }
-        let executor = spec.executor.unwrap_or(if spec.node_selector.is_some() {
-            Executor::Agent
-        } else {
-            Executor::Client
-        });
+        let checked = spec.check(&self.policy)?;
         let id = self.next_id;
         self.next_id += 1;
-        Ok(Job {
-            id,
-            priority: spec
-                .priority
-                .unwrap_or_else(|| self.policy.kind_priority(&spec.kind)),
-            two_stage: spec
-                .two_stage
-                .unwrap_or_else(|| self.policy.kind_two_stage(&spec.kind)),
-            kind: spec.kind,
-            attrs: Attrs::pack(&spec.attrs).map_err(|k| {
-                invalid(
-                    &format!("attrs.{k}"),
-                    "attribute names may not contain '=' and values no newline".into(),
-                )
-            })?,
-            owner: spec.owner,
-            executor,
-            state: JobState::Queued,
-            pinned: spec.node.is_some(),
-            node: spec.node,
-            node_selector: spec.node_selector,
-            cost,
-            attempt: 1,
-            lease: None,
-            cancel_requested: false,
-            submitted_at: now,
-            queued_at: now,
-            prepare_started_at: None,
-            prepared_at: None,
-            started_at: None,
-            finished_at: None,
-            outcome: None,
-            message: None,
-            not_before: spec.not_before,
-            max_wait_ms: spec.max_wait_ms,
-            max_run_ms: spec.max_run_ms,
-            idempotency_key: spec.idempotency_key,
-            retry_at: None,
-            retry: spec.retry.map(Box::new),
-        })
+        Ok(checked.into_job(id, now))
     }
 
     /// Renews a lease.
@@ -511,7 +402,7 @@ impl Engine {
         }
         e.job.state = JobState::Prepared;
         e.job.prepared_at = Some(now);
-        let node = e.job.node.clone();
+        let node = e.job.node().map(str::to_string);
         let job = e.job.clone();
         self.emit(JobChange::Prepared, &job);
         match node {
@@ -606,14 +497,10 @@ impl Engine {
     fn scope_limit(&self, key: &ScopeKey) -> Option<u64> {
         let p = &self.policy;
         match key {
-            ScopeKey::Global => p.global.max_running.map(u64::from),
-            ScopeKey::GlobalPrepare => p.global.prepare_queue.map(u64::from),
-            ScopeKey::Limit { name, parts } => {
-                let limit = p.limits.iter().find(|l| &l.name == name)?;
-                let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
-                limit.limit_for(&values).map(u64::from)
-            }
-            ScopeKey::Pool(pool) => p.resources.get(pool).copied(),
+            ScopeKey::Global
+            | ScopeKey::GlobalPrepare
+            | ScopeKey::Limit { .. }
+            | ScopeKey::Pool(_) => key.limit_in(p),
             ScopeKey::NodePool { pool, node } => Some(self.node_pool_capacity(node, pool)),
             ScopeKey::Node(n) => self.nodes.get(n).and_then(|n| n.number).map(u64::from),
             ScopeKey::NodePrepare(n) => self

@@ -71,7 +71,7 @@ impl Engine {
     pub fn explain(&mut self, id: JobId, now: Timestamp) -> Option<Explanation> {
         let job = self.job(id)?.clone();
         if job.state != JobState::Queued {
-            let text = match (&job.state, &job.node) {
+            let text = match (&job.state, job.node()) {
                 (s, Some(n)) if s.is_admitted() => format!("{s} on node {n}"),
                 (s, _) if s.is_admitted() => format!("{s}"),
                 (s, _) => match job.retry_at {

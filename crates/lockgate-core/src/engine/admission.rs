@@ -238,16 +238,15 @@ impl Engine {
             }
         }
         let prepare = e.needs.prepare;
-        let (pinned, placement) = (e.job.pinned, e.placement);
-        let node = if pinned { e.job.node.clone() } else { None };
+        let pinned = e.job.placement.pinned().map(str::to_string);
+        let placement = e.placement;
         if let Some(p) = prepare {
             self.check_scope(id, p, 1, Check::Fits, &mut out);
         }
         if !all && !out.is_empty() {
             return Err(out);
         }
-        let placed = if pinned {
-            let node = node.unwrap_or_default();
+        let placed = if let Some(node) = pinned {
             self.check_node(id, &node, &mut out);
             Some(node)
         } else if let Some(scope) = placement {
@@ -396,7 +395,9 @@ impl Engine {
         let lease = self.grant_lease(id, now);
         let timeout = self.policy.prepare_timeout(&self.entries[&id].job.kind);
         let e = self.entries.get_mut(&id).expect("live");
-        e.job.node = node.clone();
+        if let crate::job::Placement::Movable { placed_on, .. } = &mut e.job.placement {
+            placed_on.clone_from(&node);
+        }
         e.job.lease = Some(lease);
         let change = if two_stage {
             e.job.state = JobState::Preparing;
@@ -508,7 +509,7 @@ impl Engine {
             }
             let e = &self.entries[&id];
             let owner = e.job.owner.clone();
-            if let Some(node) = e.job.node.clone() {
+            if let Some(node) = e.job.node().map(str::to_string) {
                 if let Some(n) = self.nodes.get_mut(&node) {
                     match prev {
                         JobState::Preparing => n.preparing = n.preparing.saturating_sub(1),
@@ -577,8 +578,8 @@ impl Engine {
         job.prepare_started_at = None;
         job.prepared_at = None;
         job.started_at = None;
-        if !job.pinned {
-            job.node = None;
+        if let crate::job::Placement::Movable { placed_on, .. } = &mut job.placement {
+            *placed_on = None;
         }
         self.emit(JobChange::Requeued, &job);
         self.insert_entry(job, now);

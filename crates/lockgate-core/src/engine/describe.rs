@@ -47,7 +47,8 @@ impl Engine {
                 .common
                 .iter()
                 .any(|n| me.needs.common.iter().any(|m| m.scope == n.scope))
-                || (me.job.pinned && other.job.pinned && me.job.node == other.job.node)
+                || (me.job.placement.pinned().is_some()
+                    && me.job.placement.pinned() == other.job.placement.pinned())
                 || (me.placement.is_some() && me.placement == other.placement)
         };
         1 + self

@@ -266,7 +266,7 @@ impl Engine {
         let mut ids: Vec<JobId> = self
             .entries
             .values()
-            .filter(|e| e.job.state.is_admitted() && e.job.node.as_deref() == Some(name))
+            .filter(|e| e.job.state.is_admitted() && e.job.node() == Some(name))
             .map(|e| e.job.id)
             .collect();
         ids.sort_unstable();

@@ -30,7 +30,6 @@ use super::{Engine, Entry, Mode};
 use crate::job::Job;
 use crate::policy::Executor;
 use crate::scope::ScopeKey;
-use crate::selector::Selector;
 use crate::time::Timestamp;
 use std::ops::Bound;
 
@@ -157,11 +156,7 @@ impl Engine {
     }
 
     pub(crate) fn job_placement_scope(&mut self, job: &Job) -> Option<ScopeId> {
-        if job.pinned {
-            return None;
-        }
-        let text = job.node_selector.as_ref()?;
-        let selector = Selector::parse_labels(text).unwrap_or_else(|_| Selector::everything());
+        let selector = job.placement.selector()?.clone();
         let agent_kind = (job.executor == Executor::Agent).then(|| job.kind.clone());
         Some(self.placement_scope(super::nodes::PlacementKey {
             selector,
@@ -171,10 +166,10 @@ impl Engine {
     }
 
     fn class_sig(&self, e: &Entry) -> ClassSig {
-        let placement = match (e.job.pinned, e.placement) {
-            (true, _) => PlacementSig::Pinned(e.job.node.clone().unwrap_or_default()),
-            (false, Some(p)) => PlacementSig::Movable(p),
-            (false, None) => PlacementSig::None,
+        let placement = match (e.job.placement.pinned(), e.placement) {
+            (Some(node), _) => PlacementSig::Pinned(node.to_string()),
+            (None, Some(p)) => PlacementSig::Movable(p),
+            (None, None) => PlacementSig::None,
         };
         ClassSig {
             needs: e.needs.clone(),

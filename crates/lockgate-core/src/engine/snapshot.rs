@@ -245,7 +245,7 @@ impl Engine {
     /// An admitted job takes again what it holds under the current policy.
     fn retake(&mut self, id: JobId, job: &Job) {
         let needs = self.entries[&id].needs.clone();
-        self.take_share(id, &needs, job.node.as_deref(), job.state, job.prepared_at);
+        self.take_share(id, &needs, job.node(), job.state, job.prepared_at);
         *self.owner_running.entry(job.owner.clone()).or_insert(0) += 1;
     }
 
