@@ -38,12 +38,13 @@
 //!   reservation holds it.
 
 mod admission;
-mod describe;
+mod entries;
+pub mod explain;
 mod invariants;
 mod needs;
 mod nodes;
 mod queue;
-mod snapshot;
+mod rebuild;
 mod timers;
 
 use crate::event::{Event, JobChange};
@@ -52,15 +53,14 @@ use crate::policy::Policy;
 use crate::scope::{Interner, ScopeId, ScopeKey};
 use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::Arc;
 
 pub use crate::job::SubmitError;
 pub use nodes::{Node, NodeRegistration, NodeState};
-pub use snapshot::{NodeRecord, Snapshot};
+pub use rebuild::{NodeRecord, Snapshot};
 
-use needs::Needs;
+use entries::{Entries, Entry};
 use queue::{Class, ClassId, ClassSig, Rank};
-use timers::Timer;
+use timers::{Timer, Timers};
 
 /// How the admission pass finds candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -160,20 +160,6 @@ pub(crate) struct ScopeState {
     pub reserved_by: Option<JobId>,
 }
 
-/// Engine-private bookkeeping of a live job.
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    pub job: Job,
-    /// Shared with the job's class while it is queued.
-    pub needs: Arc<Needs>,
-    /// Scopes and amounts it took at admission; given back exactly at the end.
-    pub held: Vec<(ScopeId, u64)>,
-    pub class: Option<ClassId>,
-    pub placement: Option<ScopeId>,
-    /// A timer is set for when it may reserve (armed when it is first found blocked).
-    pub reserve_armed: bool,
-}
-
 /// The scheduling engine. See the module docs.
 #[derive(Debug, Clone)]
 pub struct Engine {
@@ -181,8 +167,7 @@ pub struct Engine {
     mode: Mode,
     next_id: JobId,
     next_token: u64,
-    entries: HashMap<JobId, Box<Entry>>,
-    idempotency: HashMap<(String, String), JobId>,
+    entries: Entries,
     nodes: BTreeMap<String, Node>,
     interner: Interner,
     scopes: Vec<ScopeState>,
@@ -195,7 +180,7 @@ pub struct Engine {
     owner_classes: HashMap<String, BTreeSet<ClassId>>,
     placement_nodes: HashMap<ScopeId, BTreeSet<nodes::RoomKey>>,
     placement_keys: HashMap<ScopeId, nodes::PlacementKey>,
-    timers: BTreeSet<(Timestamp, Timer)>,
+    timers: Timers,
     events: VecDeque<Event>,
     /// Nodes whose prepared jobs may be able to start.
     dirty_nodes: BTreeSet<String>,
@@ -213,8 +198,7 @@ impl Engine {
             mode,
             next_id: 1,
             next_token: 1,
-            entries: HashMap::new(),
-            idempotency: HashMap::new(),
+            entries: Entries::default(),
             nodes: BTreeMap::new(),
             interner: Interner::default(),
             scopes: Vec::new(),
@@ -227,7 +211,7 @@ impl Engine {
             owner_classes: HashMap::new(),
             placement_nodes: HashMap::new(),
             placement_keys: HashMap::new(),
-            timers: BTreeSet::new(),
+            timers: Timers::default(),
             events: VecDeque::new(),
             dirty_nodes: BTreeSet::new(),
             reserved: BTreeSet::new(),
@@ -257,7 +241,7 @@ impl Engine {
 
     /// A live job (queued, admitted, or waiting for a retry).
     pub fn job(&self, id: JobId) -> Option<&Job> {
-        self.entries.get(&id).map(|e| &e.job)
+        self.entries.find(id).map(|e| &e.job)
     }
 
     /// Every live job, in no particular order.
@@ -287,7 +271,7 @@ impl Engine {
 
     /// When [`Engine::handle_timeout`] should be called next.
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.timers.first().map(|(t, _)| *t)
+        self.timers.next_due()
     }
 
     /// Every scope the current policy has counted, with its usage and peak.
@@ -314,8 +298,8 @@ impl Engine {
     /// `node_selector`.
     pub fn submit(&mut self, spec: JobSpec, now: Timestamp) -> Result<Submitted, SubmitError> {
         if let Some(key) = &spec.idempotency_key {
-            if let Some(&id) = self.idempotency.get(&(spec.owner.clone(), key.clone())) {
-                if let Some(e) = self.entries.get(&id) {
+            if let Some(id) = self.entries.idempotent(&spec.owner, key) {
+                if let Some(e) = self.entries.find(id) {
                     return Ok(Submitted {
                         job: e.job.clone(),
                         existing: true,
@@ -325,15 +309,11 @@ impl Engine {
         }
         let job = self.job_from_spec(spec, now)?;
         let id = job.id;
-        if let Some(key) = &job.idempotency_key {
-            self.idempotency
-                .insert((job.owner.clone(), key.clone()), id);
-        }
-        self.emit(JobChange::Submitted, &job);
         self.insert_entry(job, now);
+        self.emit(JobChange::Submitted, id);
         self.run_pass(now);
         Ok(Submitted {
-            job: self.entries[&id].job.clone(),
+            job: self.entries.get(id).job.clone(),
             existing: false,
         })
     }
@@ -341,9 +321,7 @@ impl Engine {
     /// The live job submitted by `owner` with idempotency key `key`, if any. Keys of jobs
     /// that have ended are not kept here; the server's store answers for those.
     pub fn idempotent_job(&self, owner: &str, key: &str) -> Option<JobId> {
-        self.idempotency
-            .get(&(owner.to_string(), key.to_string()))
-            .copied()
+        self.entries.idempotent(owner, key)
     }
 
     fn job_from_spec(&mut self, spec: JobSpec, now: Timestamp) -> Result<Job, SubmitError> {
@@ -365,7 +343,7 @@ impl Engine {
     ) -> Result<HeartbeatAnswer, LeaseError> {
         self.handle_timeout(now);
         let ttl = self.policy.leases.ttl;
-        let e = self.entries.get_mut(&id).ok_or(LeaseError::NotFound(id))?;
+        let e = self.entries.find_mut(id).ok_or(LeaseError::NotFound(id))?;
         match &mut e.job.lease {
             Some(lease) if lease.token == token && e.job.state.is_admitted() => {
                 lease.expires_at = now.plus(ttl);
@@ -379,7 +357,7 @@ impl Engine {
     }
 
     fn holder(&mut self, id: JobId, token: u64) -> Result<&mut Entry, LeaseError> {
-        let e = self.entries.get_mut(&id).ok_or(LeaseError::NotFound(id))?;
+        let e = self.entries.find_mut(id).ok_or(LeaseError::NotFound(id))?;
         match e.job.lease {
             Some(l) if l.token == token && e.job.state.is_admitted() => Ok(e),
             _ => Err(LeaseError::LeaseLost(id)),
@@ -403,14 +381,13 @@ impl Engine {
         e.job.state = JobState::Prepared;
         e.job.prepared_at = Some(now);
         let node = e.job.node().map(str::to_string);
-        let job = e.job.clone();
-        self.emit(JobChange::Prepared, &job);
+        self.emit(JobChange::Prepared, id);
         match node {
             Some(node) => self.node_prepared(&node, id, now),
             None => self.promote(id, None, now),
         }
         self.run_pass(now);
-        Ok(self.entries.get(&id).map(|e| e.job.clone()).unwrap_or(job))
+        Ok(self.entries.get(id).job.clone())
     }
 
     /// The holder ends its job.
@@ -441,7 +418,7 @@ impl Engine {
         self.handle_timeout(now);
         let state = self
             .entries
-            .get(&id)
+            .find(id)
             .ok_or(CancelError::NotFound(id))?
             .job
             .state;
@@ -453,14 +430,13 @@ impl Engine {
             };
             self.end_job(id, JobState::Cancelled, Some(msg.into()), now)
         } else {
-            let e = self.entries.get_mut(&id).expect("live");
+            let e = self.entries.get_mut(id);
             let first = !e.job.cancel_requested;
             e.job.cancel_requested = true;
-            let job = e.job.clone();
             if first {
-                self.emit(JobChange::CancelRequested, &job);
+                self.emit(JobChange::CancelRequested, id);
             }
-            job
+            self.entries.get(id).job.clone()
         };
         self.run_pass(now);
         Ok(job)
@@ -474,11 +450,10 @@ impl Engine {
         }
     }
 
-    fn emit(&mut self, change: JobChange, job: &Job) {
-        self.events.push_back(Event::Job {
-            change,
-            job: Box::new(job.clone()),
-        });
+    /// Reports a change of a live job: its state now, cloned once into the event.
+    fn emit(&mut self, change: JobChange, id: JobId) {
+        let job = Box::new(self.entries.get(id).job.clone());
+        self.events.push_back(Event::Job { change, job });
     }
 
     fn intern(&mut self, key: ScopeKey) -> ScopeId {

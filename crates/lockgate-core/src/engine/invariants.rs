@@ -99,7 +99,7 @@ impl Engine {
     /// Where a queued job's class is filed (debugging aid).
     #[doc(hidden)]
     pub fn debug_job(&self, id: JobId) -> String {
-        let Some(e) = self.entries.get(&id) else {
+        let Some(e) = self.entries.find(id) else {
             return "gone".into();
         };
         let Some(cid) = e.class else {

@@ -193,7 +193,7 @@ impl Engine {
         node.rule = rule;
         let ttl = self.policy.nodes.ttl;
         self.timers
-            .insert((now.plus(ttl), super::Timer::NodeTtl(name.clone())));
+            .arm(now.plus(ttl), super::Timer::NodeTtl(name.clone()));
         self.node_changed(&name);
         self.run_pass(now);
         &self.nodes[&name]
@@ -210,7 +210,7 @@ impl Engine {
             node.state = NodeState::Ready;
             let ttl = self.policy.nodes.ttl;
             self.timers
-                .insert((now.plus(ttl), super::Timer::NodeTtl(name.to_string())));
+                .arm(now.plus(ttl), super::Timer::NodeTtl(name.to_string()));
             self.node_changed(name);
             self.run_pass(now);
         }

@@ -131,25 +131,19 @@ impl Engine {
         let attempt = job.attempt;
         let not_before = job.not_before.filter(|&t| t > now);
         if let Some(ms) = job.max_wait_ms {
-            self.timers.insert((
+            self.timers.arm(
                 queued_at.plus(std::time::Duration::from_millis(ms)),
                 Timer::MaxWait(id, attempt),
-            ));
+            );
         }
-        self.entries.insert(
-            id,
-            Box::new(Entry {
-                job,
-                needs,
-                held: Vec::new(),
-                class: None,
-                placement,
-                reserve_armed: false,
-            }),
-        );
+        self.entries.insert(Entry {
+            needs,
+            placement,
+            ..Entry::new(job)
+        });
         match not_before {
             Some(t) => {
-                self.timers.insert((t, Timer::NotBefore(id, attempt)));
+                self.timers.arm(t, Timer::NotBefore(id, attempt));
             }
             None => self.enqueue(id),
         }
@@ -182,14 +176,14 @@ impl Engine {
 
     /// Puts a queued job into its class.
     pub(crate) fn enqueue(&mut self, id: JobId) {
-        let sig = self.class_sig(&self.entries[&id]);
+        let sig = self.class_sig(&self.entries.get(id));
         let cid = match self.class_ids.get(&sig) {
             Some(&c) => c,
             None => self.new_class(sig),
         };
-        let rank = self.base_rank(&self.entries[&id].job);
+        let rank = self.base_rank(&self.entries.get(id).job);
         let shared = self.classes[cid as usize].sig.needs.clone();
-        let e = self.entries.get_mut(&id).expect("live");
+        let e = self.entries.get_mut(id);
         e.class = Some(cid);
         e.needs = shared; // one copy of the needs per class, not per job
         let class = &mut self.classes[cid as usize];
@@ -232,10 +226,10 @@ impl Engine {
 
     /// Takes a queued job out of its class.
     pub(crate) fn dequeue(&mut self, id: JobId) {
-        let Some(cid) = self.entries.get_mut(&id).and_then(|e| e.class.take()) else {
+        let Some(cid) = self.entries.find_mut(id).and_then(|e| e.class.take()) else {
             return;
         };
-        let rank = self.base_rank(&self.entries[&id].job);
+        let rank = self.base_rank(&self.entries.get(id).job);
         let class = &mut self.classes[cid as usize];
         let was_head = class.head() == Some(id);
         class.jobs.remove(&rank);
@@ -330,7 +324,7 @@ impl Engine {
                 .copied()
                 .filter(|&s| {
                     let r = self.scopes[s as usize].reserved_by;
-                    r.and_then(|r| self.entries.get(&r))
+                    r.and_then(|r| self.entries.find(r))
                         .is_some_and(|e| e.job.owner == owner)
                 })
                 .collect();
@@ -399,7 +393,7 @@ impl Engine {
         let Some((key, cid)) = next else { return };
         if let Some(r) = s.reserved_by {
             let head = self.classes[cid as usize].head();
-            if head != Some(r) && self.entries.contains_key(&r) && self.eff_rank(r) < key {
+            if head != Some(r) && self.entries.contains(r) && self.eff_rank(r) < key {
                 return;
             }
         }

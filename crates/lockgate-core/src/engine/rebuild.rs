@@ -79,7 +79,7 @@ impl Engine {
             );
             engine
                 .timers
-                .insert((now.plus(engine.policy.nodes.ttl), Timer::NodeTtl(name)));
+                .arm(now.plus(engine.policy.nodes.ttl), Timer::NodeTtl(name));
         }
         for mut job in snapshot.jobs {
             if let Some(lease) = &mut job.lease {
@@ -89,23 +89,8 @@ impl Engine {
             if let Some(token) = job.lease.map(|l| l.token) {
                 engine.next_token = engine.next_token.max(token + 1);
             }
-            if let Some(key) = &job.idempotency_key {
-                engine
-                    .idempotency
-                    .insert((job.owner.clone(), key.clone()), job.id);
-            }
             let id = job.id;
-            engine.entries.insert(
-                id,
-                Box::new(Entry {
-                    job,
-                    needs: Default::default(),
-                    held: Vec::new(),
-                    class: None,
-                    placement: None,
-                    reserve_armed: false,
-                }),
-            );
+            engine.entries.insert(Entry::new(job));
             engine.arm_timers(id, now);
         }
         engine.rebuild(now);
@@ -114,7 +99,7 @@ impl Engine {
     }
 
     fn arm_timers(&mut self, id: JobId, now: Timestamp) {
-        let job = &self.entries[&id].job;
+        let job = &self.entries.get(id).job;
         let ms = Duration::from_millis;
         let mut timers = Vec::new();
         match job.state {
@@ -143,7 +128,9 @@ impl Engine {
                 }
             }
         }
-        self.timers.extend(timers);
+        for (at, timer) in timers {
+            self.timers.arm(at, timer);
+        }
     }
 
     /// Applies a validated policy atomically: running jobs are untouched, over-limit scopes
@@ -212,13 +199,12 @@ impl Engine {
             n.filed.clear();
             n.prepared_queue.clear();
         }
-        let mut ids: Vec<JobId> = self.entries.keys().copied().collect();
-        ids.sort_unstable();
+        let ids = self.entries.sorted_ids();
         for &id in &ids {
-            let job = self.entries[&id].job.clone();
+            let job = self.entries.get(id).job.clone();
             let needs = self.needs_of(&job);
             let placement = self.job_placement_scope(&job);
-            let e = self.entries.get_mut(&id).expect("listed");
+            let e = self.entries.get_mut(id);
             (e.needs, e.placement) = (needs, placement);
             e.held.clear();
             e.class = None;
@@ -228,7 +214,7 @@ impl Engine {
             }
         }
         for &id in &ids {
-            let job = &self.entries[&id].job;
+            let job = &self.entries.get(id).job;
             if job.state == JobState::Queued && job.not_before.is_none_or(|t| t <= _now) {
                 self.enqueue(id);
             }
@@ -244,14 +230,14 @@ impl Engine {
 
     /// An admitted job takes again what it holds under the current policy.
     fn retake(&mut self, id: JobId, job: &Job) {
-        let needs = self.entries[&id].needs.clone();
+        let needs = self.entries.get(id).needs.clone();
         self.take_share(id, &needs, job.node(), job.state, job.prepared_at);
         *self.owner_running.entry(job.owner.clone()).or_insert(0) += 1;
     }
 
     /// Wakes the class of a queued job if the job is its head (a reservation may be due).
     pub(crate) fn wake_class_of(&mut self, id: JobId) {
-        let Some(cid) = self.entries.get(&id).and_then(|e| e.class) else {
+        let Some(cid) = self.entries.find(id).and_then(|e| e.class) else {
             return;
         };
         if self.classes[cid as usize].head() != Some(id) || self.mode == Mode::Rescan {
