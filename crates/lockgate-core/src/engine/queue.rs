@@ -176,7 +176,7 @@ impl Engine {
 
     /// Puts a queued job into its class.
     pub(crate) fn enqueue(&mut self, id: JobId) {
-        let sig = self.class_sig(&self.entries.get(id));
+        let sig = self.class_sig(self.entries.get(id));
         let cid = match self.class_ids.get(&sig) {
             Some(&c) => c,
             None => self.new_class(sig),
