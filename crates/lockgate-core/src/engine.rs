@@ -43,14 +43,16 @@ pub mod explain;
 mod invariants;
 mod needs;
 mod nodes;
+mod placement;
 mod queue;
 mod rebuild;
+mod scopes;
 mod timers;
 
 use crate::event::{Event, JobChange};
 use crate::job::{Job, JobId, JobSpec, JobState, Lease, Outcome};
 use crate::policy::Policy;
-use crate::scope::{Interner, ScopeId, ScopeKey};
+use crate::scope::{ScopeId, ScopeKey};
 use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -59,7 +61,9 @@ pub use nodes::{Node, NodeRegistration, NodeState};
 pub use rebuild::{NodeRecord, Snapshot};
 
 use entries::{Entries, Entry};
-use queue::{Class, ClassId, ClassSig, Rank};
+use placement::PlacementIndex;
+use queue::QueueIndex;
+use scopes::ScopeTable;
 use timers::{Timer, Timers};
 
 /// How the admission pass finds candidates.
@@ -149,17 +153,6 @@ pub struct ScopeUsage {
     pub peak: u64,
 }
 
-/// Counter and waiters of one scope.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ScopeState {
-    pub used: u64,
-    pub limit: Option<u64>,
-    pub peak: u64,
-    pub holders: BTreeSet<JobId>,
-    pub waiters: BTreeSet<(Rank, ClassId)>,
-    pub reserved_by: Option<JobId>,
-}
-
 /// The scheduling engine. See the module docs.
 #[derive(Debug, Clone)]
 pub struct Engine {
@@ -169,23 +162,15 @@ pub struct Engine {
     next_token: u64,
     entries: Entries,
     nodes: BTreeMap<String, Node>,
-    interner: Interner,
-    scopes: Vec<ScopeState>,
-    classes: Vec<Class>,
-    free_classes: Vec<ClassId>,
-    class_ids: HashMap<ClassSig, ClassId>,
-    ready: BTreeSet<(Rank, ClassId)>,
-    heads: BTreeSet<(Rank, ClassId)>,
+    scopes: ScopeTable,
+    queue: QueueIndex,
+    /// Admitted jobs per owner (fair share ranks by it).
     owner_running: HashMap<String, u64>,
-    owner_classes: HashMap<String, BTreeSet<ClassId>>,
-    placement_nodes: HashMap<ScopeId, BTreeSet<nodes::RoomKey>>,
-    placement_keys: HashMap<ScopeId, nodes::PlacementKey>,
+    placement: PlacementIndex,
     timers: Timers,
     events: VecDeque<Event>,
     /// Nodes whose prepared jobs may be able to start.
     dirty_nodes: BTreeSet<String>,
-    /// Scopes that hold a reservation.
-    reserved: BTreeSet<ScopeId>,
     /// Needs by job shape under the current policy.
     needs_cache: needs::NeedsCache,
 }
@@ -200,21 +185,13 @@ impl Engine {
             next_token: 1,
             entries: Entries::default(),
             nodes: BTreeMap::new(),
-            interner: Interner::default(),
-            scopes: Vec::new(),
-            classes: Vec::new(),
-            free_classes: Vec::new(),
-            class_ids: HashMap::new(),
-            ready: BTreeSet::new(),
-            heads: BTreeSet::new(),
+            scopes: ScopeTable::default(),
+            queue: QueueIndex::default(),
             owner_running: HashMap::new(),
-            owner_classes: HashMap::new(),
-            placement_nodes: HashMap::new(),
-            placement_keys: HashMap::new(),
+            placement: PlacementIndex::default(),
             timers: Timers::default(),
             events: VecDeque::new(),
             dirty_nodes: BTreeSet::new(),
-            reserved: BTreeSet::new(),
             needs_cache: needs::NeedsCache::default(),
         }
     }
@@ -276,12 +253,17 @@ impl Engine {
 
     /// Every scope the current policy has counted, with its usage and peak.
     pub fn scope_usage(&self) -> Vec<ScopeUsage> {
-        (0..self.scopes.len())
-            .filter(|&i| !matches!(self.interner.key(i as ScopeId), ScopeKey::Placement(_)))
+        (0..self.scopes.states.len())
+            .filter(|&i| {
+                !matches!(
+                    self.scopes.interner.key(i as ScopeId),
+                    ScopeKey::Placement(_)
+                )
+            })
             .map(|i| {
-                let s = &self.scopes[i];
+                let s = &self.scopes.states[i];
                 ScopeUsage {
-                    scope: self.interner.key(i as ScopeId).to_string(),
+                    scope: self.scopes.interner.key(i as ScopeId).to_string(),
                     used: s.used,
                     limit: s.limit,
                     peak: s.peak,
@@ -457,12 +439,12 @@ impl Engine {
     }
 
     fn intern(&mut self, key: ScopeKey) -> ScopeId {
-        let id = self.interner.intern(key);
-        if id as usize == self.scopes.len() {
-            let limit = self.scope_limit(self.interner.key(id));
-            self.scopes.push(ScopeState {
+        let id = self.scopes.interner.intern(key);
+        if id as usize == self.scopes.states.len() {
+            let limit = self.scope_limit(self.scopes.interner.key(id));
+            self.scopes.states.push(scopes::ScopeState {
                 limit,
-                ..ScopeState::default()
+                ..scopes::ScopeState::default()
             });
         }
         id

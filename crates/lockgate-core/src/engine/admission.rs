@@ -137,7 +137,7 @@ impl Engine {
         check: Check,
         out: &mut Vec<Block>,
     ) {
-        let s = &self.scopes[scope as usize];
+        let s = &self.scopes.states[scope as usize];
         let kind = match check {
             Check::Free if s.used > 0 => Some(BlockKind::Conflict),
             Check::Free => None,
@@ -269,7 +269,8 @@ impl Engine {
             need: 1,
         };
         if self
-            .placement_nodes
+            .placement
+            .nodes
             .get(&scope)
             .is_none_or(|set| set.is_empty())
         {
@@ -280,7 +281,7 @@ impl Engine {
         // O(log N). Nodes without room end the walk: every node after them has none either.
         let mut cursor: Option<super::nodes::RoomKey> = None;
         loop {
-            let set = &self.placement_nodes[&scope];
+            let set = &self.placement.nodes[&scope];
             let next = match &cursor {
                 None => set.first(),
                 Some(c) => set.range((Bound::Excluded(c), Bound::Unbounded)).next(),
@@ -308,7 +309,7 @@ impl Engine {
     // ----- taking and giving back -----
 
     pub(crate) fn take(&mut self, id: JobId, scope: ScopeId, amount: u64) {
-        let s = &mut self.scopes[scope as usize];
+        let s = &mut self.scopes.states[scope as usize];
         s.used += amount;
         s.peak = s.peak.max(s.used);
         s.holders.insert(id);
@@ -316,7 +317,7 @@ impl Engine {
     }
 
     fn give_back(&mut self, id: JobId, scope: ScopeId, amount: u64) {
-        let s = &mut self.scopes[scope as usize];
+        let s = &mut self.scopes.states[scope as usize];
         s.used -= amount;
         s.holders.remove(&id);
         self.wake(scope, None);
@@ -583,19 +584,20 @@ impl Engine {
     // ----- reservations -----
 
     pub(crate) fn clear_reservations(&mut self, id: JobId) {
-        if self.reserved.is_empty() {
+        if self.scopes.reserved.is_empty() {
             return;
         }
         let scopes: Vec<ScopeId> = self
+            .scopes
             .reserved
             .iter()
             .copied()
-            .filter(|&s| self.scopes[s as usize].reserved_by == Some(id))
+            .filter(|&s| self.scopes.states[s as usize].reserved_by == Some(id))
             .collect();
         for s in scopes {
-            if self.scopes[s as usize].reserved_by == Some(id) {
-                self.scopes[s as usize].reserved_by = None;
-                self.reserved.remove(&s);
+            if self.scopes.states[s as usize].reserved_by == Some(id) {
+                self.scopes.states[s as usize].reserved_by = None;
+                self.scopes.reserved.remove(&s);
                 self.wake(s, None);
             }
         }
@@ -623,15 +625,15 @@ impl Engine {
         let rank = self.eff_rank(id);
         for b in blocks {
             let Some(s) = b.scope else { continue };
-            let current = self.scopes[s as usize].reserved_by;
+            let current = self.scopes.states[s as usize].reserved_by;
             let take = match current {
                 None => true,
                 Some(r) if r == id => false,
                 Some(r) => !self.entries.contains(r) || rank < self.eff_rank(r),
             };
             if take {
-                self.scopes[s as usize].reserved_by = Some(id);
-                self.reserved.insert(s);
+                self.scopes.states[s as usize].reserved_by = Some(id);
+                self.scopes.reserved.insert(s);
             }
         }
     }
@@ -649,15 +651,16 @@ impl Engine {
     }
 
     fn indexed_pass(&mut self, now: Timestamp) {
-        while let Some((key, cid)) = self.ready.pop_first() {
-            let class = &mut self.classes[cid as usize];
+        while let Some((key, cid)) = self.queue.ready.pop_first() {
+            let class = &mut self.queue.classes[cid as usize];
             class.ready = false;
             let from = class.woken_from.take();
             let Some(head) = class.head() else { continue };
             match self.evaluate(head, now, false) {
                 Ok(node) => {
                     self.admit(head, node, now);
-                    if self.classes[cid as usize].key.is_some() && !self.classes[cid as usize].ready
+                    if self.queue.classes[cid as usize].key.is_some()
+                        && !self.queue.classes[cid as usize].ready
                     {
                         self.detach(cid);
                         self.file(cid, true);
@@ -673,15 +676,15 @@ impl Engine {
                 }
             }
             if let Some(s) = from {
-                let parked_here = self.classes[cid as usize].parked == Some(s);
+                let parked_here = self.queue.classes[cid as usize].parked == Some(s);
                 self.wake(s, parked_here.then_some((key, cid)));
             }
         }
     }
 
     fn strict_pass(&mut self, now: Timestamp) {
-        while let Some(&(_, cid)) = self.heads.first() {
-            let head = self.classes[cid as usize].head().expect("non-empty");
+        while let Some(&(_, cid)) = self.queue.heads.first() {
+            let head = self.queue.classes[cid as usize].head().expect("non-empty");
             match self.evaluate(head, now, false) {
                 Ok(node) => self.admit(head, node, now),
                 Err(blocks) => {

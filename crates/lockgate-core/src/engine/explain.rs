@@ -190,8 +190,8 @@ impl Engine {
 
     /// One condition in words, with its numbers.
     pub(crate) fn describe(&self, id: JobId, block: Block) -> Reason {
-        let key = block.scope.map(|s| self.interner.key(s).clone());
-        let state = block.scope.map(|s| &self.scopes[s as usize]);
+        let key = block.scope.map(|s| self.scopes.interner.key(s).clone());
+        let state = block.scope.map(|s| &self.scopes.states[s as usize]);
         let count = state.map(|s| s.used);
         let limit = state.and_then(|s| s.limit);
         let mut holders: Vec<JobId> = state
@@ -253,7 +253,7 @@ impl Engine {
                 format!("node-prepare:{node}: {used}/{} running, preparing or prepared", limit.unwrap_or(0)),
             ),
             BlockKind::NoEligibleNode | BlockKind::NoRoom => {
-                let pk = block.scope.and_then(|s| self.placement_keys.get(&s));
+                let pk = block.scope.and_then(|s| self.placement.keys.get(&s));
                 let sel = pk.map(|k| k.selector.text().to_string()).unwrap_or_default();
                 let agent = pk
                     .and_then(|k| k.agent_kind.clone())

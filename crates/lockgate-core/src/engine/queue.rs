@@ -22,7 +22,7 @@
 use crate::job::JobId;
 use crate::scope::ScopeId;
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use super::needs::Needs;
 use super::timers::Timer;
@@ -95,6 +95,23 @@ pub(crate) struct ClassSig {
     pub agent_kind: Option<String>,
     /// The owner, when fair share is on.
     pub owner: Option<String>,
+}
+
+/// The queue index: classes, and where each is filed (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct QueueIndex {
+    /// By id; a freed id is in `free` and its slot is stale.
+    pub classes: Vec<Class>,
+    /// Ids of dropped classes, for reuse.
+    pub free: Vec<ClassId>,
+    /// The class of each signature.
+    pub ids: HashMap<ClassSig, ClassId>,
+    /// Classes to evaluate in this pass, best first.
+    pub ready: BTreeSet<(Rank, ClassId)>,
+    /// Every non-empty class by its head's effective rank (strict order walks it).
+    pub heads: BTreeSet<(Rank, ClassId)>,
+    /// Classes per owner, when fair share is on (re-keyed when the owner's count changes).
+    pub owner_classes: HashMap<String, BTreeSet<ClassId>>,
 }
 
 /// One class.
@@ -177,16 +194,16 @@ impl Engine {
     /// Puts a queued job into its class.
     pub(crate) fn enqueue(&mut self, id: JobId) {
         let sig = self.class_sig(self.entries.get(id));
-        let cid = match self.class_ids.get(&sig) {
+        let cid = match self.queue.ids.get(&sig) {
             Some(&c) => c,
             None => self.new_class(sig),
         };
         let rank = self.base_rank(&self.entries.get(id).job);
-        let shared = self.classes[cid as usize].sig.needs.clone();
+        let shared = self.queue.classes[cid as usize].sig.needs.clone();
         let e = self.entries.get_mut(id);
         e.class = Some(cid);
         e.needs = shared; // one copy of the needs per class, not per job
-        let class = &mut self.classes[cid as usize];
+        let class = &mut self.queue.classes[cid as usize];
         let was_head = class.jobs.first().copied();
         class.jobs.insert(rank);
         if class.jobs.first().copied() != was_head {
@@ -196,7 +213,7 @@ impl Engine {
     }
 
     fn new_class(&mut self, sig: ClassSig) -> ClassId {
-        let class = super::Class {
+        let class = Class {
             sig: sig.clone(),
             jobs: BTreeSet::new(),
             parked: None,
@@ -204,23 +221,24 @@ impl Engine {
             key: None,
             woken_from: None,
         };
-        let cid = match self.free_classes.pop() {
+        let cid = match self.queue.free.pop() {
             Some(c) => {
-                self.classes[c as usize] = class;
+                self.queue.classes[c as usize] = class;
                 c
             }
             None => {
-                self.classes.push(class);
-                (self.classes.len() - 1) as ClassId
+                self.queue.classes.push(class);
+                (self.queue.classes.len() - 1) as ClassId
             }
         };
         if let Some(owner) = &sig.owner {
-            self.owner_classes
+            self.queue
+                .owner_classes
                 .entry(owner.clone())
                 .or_default()
                 .insert(cid);
         }
-        self.class_ids.insert(sig, cid);
+        self.queue.ids.insert(sig, cid);
         cid
     }
 
@@ -230,13 +248,13 @@ impl Engine {
             return;
         };
         let rank = self.base_rank(&self.entries.get(id).job);
-        let class = &mut self.classes[cid as usize];
+        let class = &mut self.queue.classes[cid as usize];
         let was_head = class.head() == Some(id);
         class.jobs.remove(&rank);
         if was_head {
             let (ready, parked) = (class.ready, class.parked);
             self.detach(cid);
-            if self.classes[cid as usize].jobs.is_empty() {
+            if self.queue.classes[cid as usize].jobs.is_empty() {
                 self.drop_class(cid);
             } else if ready {
                 self.file(cid, true);
@@ -251,19 +269,19 @@ impl Engine {
     }
 
     fn drop_class(&mut self, cid: ClassId) {
-        let sig = self.classes[cid as usize].sig.clone();
+        let sig = self.queue.classes[cid as usize].sig.clone();
         if let Some(owner) = &sig.owner {
-            if let Some(set) = self.owner_classes.get_mut(owner) {
+            if let Some(set) = self.queue.owner_classes.get_mut(owner) {
                 set.remove(&cid);
             }
         }
-        self.class_ids.remove(&sig);
-        self.free_classes.push(cid);
+        self.queue.ids.remove(&sig);
+        self.queue.free.push(cid);
     }
 
     /// The key a class is filed under: its head's effective rank.
     fn class_key(&self, cid: ClassId) -> Option<Rank> {
-        let class = &self.classes[cid as usize];
+        let class = &self.queue.classes[cid as usize];
         let &rank = class.jobs.first()?;
         Some(match &class.sig.owner {
             Some(owner) => rank.shifted(self.fair_term(owner)),
@@ -273,14 +291,14 @@ impl Engine {
 
     /// Removes a class from `heads`, `ready` and its waiter set.
     pub(crate) fn detach(&mut self, cid: ClassId) {
-        let class = &mut self.classes[cid as usize];
+        let class = &mut self.queue.classes[cid as usize];
         let Some(key) = class.key.take() else { return };
-        self.heads.remove(&(key, cid));
+        self.queue.heads.remove(&(key, cid));
         if class.ready {
-            self.ready.remove(&(key, cid));
+            self.queue.ready.remove(&(key, cid));
         }
         if let Some(s) = class.parked.take() {
-            self.scopes[s as usize].waiters.remove(&(key, cid));
+            self.scopes.states[s as usize].waiters.remove(&(key, cid));
         }
         class.ready = false;
     }
@@ -290,21 +308,23 @@ impl Engine {
         let Some(key) = self.class_key(cid) else {
             return;
         };
-        let class = &mut self.classes[cid as usize];
+        let class = &mut self.queue.classes[cid as usize];
         class.key = Some(key);
         class.ready = ready;
-        self.heads.insert((key, cid));
+        self.queue.heads.insert((key, cid));
         if ready {
-            self.ready.insert((key, cid));
+            self.queue.ready.insert((key, cid));
         }
     }
 
     pub(crate) fn park_on(&mut self, cid: ClassId, scope: ScopeId) {
         self.file(cid, false);
-        let class = &mut self.classes[cid as usize];
+        let class = &mut self.queue.classes[cid as usize];
         if let Some(key) = class.key {
             class.parked = Some(scope);
-            self.scopes[scope as usize].waiters.insert((key, cid));
+            self.scopes.states[scope as usize]
+                .waiters
+                .insert((key, cid));
         }
     }
 
@@ -319,11 +339,12 @@ impl Engine {
         if delta > 0 {
             // The owner's reservations now outrank fewer jobs: let their scopes choose again.
             let held: Vec<ScopeId> = self
+                .scopes
                 .reserved
                 .iter()
                 .copied()
                 .filter(|&s| {
-                    let r = self.scopes[s as usize].reserved_by;
+                    let r = self.scopes.states[s as usize].reserved_by;
                     r.and_then(|r| self.entries.find(r))
                         .is_some_and(|e| e.job.owner == owner)
                 })
@@ -333,12 +354,13 @@ impl Engine {
             }
         }
         let cids: Vec<ClassId> = self
+            .queue
             .owner_classes
             .get(owner)
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
         for cid in cids {
-            let class = &self.classes[cid as usize];
+            let class = &self.queue.classes[cid as usize];
             let (ready, parked, from) = (class.ready, class.parked, class.woken_from);
             if class.key.is_none() {
                 continue;
@@ -349,7 +371,7 @@ impl Engine {
                 // the best; put it back and let the scope choose again.
                 (Some(s), _) if delta > 0 => self.park_on(cid, s),
                 (None, Some(s)) if ready && delta > 0 => {
-                    self.classes[cid as usize].woken_from = None;
+                    self.queue.classes[cid as usize].woken_from = None;
                     self.park_on(cid, s);
                     self.wake(s, None);
                 }
@@ -363,11 +385,12 @@ impl Engine {
 
     /// Whether a scope has room for at least some waiter.
     pub(crate) fn has_room(&self, scope: ScopeId) -> bool {
-        let s = &self.scopes[scope as usize];
-        match self.interner.key(scope) {
+        let s = &self.scopes.states[scope as usize];
+        match self.scopes.interner.key(scope) {
             ScopeKey::Conflict { .. } => s.used == 0,
             ScopeKey::Placement(_) => self
-                .placement_nodes
+                .placement
+                .nodes
                 .get(&scope)
                 .and_then(|set| set.first())
                 .is_some_and(|(room, _, _)| room.0 > 0),
@@ -381,7 +404,7 @@ impl Engine {
         if self.mode == Mode::Rescan || !self.has_room(scope) {
             return;
         }
-        let s = &self.scopes[scope as usize];
+        let s = &self.scopes.states[scope as usize];
         let next = match after {
             None => s.waiters.first().copied(),
             Some(a) => s
@@ -392,16 +415,18 @@ impl Engine {
         };
         let Some((key, cid)) = next else { return };
         if let Some(r) = s.reserved_by {
-            let head = self.classes[cid as usize].head();
+            let head = self.queue.classes[cid as usize].head();
             if head != Some(r) && self.entries.contains(r) && self.eff_rank(r) < key {
                 return;
             }
         }
-        self.scopes[scope as usize].waiters.remove(&(key, cid));
-        let class = &mut self.classes[cid as usize];
+        self.scopes.states[scope as usize]
+            .waiters
+            .remove(&(key, cid));
+        let class = &mut self.queue.classes[cid as usize];
         class.parked = None;
         class.ready = true;
         class.woken_from = Some(scope);
-        self.ready.insert((key, cid));
+        self.queue.ready.insert((key, cid));
     }
 }

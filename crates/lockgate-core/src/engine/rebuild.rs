@@ -8,10 +8,10 @@
 
 use super::timers::Timer;
 use super::{ApplyReport, Engine, Entry, Mode, NodeRegistration, NodeState};
+use super::{PlacementIndex, QueueIndex, ScopeTable};
 use crate::event::Event;
 use crate::job::{Job, JobId, JobState};
 use crate::policy::Policy;
-use crate::scope::Interner;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -140,13 +140,13 @@ impl Engine {
         let before: BTreeSet<JobId> = self.admitted_ids();
         self.policy = policy;
         self.rebuild(now);
-        let over_limit: Vec<String> = (0..self.scopes.len())
+        let over_limit: Vec<String> = (0..self.scopes.states.len())
             .filter(|&i| {
-                self.scopes[i]
+                self.scopes.states[i]
                     .limit
-                    .is_some_and(|l| self.scopes[i].used > l)
+                    .is_some_and(|l| self.scopes.states[i].used > l)
             })
-            .map(|i| self.interner.key(i as u32).to_string())
+            .map(|i| self.scopes.interner.key(i as u32).to_string())
             .collect();
         self.run_pass(now);
         let admitted_now = self.admitted_ids().difference(&before).copied().collect();
@@ -175,18 +175,10 @@ impl Engine {
 
     /// Re-derives every index from the jobs and nodes under the current policy.
     pub(crate) fn rebuild(&mut self, _now: Timestamp) {
-        self.interner = Interner::default();
-        self.scopes.clear();
-        self.classes.clear();
-        self.free_classes.clear();
-        self.class_ids.clear();
-        self.ready.clear();
-        self.heads.clear();
+        self.scopes = ScopeTable::default();
+        self.queue = QueueIndex::default();
+        self.placement = PlacementIndex::default();
         self.owner_running.clear();
-        self.owner_classes.clear();
-        self.placement_nodes.clear();
-        self.placement_keys.clear();
-        self.reserved.clear();
         self.needs_cache.clear();
         let names: Vec<String> = self.nodes.keys().cloned().collect();
         for name in &names {
@@ -240,10 +232,10 @@ impl Engine {
         let Some(cid) = self.entries.find(id).and_then(|e| e.class) else {
             return;
         };
-        if self.classes[cid as usize].head() != Some(id) || self.mode == Mode::Rescan {
+        if self.queue.classes[cid as usize].head() != Some(id) || self.mode == Mode::Rescan {
             return;
         }
-        if self.classes[cid as usize].parked.is_some() {
+        if self.queue.classes[cid as usize].parked.is_some() {
             self.detach(cid);
             self.file(cid, true);
         }
