@@ -2,7 +2,7 @@
 //!
 //! Built on the same evaluation the admission pass uses (`Engine::evaluate` in
 //! `admission.rs`), so an explanation can never disagree with a decision: every
-//! [`Block`] it returns is described here in words ([`Reason`]). Cost O(n): the position
+//! `Block` it returns is described here in words ([`Reason`]). Cost O(n): the position
 //! counts the queued jobs ranked ahead that compete for at least one of the same scopes.
 
 use super::admission::{Block, BlockKind};
