@@ -38,29 +38,33 @@
 //!   reservation holds it.
 
 mod admission;
-mod describe;
+mod entries;
+pub mod explain;
 mod invariants;
 mod needs;
 mod nodes;
+mod placement;
 mod queue;
-mod snapshot;
+mod rebuild;
+mod scopes;
 mod timers;
 
 use crate::event::{Event, JobChange};
-use crate::job::{Attrs, Job, JobId, JobSpec, JobState, Lease, Outcome};
-use crate::policy::{Executor, Policy};
-use crate::scope::{Interner, ScopeId, ScopeKey};
-use crate::selector::Selector;
+use crate::job::{Job, JobId, JobSpec, JobState, Lease, Outcome};
+use crate::policy::Policy;
+use crate::scope::{ScopeId, ScopeKey};
 use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::Arc;
 
+pub use crate::job::SubmitError;
 pub use nodes::{Node, NodeRegistration, NodeState};
-pub use snapshot::{NodeRecord, Snapshot};
+pub use rebuild::{NodeRecord, Snapshot};
 
-use needs::Needs;
-use queue::{Class, ClassId, ClassSig, Rank};
-use timers::Timer;
+use entries::{Entries, Entry};
+use placement::PlacementIndex;
+use queue::QueueIndex;
+use scopes::ScopeTable;
+use timers::{Timer, Timers};
 
 /// How the admission pass finds candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -70,19 +74,6 @@ pub enum Mode {
     Indexed,
     /// Walk every queued job on every pass (oracle and baseline).
     Rescan,
-}
-
-/// Why a submit was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SubmitError {
-    /// A field is invalid; `field` names it.
-    #[error("{field}: {message}")]
-    Invalid {
-        /// The offending field (`kind`, `attrs.kind`, `node_selector`, ...).
-        field: String,
-        /// What was wrong and what was expected.
-        message: String,
-    },
 }
 
 /// Why a lease operation was refused.
@@ -162,31 +153,6 @@ pub struct ScopeUsage {
     pub peak: u64,
 }
 
-/// Counter and waiters of one scope.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ScopeState {
-    pub used: u64,
-    pub limit: Option<u64>,
-    pub peak: u64,
-    pub holders: BTreeSet<JobId>,
-    pub waiters: BTreeSet<(Rank, ClassId)>,
-    pub reserved_by: Option<JobId>,
-}
-
-/// Engine-private bookkeeping of a live job.
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    pub job: Job,
-    /// Shared with the job's class while it is queued.
-    pub needs: Arc<Needs>,
-    /// Scopes and amounts it took at admission; given back exactly at the end.
-    pub held: Vec<(ScopeId, u64)>,
-    pub class: Option<ClassId>,
-    pub placement: Option<ScopeId>,
-    /// A timer is set for when it may reserve (armed when it is first found blocked).
-    pub reserve_armed: bool,
-}
-
 /// The scheduling engine. See the module docs.
 #[derive(Debug, Clone)]
 pub struct Engine {
@@ -194,26 +160,17 @@ pub struct Engine {
     mode: Mode,
     next_id: JobId,
     next_token: u64,
-    entries: HashMap<JobId, Box<Entry>>,
-    idempotency: HashMap<(String, String), JobId>,
+    entries: Entries,
     nodes: BTreeMap<String, Node>,
-    interner: Interner,
-    scopes: Vec<ScopeState>,
-    classes: Vec<Class>,
-    free_classes: Vec<ClassId>,
-    class_ids: HashMap<ClassSig, ClassId>,
-    ready: BTreeSet<(Rank, ClassId)>,
-    heads: BTreeSet<(Rank, ClassId)>,
+    scopes: ScopeTable,
+    queue: QueueIndex,
+    /// Admitted jobs per owner (fair share ranks by it).
     owner_running: HashMap<String, u64>,
-    owner_classes: HashMap<String, BTreeSet<ClassId>>,
-    placement_nodes: HashMap<ScopeId, BTreeSet<nodes::RoomKey>>,
-    placement_keys: HashMap<ScopeId, nodes::PlacementKey>,
-    timers: BTreeSet<(Timestamp, Timer)>,
+    placement: PlacementIndex,
+    timers: Timers,
     events: VecDeque<Event>,
     /// Nodes whose prepared jobs may be able to start.
     dirty_nodes: BTreeSet<String>,
-    /// Scopes that hold a reservation.
-    reserved: BTreeSet<ScopeId>,
     /// Needs by job shape under the current policy.
     needs_cache: needs::NeedsCache,
 }
@@ -226,24 +183,15 @@ impl Engine {
             mode,
             next_id: 1,
             next_token: 1,
-            entries: HashMap::new(),
-            idempotency: HashMap::new(),
+            entries: Entries::default(),
             nodes: BTreeMap::new(),
-            interner: Interner::default(),
-            scopes: Vec::new(),
-            classes: Vec::new(),
-            free_classes: Vec::new(),
-            class_ids: HashMap::new(),
-            ready: BTreeSet::new(),
-            heads: BTreeSet::new(),
+            scopes: ScopeTable::default(),
+            queue: QueueIndex::default(),
             owner_running: HashMap::new(),
-            owner_classes: HashMap::new(),
-            placement_nodes: HashMap::new(),
-            placement_keys: HashMap::new(),
-            timers: BTreeSet::new(),
+            placement: PlacementIndex::default(),
+            timers: Timers::default(),
             events: VecDeque::new(),
             dirty_nodes: BTreeSet::new(),
-            reserved: BTreeSet::new(),
             needs_cache: needs::NeedsCache::default(),
         }
     }
@@ -270,7 +218,7 @@ impl Engine {
 
     /// A live job (queued, admitted, or waiting for a retry).
     pub fn job(&self, id: JobId) -> Option<&Job> {
-        self.entries.get(&id).map(|e| &e.job)
+        self.entries.find(id).map(|e| &e.job)
     }
 
     /// Every live job, in no particular order.
@@ -300,17 +248,22 @@ impl Engine {
 
     /// When [`Engine::handle_timeout`] should be called next.
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.timers.first().map(|(t, _)| *t)
+        self.timers.next_due()
     }
 
     /// Every scope the current policy has counted, with its usage and peak.
     pub fn scope_usage(&self) -> Vec<ScopeUsage> {
-        (0..self.scopes.len())
-            .filter(|&i| !matches!(self.interner.key(i as ScopeId), ScopeKey::Placement(_)))
+        (0..self.scopes.states.len())
+            .filter(|&i| {
+                !matches!(
+                    self.scopes.interner.key(i as ScopeId),
+                    ScopeKey::Placement(_)
+                )
+            })
             .map(|i| {
-                let s = &self.scopes[i];
+                let s = &self.scopes.states[i];
                 ScopeUsage {
-                    scope: self.interner.key(i as ScopeId).to_string(),
+                    scope: self.scopes.interner.key(i as ScopeId).to_string(),
                     used: s.used,
                     limit: s.limit,
                     peak: s.peak,
@@ -327,8 +280,8 @@ impl Engine {
     /// `node_selector`.
     pub fn submit(&mut self, spec: JobSpec, now: Timestamp) -> Result<Submitted, SubmitError> {
         if let Some(key) = &spec.idempotency_key {
-            if let Some(&id) = self.idempotency.get(&(spec.owner.clone(), key.clone())) {
-                if let Some(e) = self.entries.get(&id) {
+            if let Some(id) = self.entries.idempotent(&spec.owner, key) {
+                if let Some(e) = self.entries.find(id) {
                     return Ok(Submitted {
                         job: e.job.clone(),
                         existing: true,
@@ -338,15 +291,11 @@ impl Engine {
         }
         let job = self.job_from_spec(spec, now)?;
         let id = job.id;
-        if let Some(key) = &job.idempotency_key {
-            self.idempotency
-                .insert((job.owner.clone(), key.clone()), id);
-        }
-        self.emit(JobChange::Submitted, &job);
         self.insert_entry(job, now);
+        self.emit(JobChange::Submitted, id);
         self.run_pass(now);
         Ok(Submitted {
-            job: self.entries[&id].job.clone(),
+            job: self.entries.get(id).job.clone(),
             existing: false,
         })
     }
@@ -354,112 +303,14 @@ impl Engine {
     /// The live job submitted by `owner` with idempotency key `key`, if any. Keys of jobs
     /// that have ended are not kept here; the server's store answers for those.
     pub fn idempotent_job(&self, owner: &str, key: &str) -> Option<JobId> {
-        self.idempotency
-            .get(&(owner.to_string(), key.to_string()))
-            .copied()
+        self.entries.idempotent(owner, key)
     }
 
     fn job_from_spec(&mut self, spec: JobSpec, now: Timestamp) -> Result<Job, SubmitError> {
-        let invalid = |field: &str, message: String| SubmitError::Invalid {
-            field: field.into(),
-            message,
-        };
-        if spec.kind.trim().is_empty() || spec.kind.contains(char::is_whitespace) {
-            return Err(invalid(
-                "kind",
-                format!(
-                    "expected a non-empty kind without spaces, got {:?}",
-                    spec.kind
-                ),
-            ));
-        }
-        for (k, v) in &spec.attrs {
-            if matches!(k.as_str(), "kind" | "owner" | "node") {
-                return Err(invalid(
-                    &format!("attrs.{k}"),
-                    format!("{k:?} is reserved and cannot be an attribute"),
-                ));
-            }
-            if k.is_empty() || k.contains(|c: char| c.is_whitespace() || ",()=!".contains(c)) {
-                return Err(invalid("attrs", format!("invalid attribute name {k:?}")));
-            }
-            if v.contains(char::is_whitespace) {
-                return Err(invalid(
-                    &format!("attrs.{k}"),
-                    format!("attribute values may not contain whitespace, got {v:?}"),
-                ));
-            }
-        }
-        if spec.node.is_some() && spec.node_selector.is_some() {
-            return Err(invalid(
-                "node_selector",
-                "give either node (pinned) or node_selector (movable), not both".into(),
-            ));
-        }
-        if let Some(sel) = &spec.node_selector {
-            Selector::parse_labels(sel)
-                .map_err(|e| invalid("node_selector", format!("invalid selector {sel:?}: {e}")))?;
-        }
-        let cost = spec
-            .cost
-            .unwrap_or_else(|| self.policy.kind_cost(&spec.kind));
-        for pool in cost.keys() {
-            if !self.policy.resources.contains_key(pool)
-                && !self.policy.nodes.resources.contains_key(pool)
-            {
-                return Err(invalid(
-                    &format!("cost.{pool}"),
-                    format!("pool {pool:?} is not declared in [resources] or [nodes.resources]"),
-                ));
-            }
-        }
-        let executor = spec.executor.unwrap_or(if spec.node_selector.is_some() {
-            Executor::Agent
-        } else {
-            Executor::Client
-        });
+        let checked = spec.check(&self.policy)?;
         let id = self.next_id;
         self.next_id += 1;
-        Ok(Job {
-            id,
-            priority: spec
-                .priority
-                .unwrap_or_else(|| self.policy.kind_priority(&spec.kind)),
-            two_stage: spec
-                .two_stage
-                .unwrap_or_else(|| self.policy.kind_two_stage(&spec.kind)),
-            kind: spec.kind,
-            attrs: Attrs::pack(&spec.attrs).map_err(|k| {
-                invalid(
-                    &format!("attrs.{k}"),
-                    "attribute names may not contain '=' and values no newline".into(),
-                )
-            })?,
-            owner: spec.owner,
-            executor,
-            state: JobState::Queued,
-            pinned: spec.node.is_some(),
-            node: spec.node,
-            node_selector: spec.node_selector,
-            cost,
-            attempt: 1,
-            lease: None,
-            cancel_requested: false,
-            submitted_at: now,
-            queued_at: now,
-            prepare_started_at: None,
-            prepared_at: None,
-            started_at: None,
-            finished_at: None,
-            outcome: None,
-            message: None,
-            not_before: spec.not_before,
-            max_wait_ms: spec.max_wait_ms,
-            max_run_ms: spec.max_run_ms,
-            idempotency_key: spec.idempotency_key,
-            retry_at: None,
-            retry: spec.retry.map(Box::new),
-        })
+        Ok(checked.into_job(id, now))
     }
 
     /// Renews a lease.
@@ -474,7 +325,7 @@ impl Engine {
     ) -> Result<HeartbeatAnswer, LeaseError> {
         self.handle_timeout(now);
         let ttl = self.policy.leases.ttl;
-        let e = self.entries.get_mut(&id).ok_or(LeaseError::NotFound(id))?;
+        let e = self.entries.find_mut(id).ok_or(LeaseError::NotFound(id))?;
         match &mut e.job.lease {
             Some(lease) if lease.token == token && e.job.state.is_admitted() => {
                 lease.expires_at = now.plus(ttl);
@@ -488,7 +339,7 @@ impl Engine {
     }
 
     fn holder(&mut self, id: JobId, token: u64) -> Result<&mut Entry, LeaseError> {
-        let e = self.entries.get_mut(&id).ok_or(LeaseError::NotFound(id))?;
+        let e = self.entries.find_mut(id).ok_or(LeaseError::NotFound(id))?;
         match e.job.lease {
             Some(l) if l.token == token && e.job.state.is_admitted() => Ok(e),
             _ => Err(LeaseError::LeaseLost(id)),
@@ -511,15 +362,14 @@ impl Engine {
         }
         e.job.state = JobState::Prepared;
         e.job.prepared_at = Some(now);
-        let node = e.job.node.clone();
-        let job = e.job.clone();
-        self.emit(JobChange::Prepared, &job);
+        let node = e.job.node().map(str::to_string);
+        self.emit(JobChange::Prepared, id);
         match node {
             Some(node) => self.node_prepared(&node, id, now),
             None => self.promote(id, None, now),
         }
         self.run_pass(now);
-        Ok(self.entries.get(&id).map(|e| e.job.clone()).unwrap_or(job))
+        Ok(self.entries.get(id).job.clone())
     }
 
     /// The holder ends its job.
@@ -550,7 +400,7 @@ impl Engine {
         self.handle_timeout(now);
         let state = self
             .entries
-            .get(&id)
+            .find(id)
             .ok_or(CancelError::NotFound(id))?
             .job
             .state;
@@ -562,14 +412,13 @@ impl Engine {
             };
             self.end_job(id, JobState::Cancelled, Some(msg.into()), now)
         } else {
-            let e = self.entries.get_mut(&id).expect("live");
+            let e = self.entries.get_mut(id);
             let first = !e.job.cancel_requested;
             e.job.cancel_requested = true;
-            let job = e.job.clone();
             if first {
-                self.emit(JobChange::CancelRequested, &job);
+                self.emit(JobChange::CancelRequested, id);
             }
-            job
+            self.entries.get(id).job.clone()
         };
         self.run_pass(now);
         Ok(job)
@@ -583,20 +432,19 @@ impl Engine {
         }
     }
 
-    fn emit(&mut self, change: JobChange, job: &Job) {
-        self.events.push_back(Event::Job {
-            change,
-            job: Box::new(job.clone()),
-        });
+    /// Reports a change of a live job: its state now, cloned once into the event.
+    fn emit(&mut self, change: JobChange, id: JobId) {
+        let job = Box::new(self.entries.get(id).job.clone());
+        self.events.push_back(Event::Job { change, job });
     }
 
     fn intern(&mut self, key: ScopeKey) -> ScopeId {
-        let id = self.interner.intern(key);
-        if id as usize == self.scopes.len() {
-            let limit = self.scope_limit(self.interner.key(id));
-            self.scopes.push(ScopeState {
+        let id = self.scopes.interner.intern(key);
+        if id as usize == self.scopes.states.len() {
+            let limit = self.scope_limit(self.scopes.interner.key(id));
+            self.scopes.states.push(scopes::ScopeState {
                 limit,
-                ..ScopeState::default()
+                ..scopes::ScopeState::default()
             });
         }
         id
@@ -606,14 +454,10 @@ impl Engine {
     fn scope_limit(&self, key: &ScopeKey) -> Option<u64> {
         let p = &self.policy;
         match key {
-            ScopeKey::Global => p.global.max_running.map(u64::from),
-            ScopeKey::GlobalPrepare => p.global.prepare_queue.map(u64::from),
-            ScopeKey::Limit { name, parts } => {
-                let limit = p.limits.iter().find(|l| &l.name == name)?;
-                let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
-                limit.limit_for(&values).map(u64::from)
-            }
-            ScopeKey::Pool(pool) => p.resources.get(pool).copied(),
+            ScopeKey::Global
+            | ScopeKey::GlobalPrepare
+            | ScopeKey::Limit { .. }
+            | ScopeKey::Pool(_) => key.limit_in(p),
             ScopeKey::NodePool { pool, node } => Some(self.node_pool_capacity(node, pool)),
             ScopeKey::Node(n) => self.nodes.get(n).and_then(|n| n.number).map(u64::from),
             ScopeKey::NodePrepare(n) => self

@@ -3,8 +3,17 @@
 //! Life cycle: `queued -> [preparing -> prepared ->] running -> succeeded | failed |
 //! cancelled | lost | expired`. A retried job goes from `failed` or `lost` back to `queued`
 //! with `attempt + 1` and keeps its id.
+//!
+//! One definition of a valid job: [`JobSpec::check`] is the only place a submitted spec is
+//! checked and given its kind's defaults; the engine's submit, a schedule's job in the
+//! policy and the simulator's workload all go through it. Invariants of a [`Job`] that
+//! follow: its kind is non-empty without whitespace; no attribute is named `kind`, `owner`
+//! or `node`, and names hold no whitespace nor any of `,()=!`, values no whitespace; a
+//! movable job's selector is parsed (so placement never reads it again); every pool in its
+//! cost is declared in the policy it was checked against.
 
-use crate::policy::Executor;
+use crate::policy::{Executor, Policy};
+use crate::selector::Selector;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -187,6 +196,272 @@ pub struct RetrySpec {
     pub interval_ms: u64,
 }
 
+/// Why a job spec was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// A field is invalid; `field` names it.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The offending field (`kind`, `attrs.kind`, `node_selector`, `cost.gpus`, ...).
+        field: String,
+        /// What was wrong and what was expected.
+        message: String,
+    },
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> SubmitError {
+    SubmitError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+impl JobSpec {
+    /// Checks a spec against `policy` and fills in its kind's defaults (priority, cost,
+    /// stage) and the default executor (`agent` for a movable job, else `client`).
+    ///
+    /// # Errors
+    /// [`SubmitError::Invalid`] names the first offending field: an empty kind or one with
+    /// whitespace; a reserved attribute name (`kind`, `owner`, `node`), a name with
+    /// whitespace or one of `,()=!`, a value with whitespace; an empty node; both `node`
+    /// and `node_selector`; an invalid selector; a pool the policy does not declare.
+    pub fn check(self, policy: &Policy) -> Result<CheckedJob, SubmitError> {
+        if self.kind.trim().is_empty() {
+            return Err(invalid(
+                "kind",
+                "expected a job kind (such as \"backup\"), got an empty string",
+            ));
+        }
+        if self.kind.contains(char::is_whitespace) {
+            return Err(invalid(
+                "kind",
+                format!("expected a job kind without spaces, got {:?}", self.kind),
+            ));
+        }
+        for (k, v) in &self.attrs {
+            check_attr(k, v)?;
+        }
+        let placement = match (self.node, self.node_selector) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "node_selector",
+                    "a job is either pinned (`node`) or movable (`node_selector`), expected only one of them",
+                ))
+            }
+            (Some(node), None) if node.trim().is_empty() => {
+                return Err(invalid("node", "expected a node name, got an empty string"))
+            }
+            (Some(node), None) => Placement::Pinned(node),
+            (None, Some(text)) => Placement::Movable {
+                selector: Selector::parse_labels(&text).map_err(|e| {
+                    invalid(
+                        "node_selector",
+                        format!("invalid label selector {text:?}: {e}"),
+                    )
+                })?,
+                placed_on: None,
+            },
+            (None, None) => Placement::Anywhere,
+        };
+        let cost = self.cost.unwrap_or_else(|| policy.kind_cost(&self.kind));
+        for pool in cost.keys() {
+            if !policy.resources.contains_key(pool) && !policy.nodes.resources.contains_key(pool) {
+                return Err(invalid(
+                    format!("cost.{pool}"),
+                    format!("pool {pool:?} is not declared in [resources] or [nodes.resources]"),
+                ));
+            }
+        }
+        let attrs = Attrs::pack(&self.attrs).map_err(|k| {
+            invalid(
+                format!("attrs.{k}"),
+                "attribute names may not contain '=' and values no newline",
+            )
+        })?;
+        let executor = self.executor.unwrap_or(match placement {
+            Placement::Movable { .. } => Executor::Agent,
+            _ => Executor::Client,
+        });
+        Ok(CheckedJob(Job {
+            id: 0,
+            priority: self
+                .priority
+                .unwrap_or_else(|| policy.kind_priority(&self.kind)),
+            two_stage: self
+                .two_stage
+                .unwrap_or_else(|| policy.kind_two_stage(&self.kind)),
+            kind: self.kind,
+            attrs,
+            owner: self.owner,
+            executor,
+            state: JobState::Queued,
+            placement,
+            cost,
+            attempt: 1,
+            lease: None,
+            cancel_requested: false,
+            submitted_at: Timestamp(0),
+            queued_at: Timestamp(0),
+            prepare_started_at: None,
+            prepared_at: None,
+            started_at: None,
+            finished_at: None,
+            outcome: None,
+            message: None,
+            not_before: self.not_before,
+            max_wait_ms: self.max_wait_ms,
+            max_run_ms: self.max_run_ms,
+            idempotency_key: self.idempotency_key,
+            retry_at: None,
+            retry: self.retry.map(Box::new),
+        }))
+    }
+}
+
+/// One attribute: not a reserved name, a name a selector can spell, a value without
+/// whitespace.
+fn check_attr(k: &str, v: &str) -> Result<(), SubmitError> {
+    let reserved = match k {
+        "kind" => Some("set the kind with `kind`"),
+        "owner" => Some("the owner is the submitting principal"),
+        "node" => Some("pin the job with `node`"),
+        _ => None,
+    };
+    if let Some(hint) = reserved {
+        return Err(invalid(
+            format!("attrs.{k}"),
+            format!("`{k}` is reserved, expected another attribute name ({hint})"),
+        ));
+    }
+    if k.is_empty() {
+        return Err(invalid(
+            "attrs",
+            "expected an attribute name, got an empty string",
+        ));
+    }
+    if k.contains(|c: char| c.is_whitespace() || ",()=!".contains(c)) {
+        return Err(invalid(
+            format!("attrs.{k}"),
+            format!("expected an attribute name without whitespace or any of `,()=!`, got {k:?}"),
+        ));
+    }
+    if v.contains(char::is_whitespace) {
+        return Err(invalid(
+            format!("attrs.{k}"),
+            format!("attribute values may not contain whitespace, got {v:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A spec that passed [`JobSpec::check`]: every default filled in, the selector parsed. It
+/// becomes a [`Job`] once the engine gives it an id and a submit time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedJob(Job);
+
+impl CheckedJob {
+    /// The job as it will be queued (id 0 and submit time 0 until [`CheckedJob::into_job`]).
+    pub fn job(&self) -> &Job {
+        &self.0
+    }
+
+    /// The queued job with its id, submitted (and queued) at `now`.
+    pub fn into_job(self, id: JobId, now: Timestamp) -> Job {
+        Job {
+            id,
+            submitted_at: now,
+            queued_at: now,
+            ..self.0
+        }
+    }
+}
+
+/// Where a job runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placement {
+    /// On no node: it takes only global scopes (limits, pools, conflicts).
+    Anywhere,
+    /// On the node the submitter named.
+    Pinned(String),
+    /// On a ready node that matches `selector`, chosen at admission.
+    Movable {
+        /// Node selector (label-selector syntax; the empty selector matches every node).
+        selector: Selector,
+        /// The node it was placed on, while admitted.
+        placed_on: Option<String>,
+    },
+}
+
+impl Placement {
+    /// The pinned node.
+    pub fn pinned(&self) -> Option<&str> {
+        match self {
+            Placement::Pinned(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The node it runs on: the pinned node, or where a movable job was placed.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Placement::Anywhere => None,
+            Placement::Pinned(n) => Some(n),
+            Placement::Movable { placed_on, .. } => placed_on.as_deref(),
+        }
+    }
+
+    /// The selector of a movable job.
+    pub fn selector(&self) -> Option<&Selector> {
+        match self {
+            Placement::Movable { selector, .. } => Some(selector),
+            _ => None,
+        }
+    }
+}
+
+/// How a [`Placement`] is stored and shown: the three fields `node`, `pinned` and
+/// `node_selector` of api.md (flattened into the job).
+#[derive(Serialize)]
+struct PlacementFields<'a> {
+    node: Option<&'a str>,
+    pinned: bool,
+    node_selector: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct OwnedPlacementFields {
+    node: Option<String>,
+    pinned: bool,
+    node_selector: Option<String>,
+}
+
+impl Serialize for Placement {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        PlacementFields {
+            node: self.node(),
+            pinned: self.pinned().is_some(),
+            node_selector: self.selector().map(Selector::text),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Placement {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Placement, D::Error> {
+        let f = OwnedPlacementFields::deserialize(deserializer)?;
+        Ok(match (f.pinned, f.node_selector) {
+            (true, _) => Placement::Pinned(f.node.unwrap_or_default()),
+            (false, Some(text)) => Placement::Movable {
+                selector: Selector::parse_labels(&text).map_err(|e| {
+                    serde::de::Error::custom(format!("node_selector {text:?}: {e}"))
+                })?,
+                placed_on: f.node,
+            },
+            (false, None) => Placement::Anywhere,
+        })
+    }
+}
+
 /// A job as the engine keeps it (and as the API shows it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
@@ -204,12 +479,9 @@ pub struct Job {
     pub executor: Executor,
     /// Current state.
     pub state: JobState,
-    /// Pinned node, or the node a movable job was placed on.
-    pub node: Option<String>,
-    /// Whether `node` was given by the submitter (pinned).
-    pub pinned: bool,
-    /// Selector of a movable job.
-    pub node_selector: Option<String>,
+    /// Where it runs (serialized as `node`, `pinned` and `node_selector`).
+    #[serde(flatten)]
+    pub placement: Placement,
     /// Pool costs after defaults.
     pub cost: BTreeMap<String, u64>,
     /// Two-stage job.
@@ -258,20 +530,19 @@ impl Job {
         match key {
             "kind" => Some(&self.kind),
             "owner" => Some(&self.owner),
-            "node" => {
-                if self.pinned {
-                    self.node.as_deref()
-                } else {
-                    None
-                }
-            }
+            "node" => self.placement.pinned(),
             attr => self.attrs.get(attr),
         }
     }
 
+    /// The node it runs on: the pinned node, or where a movable job was placed.
+    pub fn node(&self) -> Option<&str> {
+        self.placement.node()
+    }
+
     /// Whether the job runs on a node at all (pinned or movable).
     pub fn on_node(&self) -> bool {
-        self.pinned || self.node_selector.is_some()
+        !matches!(self.placement, Placement::Anywhere)
     }
 }
 

@@ -7,7 +7,7 @@
 pub mod calendar;
 pub mod engine;
 pub mod event;
-pub mod explain;
+pub use engine::explain;
 pub mod job;
 pub mod policy;
 pub mod schedule;

@@ -453,6 +453,12 @@ impl Policy {
         self.owners.get(owner).map(|o| o.weight).unwrap_or(1)
     }
 
+    /// Which scopes `job` takes under this policy, apart from its node's (see
+    /// [`crate::scope`]). Pure: the engine and the simulator's lower bound both use it.
+    pub fn scopes_of(&self, job: &crate::job::Job) -> crate::scope::JobScopes {
+        crate::scope::scopes_of(self, job)
+    }
+
     /// A node's number and the index of the rule that set it: the smallest `max_running`
     /// among matching rules, else `[nodes].max_running` (rule `None`), else unlimited.
     pub fn node_number(&self, labels: &BTreeMap<String, String>) -> (Option<u32>, Option<usize>) {

@@ -2,14 +2,23 @@
 //!
 //! `global`, `global-prepare`, `limit:<name>` or `limit:<name>[k=v,k2=v2]`, `node:<name>`,
 //! `node-prepare:<name>`, `pool:<name>` or `pool:<name>@<node>`, `conflict:<k=v,..>`.
-//! Inside the engine a scope is interned to a dense [`ScopeId`] so counters and waiter sets
-//! are vector lookups, not string hashing, on the admission path.
+//! Inside the engine a scope is interned to a dense id so counters and waiter sets are
+//! vector lookups, not string hashing, on the admission path.
+//!
+//! Which scopes a job takes is decided here, once: [`Policy::scopes_of`] is a pure function
+//! of the policy and the job, used by the engine (which interns the keys) and by the
+//! simulator's lower bound (which reads their capacities with [`ScopeKey::limit_in`]).
+//! Node scopes (`node:`, `node-prepare:`, per-node pools) depend on where the job is placed
+//! and are added by the engine at admission.
 
+use crate::job::Job;
+use crate::policy::{PerKey, Policy};
+use crate::selector::Selector;
 use std::collections::HashMap;
 use std::fmt;
 
 /// Dense index of an interned scope.
-pub type ScopeId = u32;
+pub(crate) type ScopeId = u32;
 
 /// A counted thing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,9 +108,166 @@ impl fmt::Display for ScopeKey {
     }
 }
 
+/// How a job's use of a scope is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Check {
+    /// `used + take <= limit` (an unlimited scope always fits).
+    Fits,
+    /// `used == 0`: nobody else holds it (conflict keys).
+    Free,
+}
+
+/// One scope a job takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeUse {
+    /// The scope.
+    pub key: ScopeKey,
+    /// Units taken (0 for a scope that is only checked, such as the `*` holders of an
+    /// overlap conflict).
+    pub take: u64,
+    /// How it is checked.
+    pub check: Check,
+}
+
+/// Everything a job takes apart from its node's scopes ([`Policy::scopes_of`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobScopes {
+    /// Global count, limit partitions, global pools, conflict keys: taken at (prepare)
+    /// admission and held to the end. No key appears twice.
+    pub common: Vec<ScopeUse>,
+    /// `global-prepare`, for a two-stage job when `[global].prepare_queue` is set: taken at
+    /// prepare admission, given back when the job starts running.
+    pub prepare: Option<ScopeKey>,
+    /// Per-node pools and amounts: taken from the node the job runs on.
+    pub node_cost: Vec<(String, u64)>,
+}
+
+impl ScopeKey {
+    /// The limit the policy itself sets on a scope: `global`, `global-prepare`, a limit
+    /// partition, a global pool. `None` for an unlimited one and for scopes whose limit
+    /// depends on nodes (`node:`, `node-prepare:`, per-node pools) or that have none
+    /// (conflicts, placement).
+    pub fn limit_in(&self, policy: &Policy) -> Option<u64> {
+        match self {
+            ScopeKey::Global => policy.global.max_running.map(u64::from),
+            ScopeKey::GlobalPrepare => policy.global.prepare_queue.map(u64::from),
+            ScopeKey::Limit { name, parts } => {
+                let limit = policy.limits.iter().find(|l| &l.name == name)?;
+                let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
+                limit.limit_for(&values).map(u64::from)
+            }
+            ScopeKey::Pool(pool) => policy.resources.get(pool).copied(),
+            _ => None,
+        }
+    }
+}
+
+fn per_parts(job: &Job, per: &[PerKey]) -> Option<Vec<(String, String)>> {
+    per.iter()
+        .map(|k| {
+            job.key_value(k.name())
+                .map(|v| (k.name().to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+fn matches(job: &Job, sel: &Selector) -> bool {
+    sel.matches(|k| job.key_value(k))
+}
+
+/// See [`Policy::scopes_of`].
+pub(crate) fn scopes_of(policy: &Policy, job: &Job) -> JobScopes {
+    let coordinator = policy.is_coordinator(&job.kind);
+    let mut common: Vec<ScopeUse> = Vec::new();
+    let mut push = |key: ScopeKey, take: u64, check: Check| {
+        if !common.iter().any(|u| u.key == key) {
+            common.push(ScopeUse { key, take, check });
+        }
+    };
+    if !coordinator && policy.global.max_running.is_some() {
+        push(ScopeKey::Global, 1, Check::Fits);
+    }
+    for limit in &policy.limits {
+        let applies = match &limit.matcher {
+            Some(m) if coordinator => m.names_value("kind", &job.kind) && matches(job, m),
+            Some(m) => matches(job, m),
+            None => !coordinator,
+        };
+        if let Some(parts) = applies.then(|| per_parts(job, &limit.per)).flatten() {
+            let name = limit.name.clone();
+            push(ScopeKey::Limit { name, parts }, 1, Check::Fits);
+        }
+    }
+    let mut node_cost = Vec::new();
+    if !coordinator {
+        for (pool, &amount) in job.cost.iter().filter(|(_, &a)| a > 0) {
+            if policy.resources.contains_key(pool) {
+                push(ScopeKey::Pool(pool.clone()), amount, Check::Fits);
+            } else {
+                node_cost.push((pool.clone(), amount));
+            }
+        }
+    }
+    for (index, conflict) in policy.conflicts.iter().enumerate() {
+        if conflict.matcher.as_ref().is_some_and(|m| !matches(job, m)) {
+            continue;
+        }
+        let Some(parts) = per_parts(job, &conflict.keys) else {
+            continue;
+        };
+        let Some(attr) = &conflict.overlap else {
+            let overlap = None;
+            push(
+                ScopeKey::Conflict {
+                    index,
+                    parts,
+                    overlap,
+                },
+                1,
+                Check::Free,
+            );
+            continue;
+        };
+        let Some(list) = job.attrs.get(attr) else {
+            continue;
+        };
+        let scope = |v: &str| ScopeKey::Conflict {
+            index,
+            parts: parts.clone(),
+            overlap: Some((attr.clone(), v.to_string())),
+        };
+        // `<attr>=` (empty value) counts every holder, `<attr>=*` the star holders.
+        let values: Vec<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        if values.contains(&"*") {
+            push(scope(""), 1, Check::Free);
+            push(scope("*"), 1, Check::Fits);
+        } else {
+            push(scope(""), 1, Check::Fits);
+            push(scope("*"), 0, Check::Free);
+            for v in values {
+                push(scope(v), 1, Check::Free);
+            }
+        }
+    }
+    let prepare = (job.two_stage && !coordinator && policy.global.prepare_queue.is_some())
+        .then_some(ScopeKey::GlobalPrepare);
+    JobScopes {
+        common,
+        prepare,
+        node_cost,
+    }
+}
+
 /// Interning table: key <-> dense id.
 #[derive(Debug, Clone, Default)]
-pub struct Interner {
+pub(crate) struct Interner {
     ids: HashMap<ScopeKey, ScopeId>,
     keys: Vec<ScopeKey>,
 }
@@ -118,11 +284,6 @@ impl Interner {
         id
     }
 
-    /// The id of a key already interned.
-    pub fn get(&self, key: &ScopeKey) -> Option<ScopeId> {
-        self.ids.get(key).copied()
-    }
-
     /// The key of an id.
     pub fn key(&self, id: ScopeId) -> &ScopeKey {
         &self.keys[id as usize]
@@ -131,11 +292,6 @@ impl Interner {
     /// Number of interned scopes.
     pub fn len(&self) -> usize {
         self.keys.len()
-    }
-
-    /// Whether nothing is interned.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
     }
 }
 

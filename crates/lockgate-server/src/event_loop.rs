@@ -497,9 +497,9 @@ impl Loop {
                 .wait
                 .observe(at.since(job.queued_at) as f64 / 1000.0);
             if job.executor == lockgate_core::policy::Executor::Agent {
-                if let (Some(node), Some(l)) = (&job.node, job.lease) {
+                if let (Some(node), Some(l)) = (job.node(), job.lease) {
                     self.offered
-                        .entry(node.clone())
+                        .entry(node.to_string())
                         .or_default()
                         .insert(job.id, l.token);
                 }
@@ -509,9 +509,9 @@ impl Loop {
             && job.prepare_started_at.is_some()
             && job.executor == lockgate_core::policy::Executor::Agent
         {
-            if let (Some(node), Some(l)) = (&job.node, job.lease) {
+            if let (Some(node), Some(l)) = (job.node(), job.lease) {
                 self.offered
-                    .entry(node.clone())
+                    .entry(node.to_string())
                     .or_default()
                     .insert(job.id, l.token);
             }
@@ -525,7 +525,7 @@ impl Loop {
             if job.state == JobState::Lost {
                 self.metrics.lease_expiries += 1;
             }
-            if let Some(node) = &job.node {
+            if let Some(node) = job.node() {
                 if let Some(o) = self.offered.get_mut(node) {
                     o.remove(&job.id);
                 }

@@ -26,13 +26,17 @@
 //! | run slots of a node set `E` | sum of the numbers in `E` | jobs whose eligible nodes all lie in `E` | at + prepare | run | 1 |
 //! | prepare bound of `E` | sum of `number + prepare_queue` | two-stage jobs eligible only in `E` | at | prepare + run | 1 |
 //!
+//! Which scopes a job takes, and under which names, is the engine's own answer
+//! ([`Policy::scopes_of`] on the job as [`JobSpec::check`](lockgate_core::job::JobSpec::check)
+//! makes it); this module only turns those scopes into resources.
+//!
 //! The node sets `E` are the distinct eligible sets of the workload's jobs (a pinned job's
 //! is its node; a movable job's, the nodes its selector matches). Jobs that eligible only
 //! inside `E` must run inside `E`, whatever the placement. Unlimited resources give no
 //! bound. Per-node pools and reservations are left out (that only makes the bound lower,
 //! never wrong). Jobs that can never run (a `max = 0` scope, a pinned node that does not
-//! exist, a cost above a pool's capacity, no eligible node with a non-zero number) are left
-//! out of every term: the simulator reports them as unfinished.
+//! exist, a cost above a pool's capacity, no eligible node with a non-zero number, a job
+//! the engine would refuse) are left out of every term: the simulator reports them as unfinished.
 //!
 //! What the bound does not see: the interplay of constraints (a job needing a free slot in
 //! two saturated scopes at once), integrality at the end of a run (the last jobs cannot be
@@ -40,9 +44,10 @@
 //! what separates a good schedule from the bound.
 
 use crate::input::{NodeSpec, WorkloadJob};
-use lockgate_core::policy::{PerKey, Policy};
-use lockgate_core::scope::ScopeKey;
-use lockgate_core::selector::Selector;
+use lockgate_core::job::{Job, Placement};
+use lockgate_core::policy::Policy;
+use lockgate_core::scope::{JobScopes, ScopeKey};
+use lockgate_core::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The bound and what sets it.
@@ -82,29 +87,48 @@ struct Shape<'a> {
     run: u64,
     /// Eligible nodes (indices), `None` for a job that runs on no node.
     eligible: Option<BTreeSet<usize>>,
+    /// The scopes the engine would have it take; `None` when the engine would refuse it.
+    scopes: Option<JobScopes>,
 }
 
-impl Shape<'_> {
-    fn key_value(&self, key: &str) -> Option<&str> {
-        match key {
-            "kind" => Some(&self.job.kind),
-            "owner" => Some(self.job.owner()),
-            "node" => self.job.node.as_deref(),
-            attr => self.job.attrs.get(attr).map(String::as_str),
+impl<'a> Shape<'a> {
+    fn of(
+        policy: &Policy,
+        nodes: &[NodeSpec],
+        numbers: &[Option<u64>],
+        j: &'a WorkloadJob,
+    ) -> Self {
+        let checked: Option<Job> = j
+            .spec()
+            .check(policy)
+            .ok()
+            .map(|c| c.into_job(0, Timestamp(j.at_ms())));
+        let two_stage = checked.as_ref().is_some_and(|c| c.two_stage);
+        let eligible = checked.as_ref().and_then(|c| match &c.placement {
+            Placement::Anywhere => None,
+            Placement::Pinned(n) => Some(
+                nodes
+                    .iter()
+                    .position(|x| &x.name == n)
+                    .into_iter()
+                    .collect(),
+            ),
+            Placement::Movable { selector, .. } => Some(
+                (0..nodes.len())
+                    .filter(|&i| selector.matches_map(&nodes[i].labels))
+                    .collect(),
+            ),
+        });
+        let eligible = eligible
+            .map(|e: BTreeSet<usize>| e.into_iter().filter(|&i| numbers[i] != Some(0)).collect());
+        Shape {
+            job: j,
+            two_stage,
+            prep: if two_stage { j.prepare_ms() } else { 0 },
+            run: j.run_ms(),
+            eligible,
+            scopes: checked.map(|c| policy.scopes_of(&c)),
         }
-    }
-
-    fn matches(&self, sel: &Selector) -> bool {
-        sel.matches(|k| self.key_value(k))
-    }
-
-    fn parts(&self, per: &[PerKey]) -> Option<Vec<(String, String)>> {
-        per.iter()
-            .map(|k| {
-                self.key_value(k.name())
-                    .map(|v| (k.name().to_string(), v.to_string()))
-            })
-            .collect()
     }
 }
 
@@ -116,37 +140,7 @@ pub fn lower_bound(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) ->
         .collect();
     let shapes: Vec<Shape> = jobs
         .iter()
-        .map(|j| {
-            let two_stage = j
-                .two_stage
-                .unwrap_or_else(|| policy.kind_two_stage(&j.kind));
-            let eligible = match (&j.node, &j.node_selector) {
-                (Some(n), _) => Some(
-                    nodes
-                        .iter()
-                        .position(|x| &x.name == n)
-                        .into_iter()
-                        .collect(),
-                ),
-                (None, Some(sel)) => Some(match Selector::parse_labels(sel) {
-                    Ok(s) => (0..nodes.len())
-                        .filter(|&i| s.matches_map(&nodes[i].labels))
-                        .collect(),
-                    Err(_) => BTreeSet::new(),
-                }),
-                (None, None) => None,
-            };
-            let eligible = eligible.map(|e: BTreeSet<usize>| {
-                e.into_iter().filter(|&i| numbers[i] != Some(0)).collect()
-            });
-            Shape {
-                job: j,
-                two_stage,
-                prep: if two_stage { j.prepare_ms() } else { 0 },
-                run: j.run_ms(),
-                eligible,
-            }
-        })
+        .map(|j| Shape::of(policy, nodes, &numbers, j))
         .collect();
 
     let mut resources: BTreeMap<String, Resource> = BTreeMap::new();
@@ -155,7 +149,8 @@ pub fn lower_bound(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) ->
     for (i, s) in shapes.iter().enumerate() {
         let mut uses = Vec::new();
         capacity_uses(policy, s, &mut uses);
-        if s.eligible.as_ref().is_some_and(BTreeSet::is_empty)
+        if s.scopes.is_none()
+            || s.eligible.as_ref().is_some_and(BTreeSet::is_empty)
             || uses.iter().any(|u| u.capacity < u.uses.2)
         {
             impossible[i] = true;
@@ -284,110 +279,43 @@ fn resource_bound(mut res: Resource) -> u64 {
     best
 }
 
-/// The capacity scopes a job uses: (name, release, hold, take, capacity). Mirrors the
-/// engine's needs (global, limits, pools, conflicts), scope names included.
+/// The capacity scopes a job uses: (name, release, hold, take, capacity), from the scopes
+/// the engine has it take (global, limits, pools, conflicts), scope names included.
 fn capacity_uses(policy: &Policy, s: &Shape, out: &mut Vec<ScopeUse>) {
+    let Some(scopes) = &s.scopes else { return };
     let at = s.job.at_ms();
     let hold = s.prep + s.run;
-    let mut push = |name: String, release: u64, hold: u64, take: u64, capacity: u64| {
+    let mut push = |name: String, hold: u64, take: u64, capacity: u64| {
         out.push(ScopeUse {
             name,
             capacity,
-            uses: (release, hold, take),
+            uses: (at, hold, take),
         });
     };
-    let coordinator = policy.is_coordinator(&s.job.kind);
-    if let (false, Some(cap)) = (coordinator, policy.global.max_running) {
-        push(ScopeKey::Global.to_string(), at, hold, 1, u64::from(cap));
-    }
-    if let (true, false, Some(cap)) = (s.two_stage, coordinator, policy.global.prepare_queue) {
-        push(
-            ScopeKey::GlobalPrepare.to_string(),
-            at,
-            s.prep,
-            1,
-            u64::from(cap),
-        );
-    }
-    for limit in &policy.limits {
-        let applies = match &limit.matcher {
-            Some(m) if coordinator => m.names_value("kind", &s.job.kind) && s.matches(m),
-            Some(m) => s.matches(m),
-            None => !coordinator,
-        };
-        let Some(parts) = applies.then(|| s.parts(&limit.per)).flatten() else {
-            continue;
-        };
-        let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
-        if let Some(cap) = limit.limit_for(&values) {
-            let name = ScopeKey::Limit {
-                name: limit.name.clone(),
-                parts,
-            }
-            .to_string();
-            push(name, at, hold, 1, u64::from(cap));
-        }
-    }
-    if !coordinator {
-        let cost = s
-            .job
-            .cost
-            .clone()
-            .unwrap_or_else(|| policy.kind_cost(&s.job.kind));
-        for (pool, amount) in cost {
-            if let (true, Some(&cap)) = (amount > 0, policy.resources.get(&pool)) {
-                push(ScopeKey::Pool(pool).to_string(), at, hold, amount, cap);
-            }
-        }
-    }
-    for (index, conflict) in policy.conflicts.iter().enumerate() {
-        if conflict.matcher.as_ref().is_some_and(|m| !s.matches(m)) {
-            continue;
-        }
-        let Some(parts) = s.parts(&conflict.keys) else {
-            continue;
-        };
-        let Some(attr) = &conflict.overlap else {
-            push(
-                ScopeKey::Conflict {
-                    index,
-                    parts,
-                    overlap: None,
+    for u in &scopes.common {
+        match &u.key {
+            ScopeKey::Conflict { overlap: None, .. } => push(u.key.to_string(), hold, 1, 1),
+            // Jobs sharing a value conflict pairwise, and a `*` holder conflicts with all
+            // of them: one clique per value, the `*` holders in every clique (and their
+            // own; `add_star_holders`). The empty value (every holder) and the `*` check
+            // of a job without a star (it takes 0) are not cliques.
+            ScopeKey::Conflict {
+                overlap: Some((_, v)),
+                ..
+            } => {
+                if !v.is_empty() && u.take > 0 {
+                    push(format!("{}{CLIQUE}", u.key), hold, 1, 1);
                 }
-                .to_string(),
-                at,
-                hold,
-                1,
-                1,
-            );
-            continue;
-        };
-        let Some(list) = s.job.attrs.get(attr) else {
-            continue;
-        };
-        let values: BTreeSet<&str> = list
-            .split(',')
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .collect();
-        // Jobs sharing a value conflict pairwise, and a `*` holder conflicts with all of
-        // them: one clique per value, the `*` holders in every clique (and their own).
-        let clique = |v: &str| {
-            let key = ScopeKey::Conflict {
-                index,
-                parts: parts.clone(),
-                overlap: Some((attr.clone(), v.to_string())),
-            };
-            format!("{key}{CLIQUE}")
-        };
-        if values.contains("*") {
-            // Added to every value's clique by `add_star_holders`.
-            push(clique("*"), at, hold, 1, 1);
-        } else {
-            for v in values {
-                push(clique(v), at, hold, 1, 1);
+            }
+            key => {
+                if let Some(cap) = key.limit_in(policy) {
+                    push(key.to_string(), hold, u.take, cap);
+                }
             }
         }
+    }
+    if let Some(cap) = scopes.prepare.as_ref().and_then(|k| k.limit_in(policy)) {
+        push(ScopeKey::GlobalPrepare.to_string(), s.prep, 1, cap);
     }
 }
 

@@ -8,8 +8,12 @@
 //!   skipped.
 //!
 //! Unknown keys are errors (a misspelt `run_s` would otherwise silently become a job that
-//! takes no time). Every error names the file, the line and the field.
+//! takes no time). Every error names the file, the line and the field. What makes a job
+//! valid is not checked here but by [`JobSpec::check`], through the engine's submit (the
+//! error then names the job's position in the workload): [`WorkloadJob::spec`] is the one
+//! translation to a [`JobSpec`].
 
+use lockgate_core::job::JobSpec;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -84,6 +88,21 @@ impl WorkloadJob {
         self.owner.as_deref().unwrap_or(DEFAULT_OWNER)
     }
 
+    /// The spec the simulator submits (and the lower bound checks) for this job.
+    pub fn spec(&self) -> JobSpec {
+        JobSpec {
+            kind: self.kind.clone(),
+            attrs: self.attrs.clone(),
+            owner: self.owner().to_string(),
+            priority: self.priority,
+            node: self.node.clone(),
+            node_selector: self.node_selector.clone(),
+            cost: self.cost.clone(),
+            two_stage: self.two_stage,
+            ..JobSpec::default()
+        }
+    }
+
     /// Whether the job runs on a node (pinned or movable).
     pub fn on_node(&self) -> bool {
         self.node.is_some() || self.node_selector.is_some()
@@ -155,7 +174,7 @@ fn without_position(e: &serde_json::Error) -> String {
 ///
 /// # Errors
 /// [`InputError`] naming the line: invalid JSON, an unknown key, a missing `at`, `kind` or
-/// `run_s`, a negative or non-finite time, both `node` and `node_selector`.
+/// `run_s`, a negative or non-finite time.
 pub fn parse_workload(text: &str, file: &str) -> Result<Vec<WorkloadJob>, InputError> {
     let mut jobs = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -181,11 +200,6 @@ pub fn parse_workload(text: &str, file: &str) -> Result<Vec<WorkloadJob>, InputE
                     )));
                 }
             }
-        }
-        if job.node.is_some() && job.node_selector.is_some() {
-            return Err(err(
-                "give either \"node\" (pinned) or \"node_selector\" (movable), not both".into(),
-            ));
         }
         jobs.push(job);
     }

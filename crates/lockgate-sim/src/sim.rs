@@ -19,7 +19,7 @@ use crate::input::{NodeSpec, WorkloadJob};
 use crate::report::ScopePeak;
 use lockgate_core::engine::NodeRegistration;
 use lockgate_core::event::{Event, JobChange};
-use lockgate_core::job::{JobId, JobSpec, JobState, Outcome};
+use lockgate_core::job::{JobId, JobState, Outcome};
 use lockgate_core::{Engine, Mode, Policy, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -214,18 +214,7 @@ impl Driver<'_> {
         match action {
             Action::Submit(i) => {
                 self.to_submit -= 1;
-                let j = &self.jobs[i];
-                let spec = JobSpec {
-                    kind: j.kind.clone(),
-                    attrs: j.attrs.clone(),
-                    owner: j.owner().to_string(),
-                    priority: j.priority,
-                    node: j.node.clone(),
-                    node_selector: j.node_selector.clone(),
-                    cost: j.cost.clone(),
-                    two_stage: j.two_stage,
-                    ..JobSpec::default()
-                };
+                let spec = self.jobs[i].spec();
                 // The id is known before the events are drained: ids grow by one per submit.
                 let submitted = self
                     .engine
@@ -281,7 +270,7 @@ impl Driver<'_> {
             match change {
                 JobChange::AdmittedPrepare => {
                     rec.admitted_ms = Some(job.prepare_started_at.map_or(now, |t| t.0));
-                    rec.node.clone_from(&job.node);
+                    rec.node = job.node().map(str::to_string);
                     self.in_flight
                         .insert(job.id, token.expect("admitted jobs hold a lease"));
                     let at = now + j.prepare_ms();
@@ -291,7 +280,7 @@ impl Driver<'_> {
                     let started = job.started_at.map_or(now, |t| t.0);
                     rec.admitted_ms.get_or_insert(started);
                     rec.started_ms = Some(started);
-                    rec.node.clone_from(&job.node);
+                    rec.node = job.node().map(str::to_string);
                     self.in_flight
                         .insert(job.id, token.expect("admitted jobs hold a lease"));
                     let at = now + j.run_ms();

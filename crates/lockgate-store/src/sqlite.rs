@@ -242,7 +242,7 @@ impl Store for SqliteStore {
                     job.owner,
                     job.kind,
                     job.state.as_str(),
-                    job.node,
+                    job.node(),
                     job.idempotency_key,
                     *live as i64,
                     job.finished_at.map(|t| t.0 as i64),

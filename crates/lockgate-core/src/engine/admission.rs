@@ -109,13 +109,13 @@ impl Engine {
 
     /// Effective rank of a live job.
     pub(crate) fn eff_rank(&self, id: JobId) -> Rank {
-        let e = &self.entries[&id];
+        let e = &self.entries.get(id);
         self.base_rank(&e.job).shifted(self.fair_term(&e.job.owner))
     }
 
     /// Effective priority at `now` (policy.md, Queue).
     pub(crate) fn effective_priority(&self, id: JobId, now: Timestamp) -> f64 {
-        let e = &self.entries[&id];
+        let e = &self.entries.get(id);
         let mut p = e.job.priority as f64;
         if let Some(a) = self.policy.queue.aging {
             p += now.since(e.job.queued_at) as f64 / a.as_millis() as f64;
@@ -137,7 +137,7 @@ impl Engine {
         check: Check,
         out: &mut Vec<Block>,
     ) {
-        let s = &self.scopes[scope as usize];
+        let s = &self.scopes.states[scope as usize];
         let kind = match check {
             Check::Free if s.used > 0 => Some(BlockKind::Conflict),
             Check::Free => None,
@@ -151,7 +151,7 @@ impl Engine {
         let kind = kind.or_else(|| {
             let r = s
                 .reserved_by
-                .filter(|&r| r != id && self.entries.contains_key(&r))?;
+                .filter(|&r| r != id && self.entries.contains(r))?;
             (self.eff_rank(r) < self.eff_rank(id)).then_some(BlockKind::Reserved(r))
         });
         if let Some(kind) = kind {
@@ -166,7 +166,7 @@ impl Engine {
     /// Whether a job fits on a node; pushes what holds it there.
     fn check_node(&mut self, id: JobId, node: &str, out: &mut Vec<Block>) {
         let (run_scope, prep_scope) = self.node_scopes(node);
-        let e = &self.entries[&id];
+        let e = &self.entries.get(id);
         let (two_stage, agent) = (e.job.two_stage, e.job.executor == Executor::Agent);
         // Node-wide conditions park a job on the scope whose room it needs first: the
         // prepare bound for a two-stage job, the run slots otherwise.
@@ -199,10 +199,10 @@ impl Engine {
                 (k, _) => k.clone(),
             };
         }
-        if self.entries[&id].needs.node_cost.is_empty() {
+        if self.entries.get(id).needs.node_cost.is_empty() {
             return;
         }
-        for (pool, amount) in self.entries[&id].needs.node_cost.clone() {
+        for (pool, amount) in self.entries.get(id).needs.node_cost.clone() {
             let scope = self.intern(ScopeKey::NodePool {
                 pool,
                 node: node.to_string(),
@@ -220,7 +220,7 @@ impl Engine {
         all: bool,
     ) -> Result<Placement, Vec<Block>> {
         let mut out = Vec::new();
-        let e = &self.entries[&id];
+        let e = &self.entries.get(id);
         if let Some(t) = e.job.not_before.filter(|&t| t > now) {
             out.push(Block {
                 scope: None,
@@ -238,16 +238,15 @@ impl Engine {
             }
         }
         let prepare = e.needs.prepare;
-        let (pinned, placement) = (e.job.pinned, e.placement);
-        let node = if pinned { e.job.node.clone() } else { None };
+        let pinned = e.job.placement.pinned().map(str::to_string);
+        let placement = e.placement;
         if let Some(p) = prepare {
             self.check_scope(id, p, 1, Check::Fits, &mut out);
         }
         if !all && !out.is_empty() {
             return Err(out);
         }
-        let placed = if pinned {
-            let node = node.unwrap_or_default();
+        let placed = if let Some(node) = pinned {
             self.check_node(id, &node, &mut out);
             Some(node)
         } else if let Some(scope) = placement {
@@ -270,7 +269,8 @@ impl Engine {
             need: 1,
         };
         if self
-            .placement_nodes
+            .placement
+            .nodes
             .get(&scope)
             .is_none_or(|set| set.is_empty())
         {
@@ -281,7 +281,7 @@ impl Engine {
         // O(log N). Nodes without room end the walk: every node after them has none either.
         let mut cursor: Option<super::nodes::RoomKey> = None;
         loop {
-            let set = &self.placement_nodes[&scope];
+            let set = &self.placement.nodes[&scope];
             let next = match &cursor {
                 None => set.first(),
                 Some(c) => set.range((Bound::Excluded(c), Bound::Unbounded)).next(),
@@ -309,19 +309,15 @@ impl Engine {
     // ----- taking and giving back -----
 
     pub(crate) fn take(&mut self, id: JobId, scope: ScopeId, amount: u64) {
-        let s = &mut self.scopes[scope as usize];
+        let s = &mut self.scopes.states[scope as usize];
         s.used += amount;
         s.peak = s.peak.max(s.used);
         s.holders.insert(id);
-        self.entries
-            .get_mut(&id)
-            .expect("live")
-            .held
-            .push((scope, amount));
+        self.entries.get_mut(id).held.push((scope, amount));
     }
 
     fn give_back(&mut self, id: JobId, scope: ScopeId, amount: u64) {
-        let s = &mut self.scopes[scope as usize];
+        let s = &mut self.scopes.states[scope as usize];
         s.used -= amount;
         s.holders.remove(&id);
         self.wake(scope, None);
@@ -377,14 +373,14 @@ impl Engine {
         };
         self.next_token += 1;
         self.timers
-            .insert((lease.expires_at, Timer::Lease(id, lease.token)));
+            .arm(lease.expires_at, Timer::Lease(id, lease.token));
         lease
     }
 
     /// Admits a queued job: to prepare (two-stage) or to run.
     pub(crate) fn admit(&mut self, id: JobId, node: Placement, now: Timestamp) {
         self.dequeue(id);
-        let e = self.entries.get_mut(&id).expect("live");
+        let e = self.entries.get_mut(id);
         let needs = e.needs.clone();
         let (two_stage, owner) = (e.job.two_stage, e.job.owner.clone());
         let state = if two_stage {
@@ -394,15 +390,17 @@ impl Engine {
         };
         self.take_share(id, &needs, node.as_deref(), state, None);
         let lease = self.grant_lease(id, now);
-        let timeout = self.policy.prepare_timeout(&self.entries[&id].job.kind);
-        let e = self.entries.get_mut(&id).expect("live");
-        e.job.node = node.clone();
+        let timeout = self.policy.prepare_timeout(&self.entries.get(id).job.kind);
+        let e = self.entries.get_mut(id);
+        if let crate::job::Placement::Movable { placed_on, .. } = &mut e.job.placement {
+            placed_on.clone_from(&node);
+        }
         e.job.lease = Some(lease);
         let change = if two_stage {
             e.job.state = JobState::Preparing;
             e.job.prepare_started_at = Some(now);
             self.timers
-                .insert((now.plus(timeout), Timer::PrepareTimeout(id, lease.token)));
+                .arm(now.plus(timeout), Timer::PrepareTimeout(id, lease.token));
             JobChange::AdmittedPrepare
         } else {
             e.job.state = JobState::Running;
@@ -414,17 +412,16 @@ impl Engine {
             self.node_counts_changed(node);
         }
         self.owner_count_changed(&owner, 1);
-        let job = self.entries[&id].job.clone();
-        self.emit(change, &job);
+        self.emit(change, id);
     }
 
     fn arm_max_run(&mut self, id: JobId, now: Timestamp) {
-        let e = &self.entries[&id];
+        let e = &self.entries.get(id);
         if let (Some(ms), Some(lease)) = (e.job.max_run_ms, e.job.lease) {
-            self.timers.insert((
+            self.timers.arm(
                 now.plus(std::time::Duration::from_millis(ms)),
                 Timer::MaxRun(id, lease.token),
-            ));
+            );
         }
     }
 
@@ -438,23 +435,22 @@ impl Engine {
                 n.running += 1;
             }
         }
-        let prepare = self.entries[&id].needs.prepare;
+        let prepare = self.entries.get(id).needs.prepare;
         if let Some(p) = prepare {
-            let e = self.entries.get_mut(&id).expect("live");
+            let e = self.entries.get_mut(id);
             if let Some(pos) = e.held.iter().position(|&(s, _)| s == p) {
                 e.held.remove(pos);
                 self.give_back(id, p, 1);
             }
         }
-        let e = self.entries.get_mut(&id).expect("live");
+        let e = self.entries.get_mut(id);
         e.job.state = JobState::Running;
         e.job.started_at = Some(now);
         self.arm_max_run(id, now);
         if let Some(node) = node {
             self.node_counts_changed(node);
         }
-        let job = self.entries[&id].job.clone();
-        self.emit(JobChange::Started, &job);
+        self.emit(JobChange::Started, id);
     }
 
     /// Starts prepared jobs (oldest first) on nodes whose run slots have room, and prepared
@@ -476,7 +472,7 @@ impl Engine {
                     .remove(&(t, id));
                 if self
                     .entries
-                    .get(&id)
+                    .find(id)
                     .is_some_and(|e| e.job.state == JobState::Prepared)
                 {
                     self.promote(id, Some(&name), now);
@@ -494,7 +490,7 @@ impl Engine {
         message: Option<String>,
         now: Timestamp,
     ) -> Job {
-        let Some(e) = self.entries.get(&id) else {
+        let Some(e) = self.entries.find(id) else {
             unreachable!("end_job on a live job")
         };
         let prev = e.job.state;
@@ -502,13 +498,13 @@ impl Engine {
             self.dequeue(id);
         }
         if prev.is_admitted() {
-            let held = std::mem::take(&mut self.entries.get_mut(&id).expect("live").held);
+            let held = std::mem::take(&mut self.entries.get_mut(id).held);
             for (scope, amount) in held {
                 self.give_back(id, scope, amount);
             }
-            let e = &self.entries[&id];
+            let e = &self.entries.get(id);
             let owner = e.job.owner.clone();
-            if let Some(node) = e.job.node.clone() {
+            if let Some(node) = e.job.node().map(str::to_string) {
                 if let Some(n) = self.nodes.get_mut(&node) {
                     match prev {
                         JobState::Preparing => n.preparing = n.preparing.saturating_sub(1),
@@ -524,7 +520,7 @@ impl Engine {
             }
             self.owner_count_changed(&owner, -1);
         }
-        let job = &self.entries[&id].job;
+        let job = &self.entries.get(id).job;
         let retry = match job.retry.as_deref() {
             Some(r) => crate::policy::Retry {
                 times: r.times,
@@ -532,7 +528,7 @@ impl Engine {
             },
             None => self.policy.retry(&job.kind),
         };
-        let e = self.entries.get_mut(&id).expect("live");
+        let e = self.entries.get_mut(id);
         e.job.state = state;
         e.job.finished_at = Some(now);
         e.job.outcome = Some(state);
@@ -546,24 +542,25 @@ impl Engine {
         if retries {
             let at = now.plus(retry.interval);
             e.job.retry_at = Some(at);
-            self.timers.insert((at, Timer::Retry(id, e.job.attempt)));
+            self.timers.arm(at, Timer::Retry(id, e.job.attempt));
         }
         if retries {
-            let job = e.job.clone();
-            self.emit(JobChange::Finished, &job);
-            return job;
+            self.emit(JobChange::Finished, id);
+            return self.entries.get(id).job.clone();
         }
-        let job = self.entries.remove(&id).expect("live").job;
-        if let Some(key) = &job.idempotency_key {
-            self.idempotency.remove(&(job.owner.clone(), key.clone()));
-        }
-        self.emit(JobChange::Finished, &job);
+        let Some(super::Entry { job, .. }) = self.entries.remove(id) else {
+            unreachable!("end_job on a live job")
+        };
+        self.events.push_back(crate::event::Event::Job {
+            change: JobChange::Finished,
+            job: Box::new(job.clone()),
+        });
         job
     }
 
     /// Queues a failed or lost job again (a retry): same id, `attempt + 1`.
     pub(crate) fn requeue(&mut self, id: JobId, now: Timestamp) {
-        let Some(e) = self.entries.remove(&id) else {
+        let Some(e) = self.entries.remove(id) else {
             return;
         };
         let mut job = e.job;
@@ -577,29 +574,30 @@ impl Engine {
         job.prepare_started_at = None;
         job.prepared_at = None;
         job.started_at = None;
-        if !job.pinned {
-            job.node = None;
+        if let crate::job::Placement::Movable { placed_on, .. } = &mut job.placement {
+            *placed_on = None;
         }
-        self.emit(JobChange::Requeued, &job);
         self.insert_entry(job, now);
+        self.emit(JobChange::Requeued, id);
     }
 
     // ----- reservations -----
 
     pub(crate) fn clear_reservations(&mut self, id: JobId) {
-        if self.reserved.is_empty() {
+        if self.scopes.reserved.is_empty() {
             return;
         }
         let scopes: Vec<ScopeId> = self
+            .scopes
             .reserved
             .iter()
             .copied()
-            .filter(|&s| self.scopes[s as usize].reserved_by == Some(id))
+            .filter(|&s| self.scopes.states[s as usize].reserved_by == Some(id))
             .collect();
         for s in scopes {
-            if self.scopes[s as usize].reserved_by == Some(id) {
-                self.scopes[s as usize].reserved_by = None;
-                self.reserved.remove(&s);
+            if self.scopes.states[s as usize].reserved_by == Some(id) {
+                self.scopes.states[s as usize].reserved_by = None;
+                self.scopes.reserved.remove(&s);
                 self.wake(s, None);
             }
         }
@@ -608,13 +606,13 @@ impl Engine {
     /// A blocked job that has waited `reserve_after` and is held only by full scopes
     /// reserves them (or takes a reservation over from a worse-ranked job).
     fn maybe_reserve(&mut self, id: JobId, now: Timestamp) {
-        let e = &self.entries[&id];
+        let e = &self.entries.get(id);
         let due = e.job.queued_at.plus(self.policy.queue.reserve_after);
         if now < due {
             if !e.reserve_armed {
                 let attempt = e.job.attempt;
-                self.entries.get_mut(&id).expect("live").reserve_armed = true;
-                self.timers.insert((due, Timer::Reserve(id, attempt)));
+                self.entries.get_mut(id).reserve_armed = true;
+                self.timers.arm(due, Timer::Reserve(id, attempt));
             }
             return;
         }
@@ -627,15 +625,15 @@ impl Engine {
         let rank = self.eff_rank(id);
         for b in blocks {
             let Some(s) = b.scope else { continue };
-            let current = self.scopes[s as usize].reserved_by;
+            let current = self.scopes.states[s as usize].reserved_by;
             let take = match current {
                 None => true,
                 Some(r) if r == id => false,
-                Some(r) => !self.entries.contains_key(&r) || rank < self.eff_rank(r),
+                Some(r) => !self.entries.contains(r) || rank < self.eff_rank(r),
             };
             if take {
-                self.scopes[s as usize].reserved_by = Some(id);
-                self.reserved.insert(s);
+                self.scopes.states[s as usize].reserved_by = Some(id);
+                self.scopes.reserved.insert(s);
             }
         }
     }
@@ -653,15 +651,16 @@ impl Engine {
     }
 
     fn indexed_pass(&mut self, now: Timestamp) {
-        while let Some((key, cid)) = self.ready.pop_first() {
-            let class = &mut self.classes[cid as usize];
+        while let Some((key, cid)) = self.queue.ready.pop_first() {
+            let class = &mut self.queue.classes[cid as usize];
             class.ready = false;
             let from = class.woken_from.take();
             let Some(head) = class.head() else { continue };
             match self.evaluate(head, now, false) {
                 Ok(node) => {
                     self.admit(head, node, now);
-                    if self.classes[cid as usize].key.is_some() && !self.classes[cid as usize].ready
+                    if self.queue.classes[cid as usize].key.is_some()
+                        && !self.queue.classes[cid as usize].ready
                     {
                         self.detach(cid);
                         self.file(cid, true);
@@ -677,15 +676,15 @@ impl Engine {
                 }
             }
             if let Some(s) = from {
-                let parked_here = self.classes[cid as usize].parked == Some(s);
+                let parked_here = self.queue.classes[cid as usize].parked == Some(s);
                 self.wake(s, parked_here.then_some((key, cid)));
             }
         }
     }
 
     fn strict_pass(&mut self, now: Timestamp) {
-        while let Some(&(_, cid)) = self.heads.first() {
-            let head = self.classes[cid as usize].head().expect("non-empty");
+        while let Some(&(_, cid)) = self.queue.heads.first() {
+            let head = self.queue.classes[cid as usize].head().expect("non-empty");
             match self.evaluate(head, now, false) {
                 Ok(node) => self.admit(head, node, now),
                 Err(blocks) => {

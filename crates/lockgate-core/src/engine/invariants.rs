@@ -52,7 +52,7 @@ impl Engine {
                 ));
             }
             if let Some(cid) = e.class {
-                if !self.classes[cid as usize]
+                if !self.queue.classes[cid as usize]
                     .jobs
                     .contains(&self.base_rank(&e.job))
                 {
@@ -60,31 +60,31 @@ impl Engine {
                 }
             }
         }
-        for (i, s) in self.scopes.iter().enumerate() {
+        for (i, s) in self.scopes.states.iter().enumerate() {
             let c = counted.get(&(i as u32)).copied().unwrap_or(0);
             if c != s.used {
                 return Err(format!(
                     "scope {} counts {} but its holders took {c}",
-                    self.interner.key(i as u32),
+                    self.scopes.interner.key(i as u32),
                     s.used
                 ));
             }
         }
-        for (cid, class) in self.classes.iter().enumerate() {
-            if class.jobs.is_empty() || self.free_classes.contains(&(cid as u32)) {
+        for (cid, class) in self.queue.classes.iter().enumerate() {
+            if class.jobs.is_empty() || self.queue.free.contains(&(cid as u32)) {
                 continue;
             }
             let Some(key) = class.key else {
                 return Err(format!("class {cid} is not filed"));
             };
             let cid = cid as u32;
-            if !self.heads.contains(&(key, cid)) {
+            if !self.queue.heads.contains(&(key, cid)) {
                 return Err(format!("class {cid} is missing from heads"));
             }
             let in_waiters = class
                 .parked
-                .is_some_and(|s| self.scopes[s as usize].waiters.contains(&(key, cid)));
-            let in_ready = class.ready && self.ready.contains(&(key, cid));
+                .is_some_and(|s| self.scopes.states[s as usize].waiters.contains(&(key, cid)));
+            let in_ready = class.ready && self.queue.ready.contains(&(key, cid));
             if self.mode == Mode::Indexed && !self.policy.queue.strict && !(in_waiters ^ in_ready) {
                 return Err(format!(
                     "class {cid} is filed {in_ready} ready / {in_waiters} parked"
@@ -99,22 +99,22 @@ impl Engine {
     /// Where a queued job's class is filed (debugging aid).
     #[doc(hidden)]
     pub fn debug_job(&self, id: JobId) -> String {
-        let Some(e) = self.entries.get(&id) else {
+        let Some(e) = self.entries.find(id) else {
             return "gone".into();
         };
         let Some(cid) = e.class else {
             return format!("{} not in a class", e.job.state);
         };
-        let c = &self.classes[cid as usize];
+        let c = &self.queue.classes[cid as usize];
         format!(
             "class {cid} head {:?} ready {} parked {:?} needs {:?}",
             c.head(),
             c.ready,
-            c.parked.map(|s| self.interner.key(s).to_string()),
+            c.parked.map(|s| self.scopes.interner.key(s).to_string()),
             e.needs
                 .common
                 .iter()
-                .map(|n| self.interner.key(n.scope).to_string())
+                .map(|n| self.scopes.interner.key(n.scope).to_string())
                 .collect::<Vec<_>>()
         )
     }

@@ -1,26 +1,20 @@
-//! What a job takes from which scope, derived from the policy once per job (and again on
-//! every policy change).
+//! What a job takes from which scope, as interned ids: [`Policy::scopes_of`] (which scopes,
+//! decided once for the engine and the simulator) interned under the current policy, once
+//! per job shape (and again on every policy change).
 //!
-//! A job's placement-independent needs are a sorted list of [`Need`]s: the global count,
-//! every limit partition it falls into, every global pool it costs and every conflict key
-//! it holds. Node scopes depend on placement and are added at admission.
+//! A job's placement-independent needs are a list of [`Need`]s sorted by scope id, no id
+//! twice. Node scopes depend on placement and are added at admission.
 
 use super::Engine;
 use crate::job::{Attrs, Job};
-use crate::policy::{PerKey, Policy};
-use crate::scope::{ScopeId, ScopeKey};
+#[cfg(doc)]
+use crate::policy::Policy;
+use crate::scope::ScopeId;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// How a need is checked against its scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Check {
-    /// `used + take <= limit` (an unlimited scope always fits).
-    Fits,
-    /// `used == 0` (conflict keys).
-    Free,
-}
+pub(crate) use crate::scope::Check;
 
 /// One scope a job needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,19 +34,6 @@ pub(crate) struct Needs {
     pub prepare: Option<ScopeId>,
     /// Per-node pools: taken from the node the job runs on.
     pub node_cost: Vec<(String, u64)>,
-}
-
-fn per_parts(job: &Job, per: &[PerKey]) -> Option<Vec<(String, String)>> {
-    per.iter()
-        .map(|k| {
-            job.key_value(k.name())
-                .map(|v| (k.name().to_string(), v.to_string()))
-        })
-        .collect()
-}
-
-fn matches(job: &Job, sel: &crate::selector::Selector) -> bool {
-    sel.matches(|k| job.key_value(k))
 }
 
 /// Needs already computed under the current policy, by job shape: jobs with the same kind,
@@ -149,109 +130,22 @@ impl Engine {
 
     /// Computes a job's needs under the current policy, interning the scopes it touches.
     pub(crate) fn compute_needs(&mut self, job: &Job) -> Needs {
-        let policy: &Policy = &self.policy;
-        let coordinator = policy.is_coordinator(&job.kind);
-        let mut keys: Vec<(ScopeKey, u64, Check)> = Vec::new();
-        if !coordinator && policy.global.max_running.is_some() {
-            keys.push((ScopeKey::Global, 1, Check::Fits));
-        }
-        for limit in &policy.limits {
-            let applies = match &limit.matcher {
-                Some(m) if coordinator => m.names_value("kind", &job.kind) && matches(job, m),
-                Some(m) => matches(job, m),
-                None => !coordinator,
-            };
-            if !applies {
-                continue;
-            }
-            let Some(parts) = per_parts(job, &limit.per) else {
-                continue;
-            };
-            keys.push((
-                ScopeKey::Limit {
-                    name: limit.name.clone(),
-                    parts,
-                },
-                1,
-                Check::Fits,
-            ));
-        }
-        let mut node_cost = Vec::new();
-        if !coordinator {
-            for (pool, &amount) in &job.cost {
-                if amount == 0 {
-                    continue;
-                }
-                if policy.resources.contains_key(pool) {
-                    keys.push((ScopeKey::Pool(pool.clone()), amount, Check::Fits));
-                } else {
-                    node_cost.push((pool.clone(), amount));
-                }
-            }
-        }
-        for (index, conflict) in policy.conflicts.iter().enumerate() {
-            if conflict.matcher.as_ref().is_some_and(|m| !matches(job, m)) {
-                continue;
-            }
-            let Some(parts) = per_parts(job, &conflict.keys) else {
-                continue;
-            };
-            let Some(attr) = &conflict.overlap else {
-                keys.push((
-                    ScopeKey::Conflict {
-                        index,
-                        parts,
-                        overlap: None,
-                    },
-                    1,
-                    Check::Free,
-                ));
-                continue;
-            };
-            let Some(list) = job.attrs.get(attr) else {
-                continue;
-            };
-            let scope = |v: &str| ScopeKey::Conflict {
-                index,
-                parts: parts.clone(),
-                overlap: Some((attr.clone(), v.to_string())),
-            };
-            // `<attr>=` (empty value) counts every holder, `<attr>=*` the star holders.
-            let values: Vec<&str> = list
-                .split(',')
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .collect();
-            if values.is_empty() {
-                continue;
-            }
-            if values.contains(&"*") {
-                keys.push((scope(""), 1, Check::Free));
-                keys.push((scope("*"), 1, Check::Fits));
-            } else {
-                keys.push((scope(""), 1, Check::Fits));
-                keys.push((scope("*"), 0, Check::Free));
-                for v in values {
-                    keys.push((scope(v), 1, Check::Free));
-                }
-            }
-        }
-        let prepare = (job.two_stage && !coordinator && policy.global.prepare_queue.is_some())
-            .then_some(ScopeKey::GlobalPrepare);
-        let mut common: Vec<Need> = keys
+        let scopes = self.policy.scopes_of(job);
+        let mut common: Vec<Need> = scopes
+            .common
             .into_iter()
-            .map(|(key, take, check)| Need {
-                scope: self.intern(key),
-                take,
-                check,
+            .map(|u| Need {
+                scope: self.intern(u.key),
+                take: u.take,
+                check: u.check,
             })
             .collect();
         common.sort();
         common.dedup_by_key(|n| n.scope);
         Needs {
             common,
-            prepare: prepare.map(|k| self.intern(k)),
-            node_cost,
+            prepare: scopes.prepare.map(|k| self.intern(k)),
+            node_cost: scopes.node_cost,
         }
     }
 }

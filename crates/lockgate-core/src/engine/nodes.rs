@@ -193,7 +193,7 @@ impl Engine {
         node.rule = rule;
         let ttl = self.policy.nodes.ttl;
         self.timers
-            .insert((now.plus(ttl), super::Timer::NodeTtl(name.clone())));
+            .arm(now.plus(ttl), super::Timer::NodeTtl(name.clone()));
         self.node_changed(&name);
         self.run_pass(now);
         &self.nodes[&name]
@@ -210,7 +210,7 @@ impl Engine {
             node.state = NodeState::Ready;
             let ttl = self.policy.nodes.ttl;
             self.timers
-                .insert((now.plus(ttl), super::Timer::NodeTtl(name.to_string())));
+                .arm(now.plus(ttl), super::Timer::NodeTtl(name.to_string()));
             self.node_changed(name);
             self.run_pass(now);
         }
@@ -266,7 +266,7 @@ impl Engine {
         let mut ids: Vec<JobId> = self
             .entries
             .values()
-            .filter(|e| e.job.state.is_admitted() && e.job.node.as_deref() == Some(name))
+            .filter(|e| e.job.state.is_admitted() && e.job.node() == Some(name))
             .map(|e| e.job.id)
             .collect();
         ids.sort_unstable();
@@ -280,18 +280,20 @@ impl Engine {
     pub(crate) fn node_changed(&mut self, name: &str) {
         let (run, prep) = self.node_scopes(name);
         for id in [run, prep] {
-            self.scopes[id as usize].limit = self.scope_limit(&self.interner.key(id).clone());
+            self.scopes.states[id as usize].limit =
+                self.scope_limit(&self.scopes.interner.key(id).clone());
             self.wake(id, None);
         }
-        let pools: Vec<ScopeId> = (0..self.interner.len() as ScopeId)
-            .filter(|&id| matches!(self.interner.key(id), ScopeKey::NodePool { node, .. } if node == name))
+        let pools: Vec<ScopeId> = (0..self.scopes.interner.len() as ScopeId)
+            .filter(|&id| matches!(self.scopes.interner.key(id), ScopeKey::NodePool { node, .. } if node == name))
             .collect();
         for id in pools {
-            self.scopes[id as usize].limit = self.scope_limit(&self.interner.key(id).clone());
+            self.scopes.states[id as usize].limit =
+                self.scope_limit(&self.scopes.interner.key(id).clone());
             self.wake(id, None);
         }
         self.dirty_nodes.insert(name.to_string());
-        let keys: Vec<ScopeId> = self.placement_keys.keys().copied().collect();
+        let keys: Vec<ScopeId> = self.placement.keys.keys().copied().collect();
         for scope in keys {
             self.refile_node(scope, name);
         }
@@ -299,7 +301,7 @@ impl Engine {
 
     /// Counts on a node changed (admission or release): re-file it where it is eligible.
     pub(crate) fn node_counts_changed(&mut self, name: &str) {
-        let keys: Vec<ScopeId> = self.placement_keys.keys().copied().collect();
+        let keys: Vec<ScopeId> = self.placement.keys.keys().copied().collect();
         for scope in keys {
             self.refile_node(scope, name);
         }
@@ -324,7 +326,7 @@ impl Engine {
     }
 
     fn refile_node(&mut self, scope: ScopeId, name: &str) {
-        let key = &self.placement_keys[&scope];
+        let key = &self.placement.keys[&scope];
         let entry = self
             .nodes
             .get(name)
@@ -334,7 +336,7 @@ impl Engine {
             let pos = n.filed.iter().position(|(s, _)| *s == scope)?;
             Some(n.filed.swap_remove(pos).1)
         });
-        let set = self.placement_nodes.entry(scope).or_default();
+        let set = self.placement.nodes.entry(scope).or_default();
         if let Some(old) = old {
             set.remove(&old);
         }
@@ -360,7 +362,7 @@ impl Engine {
             .map(|n| std::mem::take(&mut n.filed))
             .unwrap_or_default();
         for (scope, key) in filed {
-            if let Some(set) = self.placement_nodes.get_mut(&scope) {
+            if let Some(set) = self.placement.nodes.get_mut(&scope) {
                 set.remove(&key);
             }
         }
@@ -375,9 +377,9 @@ impl Engine {
             key.two_stage
         );
         let scope = self.intern(ScopeKey::Placement(name));
-        if let std::collections::hash_map::Entry::Vacant(slot) = self.placement_keys.entry(scope) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.placement.keys.entry(scope) {
             slot.insert(key);
-            self.placement_nodes.insert(scope, BTreeSet::new());
+            self.placement.nodes.insert(scope, BTreeSet::new());
             let names: Vec<String> = self.nodes.keys().cloned().collect();
             for name in names {
                 self.refile_node(scope, &name);
@@ -388,7 +390,8 @@ impl Engine {
 
     /// Eligible nodes of a placement scope, best first.
     pub(crate) fn placement_candidates(&self, scope: ScopeId) -> impl Iterator<Item = &str> {
-        self.placement_nodes
+        self.placement
+            .nodes
             .get(&scope)
             .into_iter()
             .flat_map(|s| s.iter().map(|(_, _, n)| n.as_str()))

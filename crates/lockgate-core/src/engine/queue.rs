@@ -22,7 +22,7 @@
 use crate::job::JobId;
 use crate::scope::ScopeId;
 use std::cmp::Ordering;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use super::needs::Needs;
 use super::timers::Timer;
@@ -30,7 +30,6 @@ use super::{Engine, Entry, Mode};
 use crate::job::Job;
 use crate::policy::Executor;
 use crate::scope::ScopeKey;
-use crate::selector::Selector;
 use crate::time::Timestamp;
 use std::ops::Bound;
 
@@ -98,6 +97,23 @@ pub(crate) struct ClassSig {
     pub owner: Option<String>,
 }
 
+/// The queue index: classes, and where each is filed (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct QueueIndex {
+    /// By id; a freed id is in `free` and its slot is stale.
+    pub classes: Vec<Class>,
+    /// Ids of dropped classes, for reuse.
+    pub free: Vec<ClassId>,
+    /// The class of each signature.
+    pub ids: HashMap<ClassSig, ClassId>,
+    /// Classes to evaluate in this pass, best first.
+    pub ready: BTreeSet<(Rank, ClassId)>,
+    /// Every non-empty class by its head's effective rank (strict order walks it).
+    pub heads: BTreeSet<(Rank, ClassId)>,
+    /// Classes per owner, when fair share is on (re-keyed when the owner's count changes).
+    pub owner_classes: HashMap<String, BTreeSet<ClassId>>,
+}
+
 /// One class.
 #[derive(Debug, Clone)]
 pub(crate) struct Class {
@@ -132,36 +148,26 @@ impl Engine {
         let attempt = job.attempt;
         let not_before = job.not_before.filter(|&t| t > now);
         if let Some(ms) = job.max_wait_ms {
-            self.timers.insert((
+            self.timers.arm(
                 queued_at.plus(std::time::Duration::from_millis(ms)),
                 Timer::MaxWait(id, attempt),
-            ));
+            );
         }
-        self.entries.insert(
-            id,
-            Box::new(Entry {
-                job,
-                needs,
-                held: Vec::new(),
-                class: None,
-                placement,
-                reserve_armed: false,
-            }),
-        );
+        self.entries.insert(Entry {
+            needs,
+            placement,
+            ..Entry::new(job)
+        });
         match not_before {
             Some(t) => {
-                self.timers.insert((t, Timer::NotBefore(id, attempt)));
+                self.timers.arm(t, Timer::NotBefore(id, attempt));
             }
             None => self.enqueue(id),
         }
     }
 
     pub(crate) fn job_placement_scope(&mut self, job: &Job) -> Option<ScopeId> {
-        if job.pinned {
-            return None;
-        }
-        let text = job.node_selector.as_ref()?;
-        let selector = Selector::parse_labels(text).unwrap_or_else(|_| Selector::everything());
+        let selector = job.placement.selector()?.clone();
         let agent_kind = (job.executor == Executor::Agent).then(|| job.kind.clone());
         Some(self.placement_scope(super::nodes::PlacementKey {
             selector,
@@ -171,10 +177,10 @@ impl Engine {
     }
 
     fn class_sig(&self, e: &Entry) -> ClassSig {
-        let placement = match (e.job.pinned, e.placement) {
-            (true, _) => PlacementSig::Pinned(e.job.node.clone().unwrap_or_default()),
-            (false, Some(p)) => PlacementSig::Movable(p),
-            (false, None) => PlacementSig::None,
+        let placement = match (e.job.placement.pinned(), e.placement) {
+            (Some(node), _) => PlacementSig::Pinned(node.to_string()),
+            (None, Some(p)) => PlacementSig::Movable(p),
+            (None, None) => PlacementSig::None,
         };
         ClassSig {
             needs: e.needs.clone(),
@@ -187,17 +193,17 @@ impl Engine {
 
     /// Puts a queued job into its class.
     pub(crate) fn enqueue(&mut self, id: JobId) {
-        let sig = self.class_sig(&self.entries[&id]);
-        let cid = match self.class_ids.get(&sig) {
+        let sig = self.class_sig(self.entries.get(id));
+        let cid = match self.queue.ids.get(&sig) {
             Some(&c) => c,
             None => self.new_class(sig),
         };
-        let rank = self.base_rank(&self.entries[&id].job);
-        let shared = self.classes[cid as usize].sig.needs.clone();
-        let e = self.entries.get_mut(&id).expect("live");
+        let rank = self.base_rank(&self.entries.get(id).job);
+        let shared = self.queue.classes[cid as usize].sig.needs.clone();
+        let e = self.entries.get_mut(id);
         e.class = Some(cid);
         e.needs = shared; // one copy of the needs per class, not per job
-        let class = &mut self.classes[cid as usize];
+        let class = &mut self.queue.classes[cid as usize];
         let was_head = class.jobs.first().copied();
         class.jobs.insert(rank);
         if class.jobs.first().copied() != was_head {
@@ -207,7 +213,7 @@ impl Engine {
     }
 
     fn new_class(&mut self, sig: ClassSig) -> ClassId {
-        let class = super::Class {
+        let class = Class {
             sig: sig.clone(),
             jobs: BTreeSet::new(),
             parked: None,
@@ -215,39 +221,40 @@ impl Engine {
             key: None,
             woken_from: None,
         };
-        let cid = match self.free_classes.pop() {
+        let cid = match self.queue.free.pop() {
             Some(c) => {
-                self.classes[c as usize] = class;
+                self.queue.classes[c as usize] = class;
                 c
             }
             None => {
-                self.classes.push(class);
-                (self.classes.len() - 1) as ClassId
+                self.queue.classes.push(class);
+                (self.queue.classes.len() - 1) as ClassId
             }
         };
         if let Some(owner) = &sig.owner {
-            self.owner_classes
+            self.queue
+                .owner_classes
                 .entry(owner.clone())
                 .or_default()
                 .insert(cid);
         }
-        self.class_ids.insert(sig, cid);
+        self.queue.ids.insert(sig, cid);
         cid
     }
 
     /// Takes a queued job out of its class.
     pub(crate) fn dequeue(&mut self, id: JobId) {
-        let Some(cid) = self.entries.get_mut(&id).and_then(|e| e.class.take()) else {
+        let Some(cid) = self.entries.find_mut(id).and_then(|e| e.class.take()) else {
             return;
         };
-        let rank = self.base_rank(&self.entries[&id].job);
-        let class = &mut self.classes[cid as usize];
+        let rank = self.base_rank(&self.entries.get(id).job);
+        let class = &mut self.queue.classes[cid as usize];
         let was_head = class.head() == Some(id);
         class.jobs.remove(&rank);
         if was_head {
             let (ready, parked) = (class.ready, class.parked);
             self.detach(cid);
-            if self.classes[cid as usize].jobs.is_empty() {
+            if self.queue.classes[cid as usize].jobs.is_empty() {
                 self.drop_class(cid);
             } else if ready {
                 self.file(cid, true);
@@ -262,19 +269,19 @@ impl Engine {
     }
 
     fn drop_class(&mut self, cid: ClassId) {
-        let sig = self.classes[cid as usize].sig.clone();
+        let sig = self.queue.classes[cid as usize].sig.clone();
         if let Some(owner) = &sig.owner {
-            if let Some(set) = self.owner_classes.get_mut(owner) {
+            if let Some(set) = self.queue.owner_classes.get_mut(owner) {
                 set.remove(&cid);
             }
         }
-        self.class_ids.remove(&sig);
-        self.free_classes.push(cid);
+        self.queue.ids.remove(&sig);
+        self.queue.free.push(cid);
     }
 
     /// The key a class is filed under: its head's effective rank.
     fn class_key(&self, cid: ClassId) -> Option<Rank> {
-        let class = &self.classes[cid as usize];
+        let class = &self.queue.classes[cid as usize];
         let &rank = class.jobs.first()?;
         Some(match &class.sig.owner {
             Some(owner) => rank.shifted(self.fair_term(owner)),
@@ -284,14 +291,14 @@ impl Engine {
 
     /// Removes a class from `heads`, `ready` and its waiter set.
     pub(crate) fn detach(&mut self, cid: ClassId) {
-        let class = &mut self.classes[cid as usize];
+        let class = &mut self.queue.classes[cid as usize];
         let Some(key) = class.key.take() else { return };
-        self.heads.remove(&(key, cid));
+        self.queue.heads.remove(&(key, cid));
         if class.ready {
-            self.ready.remove(&(key, cid));
+            self.queue.ready.remove(&(key, cid));
         }
         if let Some(s) = class.parked.take() {
-            self.scopes[s as usize].waiters.remove(&(key, cid));
+            self.scopes.states[s as usize].waiters.remove(&(key, cid));
         }
         class.ready = false;
     }
@@ -301,21 +308,23 @@ impl Engine {
         let Some(key) = self.class_key(cid) else {
             return;
         };
-        let class = &mut self.classes[cid as usize];
+        let class = &mut self.queue.classes[cid as usize];
         class.key = Some(key);
         class.ready = ready;
-        self.heads.insert((key, cid));
+        self.queue.heads.insert((key, cid));
         if ready {
-            self.ready.insert((key, cid));
+            self.queue.ready.insert((key, cid));
         }
     }
 
     pub(crate) fn park_on(&mut self, cid: ClassId, scope: ScopeId) {
         self.file(cid, false);
-        let class = &mut self.classes[cid as usize];
+        let class = &mut self.queue.classes[cid as usize];
         if let Some(key) = class.key {
             class.parked = Some(scope);
-            self.scopes[scope as usize].waiters.insert((key, cid));
+            self.scopes.states[scope as usize]
+                .waiters
+                .insert((key, cid));
         }
     }
 
@@ -330,12 +339,13 @@ impl Engine {
         if delta > 0 {
             // The owner's reservations now outrank fewer jobs: let their scopes choose again.
             let held: Vec<ScopeId> = self
+                .scopes
                 .reserved
                 .iter()
                 .copied()
                 .filter(|&s| {
-                    let r = self.scopes[s as usize].reserved_by;
-                    r.and_then(|r| self.entries.get(&r))
+                    let r = self.scopes.states[s as usize].reserved_by;
+                    r.and_then(|r| self.entries.find(r))
                         .is_some_and(|e| e.job.owner == owner)
                 })
                 .collect();
@@ -344,12 +354,13 @@ impl Engine {
             }
         }
         let cids: Vec<ClassId> = self
+            .queue
             .owner_classes
             .get(owner)
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
         for cid in cids {
-            let class = &self.classes[cid as usize];
+            let class = &self.queue.classes[cid as usize];
             let (ready, parked, from) = (class.ready, class.parked, class.woken_from);
             if class.key.is_none() {
                 continue;
@@ -360,7 +371,7 @@ impl Engine {
                 // the best; put it back and let the scope choose again.
                 (Some(s), _) if delta > 0 => self.park_on(cid, s),
                 (None, Some(s)) if ready && delta > 0 => {
-                    self.classes[cid as usize].woken_from = None;
+                    self.queue.classes[cid as usize].woken_from = None;
                     self.park_on(cid, s);
                     self.wake(s, None);
                 }
@@ -374,11 +385,12 @@ impl Engine {
 
     /// Whether a scope has room for at least some waiter.
     pub(crate) fn has_room(&self, scope: ScopeId) -> bool {
-        let s = &self.scopes[scope as usize];
-        match self.interner.key(scope) {
+        let s = &self.scopes.states[scope as usize];
+        match self.scopes.interner.key(scope) {
             ScopeKey::Conflict { .. } => s.used == 0,
             ScopeKey::Placement(_) => self
-                .placement_nodes
+                .placement
+                .nodes
                 .get(&scope)
                 .and_then(|set| set.first())
                 .is_some_and(|(room, _, _)| room.0 > 0),
@@ -392,7 +404,7 @@ impl Engine {
         if self.mode == Mode::Rescan || !self.has_room(scope) {
             return;
         }
-        let s = &self.scopes[scope as usize];
+        let s = &self.scopes.states[scope as usize];
         let next = match after {
             None => s.waiters.first().copied(),
             Some(a) => s
@@ -403,16 +415,18 @@ impl Engine {
         };
         let Some((key, cid)) = next else { return };
         if let Some(r) = s.reserved_by {
-            let head = self.classes[cid as usize].head();
-            if head != Some(r) && self.entries.contains_key(&r) && self.eff_rank(r) < key {
+            let head = self.queue.classes[cid as usize].head();
+            if head != Some(r) && self.entries.contains(r) && self.eff_rank(r) < key {
                 return;
             }
         }
-        self.scopes[scope as usize].waiters.remove(&(key, cid));
-        let class = &mut self.classes[cid as usize];
+        self.scopes.states[scope as usize]
+            .waiters
+            .remove(&(key, cid));
+        let class = &mut self.queue.classes[cid as usize];
         class.parked = None;
         class.ready = true;
         class.woken_from = Some(scope);
-        self.ready.insert((key, cid));
+        self.queue.ready.insert((key, cid));
     }
 }

@@ -4,11 +4,16 @@
 //! and the job has moved on, it is dropped. A renewed lease does not re-arm its timer: the
 //! lease timer, when it fires early, re-arms itself at the lease's current expiry, so a
 //! heartbeat costs O(1).
+//!
+//! Invariant: [`Timers`] is the only place time-driven work is kept; anything that must
+//! happen later is a [`Timer`] in it, so [`Engine::next_deadline`] is always the earliest
+//! of them and nothing is missed between two calls.
 
 use super::Engine;
 use crate::event::JobChange;
 use crate::job::{JobId, JobState};
 use crate::time::Timestamp;
+use std::collections::BTreeSet;
 
 /// What a timer does when it fires.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -33,15 +38,35 @@ pub(crate) enum Timer {
     NodeTtl(String),
 }
 
+/// Every armed timer, by due time (ties in [`Timer`] order, so firing is deterministic).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Timers(BTreeSet<(Timestamp, Timer)>);
+
+impl Timers {
+    /// Arms `timer` for `at` (arming the same timer twice for one instant is one timer).
+    pub fn arm(&mut self, at: Timestamp, timer: Timer) {
+        self.0.insert((at, timer));
+    }
+
+    /// When the earliest timer is due.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        self.0.first().map(|(t, _)| *t)
+    }
+
+    /// Takes the earliest timer if it is due at `now`.
+    fn pop_due(&mut self, now: Timestamp) -> Option<Timer> {
+        if self.next_due()? > now {
+            return None;
+        }
+        self.0.pop_first().map(|(_, timer)| timer)
+    }
+}
+
 impl Engine {
     /// Fires every timer due at `now`; returns whether anything may have changed.
     pub(crate) fn fire_timers(&mut self, now: Timestamp) -> bool {
         let mut fired = false;
-        while let Some((at, _)) = self.timers.first() {
-            if *at > now {
-                break;
-            }
-            let (_, timer) = self.timers.pop_first().expect("non-empty");
+        while let Some(timer) = self.timers.pop_due(now) {
             fired |= self.fire(timer, now);
         }
         fired
@@ -49,7 +74,7 @@ impl Engine {
 
     fn state_of(&self, id: JobId) -> Option<(JobState, u32, Option<u64>)> {
         self.entries
-            .get(&id)
+            .find(id)
             .map(|e| (e.job.state, e.job.attempt, e.job.lease.map(|l| l.token)))
     }
 
@@ -62,9 +87,9 @@ impl Engine {
                 if t != token || !state.is_admitted() {
                     return false;
                 }
-                let expires = self.entries[&id].job.lease.expect("admitted").expires_at;
+                let expires = self.entries.get(id).job.lease.expect("admitted").expires_at;
                 if expires > now {
-                    self.timers.insert((expires, Timer::Lease(id, token)));
+                    self.timers.arm(expires, Timer::Lease(id, token));
                     return false;
                 }
                 self.end_job(id, JobState::Lost, Some("lease expired".into()), now);
@@ -81,7 +106,7 @@ impl Engine {
                 if self.state_of(id).map(|s| (s.0, s.1)) != Some((JobState::Queued, attempt)) {
                     return false;
                 }
-                let ms = self.entries[&id].job.max_wait_ms.unwrap_or(0);
+                let ms = self.entries.get(id).job.max_wait_ms.unwrap_or(0);
                 let msg = format!(
                     "not admitted within max_wait ({})",
                     crate::time::format_duration(std::time::Duration::from_millis(ms))
@@ -96,14 +121,13 @@ impl Engine {
                 if t != token || !state.is_admitted() {
                     return false;
                 }
-                let e = self.entries.get_mut(&id).expect("live");
+                let e = self.entries.get_mut(id);
                 e.job.cancel_requested = true;
                 e.job.message = Some("max_run exceeded: cancellation requested".into());
-                let job = e.job.clone();
-                self.emit(JobChange::CancelRequested, &job);
+                self.emit(JobChange::CancelRequested, id);
                 let ttl = self.policy.leases.ttl;
                 self.timers
-                    .insert((now.plus(ttl), Timer::MaxRunRevoke(id, token)));
+                    .arm(now.plus(ttl), Timer::MaxRunRevoke(id, token));
                 false
             }
             Timer::MaxRunRevoke(id, token) => {
@@ -158,7 +182,7 @@ impl Engine {
                 }
                 let due = node.last_seen.plus(ttl);
                 if due > now {
-                    self.timers.insert((due, Timer::NodeTtl(name)));
+                    self.timers.arm(due, Timer::NodeTtl(name));
                     return false;
                 }
                 self.node_lost(&name, now);

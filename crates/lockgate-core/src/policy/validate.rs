@@ -797,35 +797,23 @@ fn schedule(s: &RawSchedule, pools: &Pools<'_>, p: &FieldPath) -> Checked<Schedu
 }
 
 fn job_template(j: &RawJob, pools: &Pools<'_>, p: &FieldPath) -> Checked<JobTemplate> {
-    if j.kind.trim().is_empty() {
-        return bad(
-            &p.key("kind"),
-            "expected a job kind (such as \"backup\"), got an empty string",
-        );
-    }
-    for attr in j.attrs.keys() {
-        let why = match attr.as_str() {
-            "" => "expected an attribute name, got an empty string",
-            "kind" => "`kind` is reserved, expected another attribute name (set the kind with job.kind)",
-            "owner" => "`owner` is reserved, expected another attribute name (runs are owned by schedule:<name>)",
-            "node" => "`node` is reserved, expected another attribute name (pin the job with job.node)",
-            _ => continue,
+    // Kind, attributes and placement are checked by the one job check the engine uses (the
+    // cost and durations, still raw here, below).
+    let spec = crate::job::JobSpec {
+        kind: j.kind.clone(),
+        attrs: j.attrs.clone(),
+        node: j.node.clone(),
+        node_selector: j.node_selector.clone(),
+        ..Default::default()
+    };
+    if let Err(crate::job::SubmitError::Invalid { field, message }) =
+        spec.check(&Policy::unlimited())
+    {
+        let path = match field.split_once('.') {
+            Some((head, rest)) => p.key(head).key(rest),
+            None => p.key(&field),
         };
-        return bad(&p.key("attrs").key(attr), why);
-    }
-    if let Some(node) = &j.node {
-        if node.trim().is_empty() {
-            return bad(&p.key("node"), "expected a node name, got an empty string");
-        }
-        if j.node_selector.is_some() {
-            return bad(
-                &p.key("node_selector"),
-                "a job is either pinned (`node`) or movable (`node_selector`), expected only one of them",
-            );
-        }
-    }
-    if let Some(sel) = &j.node_selector {
-        label_selector(sel, &p.key("node_selector"))?;
+        return bad(&path, message);
     }
     let executor = match j.executor.as_deref() {
         None => None,

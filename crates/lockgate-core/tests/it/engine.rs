@@ -283,7 +283,7 @@ fn movable_jobs_spread_to_the_node_with_most_room() {
         .collect();
     let nodes: Vec<String> = ids
         .iter()
-        .map(|&i| e.job(i).unwrap().node.clone().unwrap())
+        .map(|&i| e.job(i).unwrap().node().unwrap().to_string())
         .collect();
     assert_eq!(nodes, ["a", "b", "c", "a", "b", "c"]);
     let extra = submit(

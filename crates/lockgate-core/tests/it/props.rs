@@ -313,7 +313,7 @@ fn recount(e: &Engine, only: Option<&BTreeSet<JobId>>) -> BTreeMap<String, (u64,
                 );
             }
         }
-        if let Some(n) = j.node.as_deref().and_then(|n| e.node(n)) {
+        if let Some(n) = j.node().and_then(|n| e.node(n)) {
             let pq = u64::from(p.nodes.prepare_queue);
             let running = u64::from(j.state == JobState::Running);
             add(format!("node:{}", n.name), running, n.number.map(u64::from));
@@ -458,7 +458,11 @@ fn run_case(
                     .map(|(x, y)| {
                         format!(
                             "job {}: indexed {} on {:?} / rescan {} on {:?}",
-                            x.id, x.state, x.node, y.state, y.node
+                            x.id,
+                            x.state,
+                            x.node(),
+                            y.state,
+                            y.node()
                         )
                     })
                     .collect();

@@ -36,7 +36,7 @@ fn velero_global_three_node2_rule_five() {
     }
     let running = |n: &str| {
         e.jobs()
-            .filter(|j| j.state == JobState::Running && j.node.as_deref() == Some(n))
+            .filter(|j| j.state == JobState::Running && j.node() == Some(n))
             .count()
     };
     assert_eq!(
@@ -106,7 +106,7 @@ fn zero_rule_runs_nothing_and_says_why() {
         0,
     );
     assert_eq!(state(&e, pinned), Some(JobState::Queued));
-    assert_eq!(e.job(movable).unwrap().node.as_deref(), Some("w-1"));
+    assert_eq!(e.job(movable).unwrap().node(), Some("w-1"));
     let why = e.explain(pinned, Timestamp(0)).unwrap();
     assert_eq!(why.reasons[0].kind, "zero");
     assert_eq!(

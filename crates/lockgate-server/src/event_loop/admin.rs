@@ -328,9 +328,9 @@ impl Loop {
             if j.executor == lockgate_core::policy::Executor::Agent
                 && matches!(j.state, JobState::Preparing | JobState::Running)
             {
-                if let (Some(n), Some(l)) = (&j.node, j.lease) {
+                if let (Some(n), Some(l)) = (j.node(), j.lease) {
                     self.offered
-                        .entry(n.clone())
+                        .entry(n.to_string())
                         .or_default()
                         .insert(j.id, l.token);
                 }

@@ -31,7 +31,7 @@ impl Loop {
         match p.role {
             Role::Admin | Role::Viewer => Ok(()),
             Role::Submitter if job.owner == p.name => Ok(()),
-            Role::Agent if job.node.is_some() && job.node == p.node => Ok(()),
+            Role::Agent if job.node().is_some() && job.node() == p.node.as_deref() => Ok(()),
             _ => Err(ApiError::forbidden(format!(
                 "job {} belongs to {:?}; a {} token {:?} may only use its own jobs",
                 job.id, job.owner, p.role, p.name

@@ -3,4 +3,5 @@
 mod common;
 mod determinism;
 mod examples;
+mod job_check;
 mod models;

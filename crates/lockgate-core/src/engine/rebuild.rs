@@ -8,10 +8,10 @@
 
 use super::timers::Timer;
 use super::{ApplyReport, Engine, Entry, Mode, NodeRegistration, NodeState};
+use super::{PlacementIndex, QueueIndex, ScopeTable};
 use crate::event::Event;
 use crate::job::{Job, JobId, JobState};
 use crate::policy::Policy;
-use crate::scope::Interner;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -79,7 +79,7 @@ impl Engine {
             );
             engine
                 .timers
-                .insert((now.plus(engine.policy.nodes.ttl), Timer::NodeTtl(name)));
+                .arm(now.plus(engine.policy.nodes.ttl), Timer::NodeTtl(name));
         }
         for mut job in snapshot.jobs {
             if let Some(lease) = &mut job.lease {
@@ -89,23 +89,8 @@ impl Engine {
             if let Some(token) = job.lease.map(|l| l.token) {
                 engine.next_token = engine.next_token.max(token + 1);
             }
-            if let Some(key) = &job.idempotency_key {
-                engine
-                    .idempotency
-                    .insert((job.owner.clone(), key.clone()), job.id);
-            }
             let id = job.id;
-            engine.entries.insert(
-                id,
-                Box::new(Entry {
-                    job,
-                    needs: Default::default(),
-                    held: Vec::new(),
-                    class: None,
-                    placement: None,
-                    reserve_armed: false,
-                }),
-            );
+            engine.entries.insert(Entry::new(job));
             engine.arm_timers(id, now);
         }
         engine.rebuild(now);
@@ -114,7 +99,7 @@ impl Engine {
     }
 
     fn arm_timers(&mut self, id: JobId, now: Timestamp) {
-        let job = &self.entries[&id].job;
+        let job = &self.entries.get(id).job;
         let ms = Duration::from_millis;
         let mut timers = Vec::new();
         match job.state {
@@ -143,7 +128,9 @@ impl Engine {
                 }
             }
         }
-        self.timers.extend(timers);
+        for (at, timer) in timers {
+            self.timers.arm(at, timer);
+        }
     }
 
     /// Applies a validated policy atomically: running jobs are untouched, over-limit scopes
@@ -153,13 +140,13 @@ impl Engine {
         let before: BTreeSet<JobId> = self.admitted_ids();
         self.policy = policy;
         self.rebuild(now);
-        let over_limit: Vec<String> = (0..self.scopes.len())
+        let over_limit: Vec<String> = (0..self.scopes.states.len())
             .filter(|&i| {
-                self.scopes[i]
+                self.scopes.states[i]
                     .limit
-                    .is_some_and(|l| self.scopes[i].used > l)
+                    .is_some_and(|l| self.scopes.states[i].used > l)
             })
-            .map(|i| self.interner.key(i as u32).to_string())
+            .map(|i| self.scopes.interner.key(i as u32).to_string())
             .collect();
         self.run_pass(now);
         let admitted_now = self.admitted_ids().difference(&before).copied().collect();
@@ -188,18 +175,10 @@ impl Engine {
 
     /// Re-derives every index from the jobs and nodes under the current policy.
     pub(crate) fn rebuild(&mut self, _now: Timestamp) {
-        self.interner = Interner::default();
-        self.scopes.clear();
-        self.classes.clear();
-        self.free_classes.clear();
-        self.class_ids.clear();
-        self.ready.clear();
-        self.heads.clear();
+        self.scopes = ScopeTable::default();
+        self.queue = QueueIndex::default();
+        self.placement = PlacementIndex::default();
         self.owner_running.clear();
-        self.owner_classes.clear();
-        self.placement_nodes.clear();
-        self.placement_keys.clear();
-        self.reserved.clear();
         self.needs_cache.clear();
         let names: Vec<String> = self.nodes.keys().cloned().collect();
         for name in &names {
@@ -212,13 +191,12 @@ impl Engine {
             n.filed.clear();
             n.prepared_queue.clear();
         }
-        let mut ids: Vec<JobId> = self.entries.keys().copied().collect();
-        ids.sort_unstable();
+        let ids = self.entries.sorted_ids();
         for &id in &ids {
-            let job = self.entries[&id].job.clone();
+            let job = self.entries.get(id).job.clone();
             let needs = self.needs_of(&job);
             let placement = self.job_placement_scope(&job);
-            let e = self.entries.get_mut(&id).expect("listed");
+            let e = self.entries.get_mut(id);
             (e.needs, e.placement) = (needs, placement);
             e.held.clear();
             e.class = None;
@@ -228,7 +206,7 @@ impl Engine {
             }
         }
         for &id in &ids {
-            let job = &self.entries[&id].job;
+            let job = &self.entries.get(id).job;
             if job.state == JobState::Queued && job.not_before.is_none_or(|t| t <= _now) {
                 self.enqueue(id);
             }
@@ -244,20 +222,20 @@ impl Engine {
 
     /// An admitted job takes again what it holds under the current policy.
     fn retake(&mut self, id: JobId, job: &Job) {
-        let needs = self.entries[&id].needs.clone();
-        self.take_share(id, &needs, job.node.as_deref(), job.state, job.prepared_at);
+        let needs = self.entries.get(id).needs.clone();
+        self.take_share(id, &needs, job.node(), job.state, job.prepared_at);
         *self.owner_running.entry(job.owner.clone()).or_insert(0) += 1;
     }
 
     /// Wakes the class of a queued job if the job is its head (a reservation may be due).
     pub(crate) fn wake_class_of(&mut self, id: JobId) {
-        let Some(cid) = self.entries.get(&id).and_then(|e| e.class) else {
+        let Some(cid) = self.entries.find(id).and_then(|e| e.class) else {
             return;
         };
-        if self.classes[cid as usize].head() != Some(id) || self.mode == Mode::Rescan {
+        if self.queue.classes[cid as usize].head() != Some(id) || self.mode == Mode::Rescan {
             return;
         }
-        if self.classes[cid as usize].parked.is_some() {
+        if self.queue.classes[cid as usize].parked.is_some() {
             self.detach(cid);
             self.file(cid, true);
         }

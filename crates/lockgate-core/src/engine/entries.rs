@@ -1,0 +1,134 @@
+//! The live jobs: everything the engine holds about a job from its submit until it ends
+//! for good (a job waiting for a retry is still live).
+//!
+//! Invariants:
+//! - every id held anywhere else in the engine (a class, a scope's holders or reservation,
+//!   a node's prepared queue, the idempotency index) is the id of a live job, or is checked
+//!   with [`Entries::find`] before use (timers and reservations may outlive their job);
+//! - the idempotency index holds `(owner, key)` of exactly the live jobs that have a key:
+//!   [`Entries::insert`] and [`Entries::remove`] keep it, nothing else touches it.
+
+use super::needs::Needs;
+use super::queue::ClassId;
+use crate::job::{Job, JobId};
+use crate::scope::ScopeId;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Engine-private bookkeeping of a live job.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub job: Job,
+    /// Shared with the job's class while it is queued.
+    pub needs: Arc<Needs>,
+    /// Scopes and amounts it took at admission; given back exactly at the end.
+    pub held: Vec<(ScopeId, u64)>,
+    /// Its class while it is queued (and past `not_before`).
+    pub class: Option<ClassId>,
+    /// The placement scope of a movable job.
+    pub placement: Option<ScopeId>,
+    /// A timer is set for when it may reserve (armed when it is first found blocked).
+    pub reserve_armed: bool,
+}
+
+impl Entry {
+    /// A job as it enters the engine: nothing derived yet.
+    pub fn new(job: Job) -> Entry {
+        Entry {
+            job,
+            needs: Arc::default(),
+            held: Vec::new(),
+            class: None,
+            placement: None,
+            reserve_armed: false,
+        }
+    }
+}
+
+/// The live jobs by id, and the idempotency index over them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Entries {
+    map: HashMap<JobId, Box<Entry>>,
+    idempotency: HashMap<(String, String), JobId>,
+}
+
+impl Entries {
+    /// A live job's entry, if `id` is live.
+    pub fn find(&self, id: JobId) -> Option<&Entry> {
+        self.map.get(&id).map(|e| &**e)
+    }
+
+    /// A live job's entry for changing, if `id` is live.
+    pub fn find_mut(&mut self, id: JobId) -> Option<&mut Entry> {
+        self.map.get_mut(&id).map(|e| &mut **e)
+    }
+
+    /// A live job's entry.
+    ///
+    /// # Panics
+    /// When `id` is not live. Callers pass ids they just took from the engine's own indexes
+    /// (a class, a scope's holders, a node) or checked with [`Entries::find`], so a miss is
+    /// a broken invariant of this module, not a caller's error.
+    pub fn get(&self, id: JobId) -> &Entry {
+        match self.map.get(&id) {
+            Some(e) => e,
+            None => panic!("job {id} is not live (engine bookkeeping is broken)"),
+        }
+    }
+
+    /// A live job's entry for changing. Panics as [`Entries::get`] does.
+    pub fn get_mut(&mut self, id: JobId) -> &mut Entry {
+        match self.map.get_mut(&id) {
+            Some(e) => e,
+            None => panic!("job {id} is not live (engine bookkeeping is broken)"),
+        }
+    }
+
+    /// Whether `id` is live.
+    pub fn contains(&self, id: JobId) -> bool {
+        self.map.contains_key(&id)
+    }
+
+    /// Adds a job (a submit, a retry or a restored job), indexing its idempotency key.
+    pub fn insert(&mut self, entry: Entry) {
+        let id = entry.job.id;
+        if let Some(key) = &entry.job.idempotency_key {
+            self.idempotency
+                .insert((entry.job.owner.clone(), key.clone()), id);
+        }
+        self.map.insert(id, Box::new(entry));
+    }
+
+    /// Takes a job out, and its idempotency key with it.
+    pub fn remove(&mut self, id: JobId) -> Option<Entry> {
+        let e = self.map.remove(&id)?;
+        if let Some(key) = &e.job.idempotency_key {
+            self.idempotency.remove(&(e.job.owner.clone(), key.clone()));
+        }
+        Some(*e)
+    }
+
+    /// The live job `owner` submitted with idempotency key `key`.
+    pub fn idempotent(&self, owner: &str, key: &str) -> Option<JobId> {
+        self.idempotency
+            .get(&(owner.to_string(), key.to_string()))
+            .copied()
+    }
+
+    /// Every live job, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &Entry> {
+        self.map.values().map(|e| &**e)
+    }
+
+    /// The live ids, ascending.
+    pub fn sorted_ids(&self) -> Vec<JobId> {
+        let mut ids: Vec<JobId> = self.map.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Number of live jobs.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+}
