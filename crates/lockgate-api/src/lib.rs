@@ -7,7 +7,8 @@
 //! - durations are numbers of seconds in fields ending `_s`;
 //! - request bodies reject unknown fields (`deny_unknown_fields`), answers do not (a newer
 //!   server may add fields);
-//! - every 4xx/5xx carries an [`ErrorBody`]: `{"error": {"code", "message", "field"}}`.
+//! - every 4xx/5xx carries an [`ErrorBody`]: `{"error": {"code", "message", "field"}}`,
+//!   its code one of [`ErrorCode`].
 //!
 //! Main types: [`JobView`] (a job as JSON), [`SubmitRequest`], [`ExplainView`],
 //! [`PolicyView`], [`PolicyAnswer`], [`NodeView`], [`EventView`], [`TokenCreated`],
@@ -16,6 +17,7 @@
 
 mod backup;
 pub mod client;
+mod error;
 mod job;
 mod misc;
 mod schedule;
@@ -23,6 +25,7 @@ pub mod time;
 
 pub use backup::*;
 pub use client::{Client, ClientError};
+pub use error::ErrorCode;
 pub use job::*;
 pub use misc::*;
 pub use schedule::*;
