@@ -8,10 +8,10 @@
 //!    any bad file or item refuses the backup (422 naming them) and nothing is started;
 //! 2. the loop records it and submits its `resource-backup` job (owned by `backup:<name>`,
 //!    attr `namespaces` from [`Plan::namespaces`]) in one commit;
-//! 3. a driver task ([`driver`]) waits for the job's admission (an `overlap = "namespaces"`
+//! 3. a driver task (`driver.rs`) waits for the job's admission (an `overlap = "namespaces"`
 //!    conflict queues overlapping backups), starts the plan on the pool, renews the job's
 //!    lease every TTL/3 while it runs, and finishes the job and the record with the outcome;
-//! 4. PVC uploads and pod-volume backups are scheduler jobs ([`mover`]): the pool's threads
+//! 4. PVC uploads and pod-volume backups are scheduler jobs (`mover.rs`): the pool's threads
 //!    submit them through the loop and block on long-polls of their state, never the loop.
 //!
 //! Invariants:

@@ -3,18 +3,18 @@
 //! Requests arrive as [`Msg`]s on an mpsc channel; each carries its own typed reply channel
 //! (see [`crate::protocol`]). Nothing else touches the engine, so it needs no lock. The loop
 //! sleeps until a message arrives or the engine's [`Engine::next_deadline`] (or
-//! housekeeping, or a schedule's next planned time: [`Loop::schedule_deadline`]) is due:
+//! housekeeping, or a schedule's next planned time: `Loop::schedule_deadline`) is due:
 //! there is no polling interval anywhere.
 //!
-//! This file holds only the loop itself: [`Loop::run`], [`Loop::drain_events`] and
-//! [`Loop::commit`]. The operations live with their feature (`jobs/ops.rs`,
+//! This file holds only the loop itself: [`Loop::run`], `Loop::drain_events` and
+//! `Loop::commit`. The operations live with their feature (`jobs/ops.rs`,
 //! `nodes/ops.rs`, ...), each an `impl Loop` block with one `*_op` entry point.
 //!
 //! # Invariants
 //! - **Durable before acknowledged.** Messages are taken in batches (everything waiting in
 //!   the channel, up to [`MAX_BATCH`]); each is applied to the engine, the engine's events
 //!   are turned into one store [`Batch`], the batch is committed (one transaction: group
-//!   commit), and only then are the answers sent ([`Loop::answer`] defers them) and the
+//!   commit), and only then are the answers sent (`Loop::answer` defers them) and the
 //!   events broadcast. An answer therefore never reports a state the store could lose. If
 //!   a commit fails the process exits: memory would be ahead of the disk.
 //! - **Ids and fencing tokens never repeat**: the store keeps the highest of each.

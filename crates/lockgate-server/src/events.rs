@@ -1,7 +1,7 @@
 //! Events: `GET /v1/events` (a page of the log) and `GET /v1/events/stream` (SSE: a
 //! catch-up from the log, then the live broadcast).
 //!
-//! [`routes`] are the handlers; [`EventOp`] the loop operation, applied in `ops.rs`.
+//! `routes.rs` holds the handlers; [`EventOp`] the loop operation, applied in `ops.rs`.
 //!
 //! # Invariants
 //! - Every event has a sequence number, given in commit order; the log and the broadcast

@@ -137,7 +137,7 @@ impl<S: Send + Sync> FromRequestParts<S> for JobIdPath {
     }
 }
 
-/// The long-poll timeout of a `timeout_s` parameter (default 30 s, at most [`MAX_POLL`]).
+/// The long-poll timeout of a `timeout_s` parameter (default 30 s, at most 300 s).
 ///
 /// # Errors
 /// 422 for a negative or non-finite number.

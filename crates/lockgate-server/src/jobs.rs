@@ -1,11 +1,11 @@
 //! Jobs: `POST /v1/jobs`, `GET /v1/jobs[/{id}]`, the long-poll `wait`, `explain`, the lease
 //! calls (`heartbeat`, `prepared`, `finish`) and `cancel`.
 //!
-//! [`routes`] are the handlers; [`JobOp`] the loop operations, applied in `ops.rs`.
+//! `routes.rs` holds the handlers; [`JobOp`] the loop operations, applied in `ops.rs`.
 //!
 //! # Invariants
 //! - Who may see a job: admins and viewers all, a submitter its own, an agent those on its
-//!   node ([`may_see`]); who may act on it: the same minus viewers ([`may_act`]).
+//!   node (`may_see`); who may act on it: the same minus viewers (`may_act`).
 //! - A wait is answered by the commit that changes the job's state away from `from`, or,
 //!   when the poll times out, by a fresh read: never by a state the store could lose.
 

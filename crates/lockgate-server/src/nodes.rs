@@ -1,7 +1,7 @@
 //! Nodes: `PUT/GET/DELETE /v1/nodes/{name}`, `GET /v1/nodes`, heartbeats, cordon, and the
 //! agents' assignments (`GET /v1/nodes/{name}/assignments`, a long-poll, and its `ack`).
 //!
-//! [`routes`] are the handlers; [`NodeOp`] the loop operations, applied in `ops.rs`.
+//! `routes.rs` holds the handlers; [`NodeOp`] the loop operations, applied in `ops.rs`.
 //!
 //! # Invariants
 //! - An agent job admitted on a node is *offered* to that node until the agent

@@ -1,7 +1,7 @@
 //! The policy: `GET /v1/policy` (with its digest as `ETag`), `PUT /v1/policy` (TOML or
 //! JSON, `If-Match`, `?dry_run=true`) and the SIGHUP reload of the `--config` file.
 //!
-//! [`routes`] are the handlers; [`PolicyOp`] the loop operations, applied in `ops.rs`.
+//! `routes.rs` holds the handlers; [`PolicyOp`] the loop operations, applied in `ops.rs`.
 //!
 //! # Invariants
 //! - Only a validated [`Policy`] reaches the loop: the handler parses and validates the

@@ -1,6 +1,6 @@
 //! Tokens: `POST /v1/tokens`, `GET /v1/tokens`, `DELETE /v1/tokens/{name}` (admins only).
 //!
-//! [`routes`] are the handlers; [`TokenOp`] the loop operations, applied in `ops.rs`.
+//! `routes.rs` holds the handlers; [`TokenOp`] the loop operations, applied in `ops.rs`.
 //!
 //! # Invariants
 //! - The secret is shown once, in the answer to its creation; the store keeps only its

@@ -10,6 +10,8 @@
 //!   its own transaction, so an interrupted upgrade resumes where it stopped.
 
 mod backups;
+#[cfg(test)]
+mod golden;
 mod schedules;
 
 use crate::*;
