@@ -8,7 +8,8 @@
 //! - durations are numbers of seconds in fields ending `_s`;
 //! - request bodies reject unknown fields (`deny_unknown_fields`), answers do not (a newer
 //!   server may add fields);
-//! - every 4xx/5xx carries an [`ErrorBody`]: `{"error": {"code", "message", "field"}}`.
+//! - every 4xx/5xx carries an [`ErrorBody`]: `{"error": {"code", "message", "field"}}`,
+//!   its code one of [`ErrorCode`].
 //!
 //! Main types, one module per resource: [`JobView`] (a job as JSON), [`SubmitRequest`],
 //! [`ExplainView`]; [`PolicyView`], [`PolicyAnswer`]; [`NodeView`], [`Assignment`];
@@ -19,6 +20,7 @@
 mod backup;
 mod error_body;
 mod event;
+mod error;
 mod job;
 mod node;
 mod policy;
@@ -29,6 +31,7 @@ mod token;
 pub use backup::*;
 pub use error_body::*;
 pub use event::*;
+pub use error::ErrorCode;
 pub use job::*;
 pub use node::*;
 pub use policy::*;

@@ -8,10 +8,10 @@
 //!    any bad file or item refuses the backup (422 naming them) and nothing is started;
 //! 2. the loop records it and submits its `resource-backup` job (owned by `backup:<name>`,
 //!    attr `namespaces` from [`Plan::namespaces`]) in one commit;
-//! 3. a driver task ([`driver`]) waits for the job's admission (an `overlap = "namespaces"`
+//! 3. a driver task (`driver.rs`) waits for the job's admission (an `overlap = "namespaces"`
 //!    conflict queues overlapping backups), starts the plan on the pool, renews the job's
 //!    lease every TTL/3 while it runs, and finishes the job and the record with the outcome;
-//! 4. PVC uploads and pod-volume backups are scheduler jobs ([`mover`]): the pool's threads
+//! 4. PVC uploads and pod-volume backups are scheduler jobs (`mover.rs`): the pool's threads
 //!    submit them through the loop and block on long-polls of their state, never the loop.
 //!
 //! Invariants:
@@ -27,14 +27,14 @@
 
 pub(crate) mod driver;
 pub(crate) mod mover;
+mod ops;
 pub mod routes;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::event_loop::backups::{backup_owner, BackupOp};
-use crate::event_loop::{Answer, Msg, Op, Reply};
-use lockgate_api::BackupRequest;
-use lockgate_api::{BackupProgress, BackupView, Role};
+use crate::jobs::JobOp;
+use crate::protocol::{LoopHandle, Reply};
+use lockgate_api::{BackupList, BackupProgress, BackupRequest, BackupView, Role};
 use lockgate_blocks::{BackupHandle, Filters, Plan, PlanOptions, WorkerPool};
 use lockgate_core::policy::BlocksPolicy;
 use lockgate_core::selector::Selector;
@@ -43,7 +43,27 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot};
+
+/// The owner of a backup's jobs.
+pub fn backup_owner(name: &str) -> String {
+    format!("backup:{name}")
+}
+
+/// Backup operations of the loop (see `ops.rs`).
+#[derive(Debug)]
+pub enum BackupOp {
+    /// The active policy's validated `[blocks]` section.
+    Blocks(Reply<BlocksPolicy>),
+    /// A new backup: `409 already_exists` when the name is taken; else its job is
+    /// submitted and the record (with `job` set) stored. Answers the record.
+    Create(Box<BackupView>, Reply<BackupView>),
+    /// Replaces a backup's record (its driver reports a new state).
+    Put(Box<BackupView>, Reply<()>),
+    /// One record (404 when unknown).
+    Get(String, Reply<BackupView>),
+    /// Every record, oldest first.
+    List(Reply<BackupList>),
+}
 
 /// The plan options of a request under the policy's `[blocks]` section (also used by
 /// `lockgate backup create --dry-run`, which plans locally).
@@ -82,7 +102,7 @@ pub const DEFAULT_WORKERS: usize = 4;
 
 /// The backups of one server. See the module docs.
 pub struct Backups {
-    tx: mpsc::Sender<Msg>,
+    pub(crate) lp: LoopHandle,
     data_dir: PathBuf,
     pool: Mutex<Option<Arc<WorkerPool>>>,
     running: Mutex<HashMap<String, Arc<Running>>>,
@@ -93,14 +113,14 @@ pub(crate) struct Running {
     pub principal: Principal,
     pub job: JobId,
     pub handle: Mutex<Option<BackupHandle>>,
-    pub canceled: AtomicBool,
+    pub cancelled: AtomicBool,
     /// Data-movement jobs submitted for it (to cancel with it).
     pub data_jobs: Mutex<Vec<JobId>>,
 }
 
 impl Running {
-    pub fn is_canceled(&self) -> bool {
-        self.canceled.load(Ordering::SeqCst)
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
     }
 }
 
@@ -114,39 +134,16 @@ pub(crate) fn principal(name: &str) -> Principal {
     }
 }
 
-/// Sends `op` to the loop and waits for the answer (async side).
-pub(crate) async fn ask(tx: &mpsc::Sender<Msg>, principal: Principal, op: Op) -> Reply {
-    let (reply, rx) = oneshot::channel();
-    tx.send(Msg {
-        principal,
-        op,
-        reply,
-    })
-    .await
-    .map_err(|_| ApiError::unavailable("the server is shutting down"))?;
-    rx.await
-        .map_err(|_| ApiError::unavailable("the server is shutting down"))?
-}
-
-/// The JSON of an answer decoded into `T`.
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(r: Reply) -> Result<T, ApiError> {
-    match r? {
-        Answer::Json(_, v) => serde_json::from_value(v)
-            .map_err(|e| ApiError::internal(format!("unexpected answer from the loop: {e}"))),
-        Answer::Text(_) => Err(ApiError::internal("unexpected text answer from the loop")),
-    }
-}
-
 impl Backups {
     /// The manager, with a pool of `workers` threads.
-    pub fn new(tx: mpsc::Sender<Msg>, data_dir: PathBuf, workers: usize) -> Backups {
+    pub fn new(lp: LoopHandle, data_dir: PathBuf, workers: usize) -> Backups {
         let workers = workers.max(1);
         let pool = WorkerPool::new(lockgate_blocks::PoolConfig {
             workers,
             channel_capacity: workers,
         });
         Backups {
-            tx,
+            lp,
             // Archive paths in records and answers are absolute, whatever --data-dir was.
             data_dir: std::path::absolute(&data_dir).unwrap_or(data_dir),
             pool: Mutex::new(Some(Arc::new(pool))),
@@ -158,17 +155,9 @@ impl Backups {
         self.data_dir.join("backups").join(format!("{name}.tar.gz"))
     }
 
-    pub(crate) async fn ask(&self, principal: Principal, op: Op) -> Reply {
-        ask(&self.tx, principal, op).await
-    }
-
     /// The active policy's `[blocks]` section.
     pub(crate) async fn blocks_policy(&self) -> Result<BlocksPolicy, ApiError> {
-        let (tx, rx) = oneshot::channel();
-        self.ask(Principal::system(), Op::Backup(BackupOp::Blocks(tx)))
-            .await?;
-        rx.await
-            .map_err(|_| ApiError::unavailable("the server is shutting down"))
+        self.lp.ask(Principal::system(), BackupOp::Blocks).await
     }
 
     fn pool(&self) -> Option<Arc<WorkerPool>> {
@@ -195,7 +184,7 @@ impl Backups {
             principal: principal(&view.name),
             job,
             handle: Mutex::new(None),
-            canceled: AtomicBool::new(false),
+            cancelled: AtomicBool::new(false),
             data_jobs: Mutex::new(Vec::new()),
         });
         self.running
@@ -222,7 +211,7 @@ impl Backups {
                     items_total: p.items_total,
                 };
             }
-            view.cancel_requested |= run.is_canceled();
+            view.cancel_requested |= run.is_cancelled();
         }
         view
     }
@@ -230,14 +219,17 @@ impl Backups {
     /// Stops handing out the backup's blocks and cancels its data-movement jobs. Safe to
     /// call more than once.
     pub(crate) async fn cancel_running(&self, run: &Running) {
-        run.canceled.store(true, Ordering::SeqCst);
+        run.cancelled.store(true, Ordering::SeqCst);
         if let Some(h) = run.handle.lock().expect("handle lock").as_ref() {
             h.cancel();
         }
         let jobs = std::mem::take(&mut *run.data_jobs.lock().expect("data jobs lock"));
         for id in jobs {
             // Already ended jobs answer 409: nothing to do.
-            let _ = self.ask(run.principal.clone(), Op::Cancel(id, false)).await;
+            let _ = self
+                .lp
+                .ask(run.principal.clone(), |r| JobOp::Cancel(id, false, r))
+                .await;
         }
     }
 
@@ -252,7 +244,7 @@ impl Backups {
             .cloned()
             .collect();
         for run in runs {
-            run.canceled.store(true, Ordering::SeqCst);
+            run.cancelled.store(true, Ordering::SeqCst);
             if let Some(h) = run.handle.lock().expect("handle lock").as_ref() {
                 h.cancel();
             }

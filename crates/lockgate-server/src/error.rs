@@ -1,17 +1,18 @@
-//! [`ApiError`]: every 4xx/5xx answer, as `{"error": {"code", "message", "field"}}`.
+//! [`ApiError`]: every 4xx/5xx answer, as `{"error": {"code", "message", "field"}}`,
+//! and [`parse_json`], the one reading of a JSON body (400 `malformed_json`, 422
+//! `invalid_field` naming the field).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use lockgate_api::{ErrorBody, ErrorDetail};
+use lockgate_api::{ErrorBody, ErrorCode, ErrorDetail};
 
-/// An error answer.
+/// An error answer. Its HTTP status follows from its [`ErrorCode`]
+/// ([`ErrorCode::http_status`]): whoever builds one picks what went wrong, never a status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{status} {code}: {message}")]
+#[error("{} {code}: {message}", self.status())]
 pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
     /// Stable code.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// For people: what happened and what was expected.
     pub message: String,
     /// The offending JSON path or config key.
@@ -22,14 +23,18 @@ pub struct ApiError {
 
 impl ApiError {
     /// A new error.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
-            status,
             code,
             message: message.into(),
             field: None,
             line: None,
         }
+    }
+
+    /// The HTTP status of the answer.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.http_status()).expect("error statuses are valid")
     }
 
     /// Names the offending field.
@@ -40,49 +45,49 @@ impl ApiError {
 
     /// 400 `bad_request`.
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        ApiError::new(ErrorCode::BadRequest, message)
     }
 
     /// 422 `invalid_field` naming the field.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", message).field(field)
+        ApiError::new(ErrorCode::InvalidField, message).field(field)
     }
 
     /// 404 `not_found`.
     pub fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+        ApiError::new(ErrorCode::NotFound, message)
     }
 
     /// 403 `forbidden`.
     pub fn forbidden(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+        ApiError::new(ErrorCode::Forbidden, message)
     }
 
     /// 401 `unauthorized`.
     pub fn unauthorized(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
-    }
-
-    /// 409 with a code.
-    pub fn conflict(code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::CONFLICT, code, message)
+        ApiError::new(ErrorCode::Unauthorized, message)
     }
 
     /// 503 `unavailable`: the server is shutting down or its store failed.
     pub fn unavailable(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        ApiError::new(ErrorCode::Unavailable, message)
+    }
+
+    /// 503 `unavailable` when the event loop is gone.
+    pub fn shutting_down() -> ApiError {
+        ApiError::unavailable("the server is shutting down")
     }
 
     /// 500 `internal`.
     pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        ApiError::new(ErrorCode::Internal, message)
     }
 
     /// The JSON body.
     pub fn body(&self) -> ErrorBody {
         ErrorBody {
             error: ErrorDetail {
-                code: self.code.to_string(),
+                code: self.code.as_str().to_string(),
                 message: self.message.clone(),
                 field: self.field.clone(),
                 line: self.line,
@@ -93,7 +98,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body())).into_response()
+        (self.status(), axum::Json(self.body())).into_response()
     }
 }
 
@@ -101,6 +106,16 @@ impl From<lockgate_store::StoreError> for ApiError {
     fn from(e: lockgate_store::StoreError) -> Self {
         ApiError::internal(e.to_string())
     }
+}
+
+/// A policy validation error as a 422 `invalid_policy` naming the field and line.
+pub fn policy_error(e: lockgate_core::policy::PolicyError) -> ApiError {
+    let mut err = ApiError::new(ErrorCode::InvalidPolicy, e.to_string());
+    if !e.field.is_empty() {
+        err.field = Some(e.field.clone());
+    }
+    err.line = e.line;
+    err
 }
 
 /// Parses a JSON body into `T`, answering 400 for malformed JSON and 422 naming the field
@@ -111,8 +126,7 @@ impl From<lockgate_store::StoreError> for ApiError {
 pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "malformed_json",
+            ErrorCode::MalformedJson,
             "the request body is empty: expected a JSON object",
         ));
     }
@@ -126,8 +140,7 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
             use serde_json::error::Category;
             match inner.classify() {
                 Category::Syntax | Category::Eof | Category::Io => Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "malformed_json",
+                    ErrorCode::MalformedJson,
                     format!("malformed JSON: {message}"),
                 )),
                 Category::Data => {
@@ -152,8 +165,7 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
                     } else {
                         format!("{field}: {message}")
                     };
-                    let mut err =
-                        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_field", shown);
+                    let mut err = ApiError::new(ErrorCode::InvalidField, shown);
                     if !field.is_empty() {
                         err.field = Some(field);
                     }
@@ -173,12 +185,12 @@ mod tests {
     fn json_errors_name_the_field() {
         let e = parse_json::<SubmitRequest>(b"{\"kind\": \"backup\",").unwrap_err();
         assert_eq!(
-            (e.status, e.code),
-            (StatusCode::BAD_REQUEST, "malformed_json")
+            (e.status(), e.code),
+            (StatusCode::BAD_REQUEST, ErrorCode::MalformedJson)
         );
         let e = parse_json::<SubmitRequest>(br#"{"kind": "backup", "colour": 1}"#).unwrap_err();
         assert_eq!(
-            (e.status, e.field.as_deref()),
+            (e.status(), e.field.as_deref()),
             (StatusCode::UNPROCESSABLE_ENTITY, Some("colour"))
         );
         let e =

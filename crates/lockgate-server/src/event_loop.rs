@@ -1,17 +1,22 @@
 //! The event loop: the one task that owns the [`Engine`].
 //!
-//! Requests arrive as [`Msg`]s on an mpsc channel and are answered on oneshot channels;
-//! nothing else touches the engine, so it needs no lock. The loop sleeps until a message
-//! arrives or the engine's [`Engine::next_deadline`] (or housekeeping, or a schedule's next
-//! planned time: [`Loop::schedule_deadline`]) is due: there is no polling interval anywhere.
+//! Requests arrive as [`Msg`]s on an mpsc channel; each carries its own typed reply channel
+//! (see [`crate::protocol`]). Nothing else touches the engine, so it needs no lock. The loop
+//! sleeps until a message arrives or the engine's [`Engine::next_deadline`] (or
+//! housekeeping, or a schedule's next planned time: `Loop::schedule_deadline`) is due:
+//! there is no polling interval anywhere.
+//!
+//! This file holds only the loop itself: [`Loop::run`], `Loop::drain_events` and
+//! `Loop::commit`. The operations live with their feature (`jobs/ops.rs`,
+//! `nodes/ops.rs`, ...), each an `impl Loop` block with one `*_op` entry point.
 //!
 //! # Invariants
 //! - **Durable before acknowledged.** Messages are taken in batches (everything waiting in
 //!   the channel, up to [`MAX_BATCH`]); each is applied to the engine, the engine's events
 //!   are turned into one store [`Batch`], the batch is committed (one transaction: group
-//!   commit), and only then are the answers sent and the events broadcast. An answer
-//!   therefore never reports a state the store could lose. If a commit fails the process
-//!   exits: memory would be ahead of the disk.
+//!   commit), and only then are the answers sent (`Loop::answer` defers them) and the
+//!   events broadcast. An answer therefore never reports a state the store could lose. If
+//!   a commit fails the process exits: memory would be ahead of the disk.
 //! - **Ids and fencing tokens never repeat**: the store keeps the highest of each.
 //! - **Long-polls wake on the change**: a waiter is answered in the batch whose commit
 //!   makes its job's state differ from the state it waits on.
@@ -19,26 +24,23 @@
 //! The loop runs on its own OS thread (with a current-thread runtime), so the store's
 //! blocking SQLite calls never stall the HTTP workers.
 
-pub(crate) mod admin;
-pub mod backups;
-mod jobs;
-pub mod schedules;
-
-use crate::auth::{Principal, Tokens};
+use crate::auth::Tokens;
 use crate::error::ApiError;
+use crate::jobs::Waiter;
 use crate::metrics::Metrics;
-use axum::http::StatusCode;
+use crate::nodes::NodeWaiter;
+use crate::policy::{policy_digest, PolicySource};
+use crate::protocol::{Msg, Op, Reply};
 use lockgate_api::{EventView, JobView};
-use lockgate_core::event::{Event, JobChange};
-use lockgate_core::job::{Job, JobId, JobState};
+use lockgate_core::event::Event;
+use lockgate_core::job::{Job, JobId};
 use lockgate_core::{Engine, Timestamp};
 use lockgate_store::{Batch, Store, StoredEvent};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc};
 
 /// At most this many messages go into one group commit.
 pub const MAX_BATCH: usize = 1024;
@@ -46,122 +48,8 @@ pub const MAX_BATCH: usize = 1024;
 /// Housekeeping (retention) runs this often.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(3600);
 
-/// What a request gets back.
-#[derive(Debug)]
-pub enum Answer {
-    /// A JSON document with a status.
-    Json(StatusCode, Value),
-    /// Plain text (metrics).
-    Text(String),
-}
-
-/// An answer or an error.
-pub type Reply = Result<Answer, ApiError>;
-
-/// One request to the loop.
-#[derive(Debug)]
-pub struct Msg {
-    /// Who asks.
-    pub principal: Principal,
-    /// What.
-    pub op: Op,
-    /// Where the answer goes.
-    pub reply: oneshot::Sender<Reply>,
-}
-
-/// The operations.
-#[derive(Debug)]
-pub enum Op {
-    /// `POST /v1/jobs`.
-    Submit(Box<lockgate_api::SubmitRequest>),
-    /// `GET /v1/jobs/{id}`.
-    Get(JobId),
-    /// `GET /v1/jobs`.
-    List(lockgate_api::JobQuery),
-    /// `GET /v1/jobs/{id}/wait`: answered when the state differs from `from`.
-    Wait {
-        /// Job.
-        id: JobId,
-        /// The state the caller knows.
-        from: JobState,
-    },
-    /// `GET /v1/jobs/{id}/explain`.
-    Explain(JobId),
-    /// `POST /v1/jobs/{id}/heartbeat`.
-    Heartbeat(JobId, u64),
-    /// `POST /v1/jobs/{id}/prepared`.
-    Prepared(JobId, u64),
-    /// `POST /v1/jobs/{id}/finish`.
-    Finish(JobId, lockgate_api::FinishRequest),
-    /// `POST /v1/jobs/{id}/cancel`.
-    Cancel(JobId, bool),
-    /// `GET /v1/policy`.
-    PolicyGet,
-    /// `PUT /v1/policy`.
-    PolicyPut {
-        /// The validated policy.
-        policy: Box<lockgate_core::Policy>,
-        /// Its TOML text (what the file or the store will hold).
-        text: String,
-        /// `If-Match`.
-        if_match: Option<String>,
-        /// Only report.
-        dry_run: bool,
-    },
-    /// SIGHUP: read the `--config` file again.
-    PolicyReload,
-    /// `PUT /v1/nodes/{name}`.
-    NodePut(String, lockgate_api::NodeRegister),
-    /// `DELETE /v1/nodes/{name}`.
-    NodeDelete(String),
-    /// `POST /v1/nodes/{name}/heartbeat`.
-    NodeHeartbeat(String),
-    /// `GET /v1/nodes`.
-    NodeList,
-    /// `GET /v1/nodes/{name}`.
-    NodeGet(String),
-    /// `POST /v1/nodes/{name}/cordon` (true) or `/uncordon`.
-    Cordon(String, bool),
-    /// `GET /v1/nodes/{name}/assignments`: answered when there is something to take.
-    Assignments(String),
-    /// `POST /v1/nodes/{name}/assignments/{job}/ack`.
-    Ack(String, JobId),
-    /// `POST /v1/tokens`.
-    TokenCreate(lockgate_api::TokenCreate),
-    /// `GET /v1/tokens`.
-    TokenList,
-    /// `DELETE /v1/tokens/{name}`.
-    TokenRevoke(String),
-    /// `GET /v1/events`.
-    Events {
-        /// After this sequence number.
-        after: u64,
-        /// At most this many.
-        limit: usize,
-    },
-    /// `GET /metrics`.
-    Metrics,
-    /// Schedules (`/v1/schedules`).
-    Schedule(schedules::ScheduleOp),
-    /// Item-block backups: records and their `resource-backup` jobs.
-    Backup(backups::BackupOp),
-    /// Answer every waiter, flush the store, stop.
-    Shutdown,
-}
-
-/// Where the policy lives.
-#[derive(Debug, Clone)]
-pub enum PolicySource {
-    /// `--config FILE`: the file is the source of truth.
-    File(PathBuf),
-    /// The store holds it.
-    Store,
-}
-
-struct Waiter {
-    from: JobState,
-    reply: oneshot::Sender<Reply>,
-}
+/// An answer waiting for the commit of its batch.
+type Deferred = Box<dyn FnOnce() + Send>;
 
 /// The loop's state. See the module docs.
 pub struct Loop {
@@ -172,18 +60,23 @@ pub struct Loop {
     pub(crate) digest: String,
     pub(crate) events_tx: broadcast::Sender<Arc<EventView>>,
     pub(crate) seq: u64,
+    /// The highest lease token the store has (the engine's `next_token() - 1` is written
+    /// with the batch that granted it).
     pub(crate) max_token: u64,
     pub(crate) metrics: Metrics,
-    pub(crate) schedules: schedules::Schedules,
-    waiters: HashMap<JobId, Vec<Waiter>>,
-    node_waiters: HashMap<String, Vec<(Principal, oneshot::Sender<Reply>)>>,
+    pub(crate) schedules: crate::schedules::Schedules,
+    /// Long-polls on a job's state (`GET /v1/jobs/{id}/wait`).
+    pub(crate) waiters: HashMap<JobId, Vec<Waiter>>,
+    /// Long-polls on a node's assignments.
+    pub(crate) node_waiters: HashMap<String, Vec<NodeWaiter>>,
     /// Agent jobs admitted on a node and not yet acknowledged: node -> job -> token.
     pub(crate) offered: HashMap<String, BTreeMap<JobId, u64>>,
     housekeeping_at: Timestamp,
-    last_now: u64,
+    pub(crate) last_now: u64,
     pub(crate) batch: Batch,
-    changed: BTreeMap<JobId, Job>,
-    replies: Vec<(oneshot::Sender<Reply>, Reply)>,
+    /// Jobs changed in this batch (the store has their previous state until the commit).
+    pub(crate) changed: BTreeMap<JobId, Job>,
+    replies: Vec<Deferred>,
     broadcasts: Vec<Arc<EventView>>,
 }
 
@@ -193,22 +86,6 @@ pub fn wall_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// SHA-256 of the policy's canonical JSON, hex.
-pub fn policy_digest(p: &lockgate_core::Policy) -> String {
-    use sha2::{Digest, Sha256};
-    let text = serde_json::to_string(&p.to_json_value()).expect("policies serialize");
-    crate::auth::hex(&Sha256::digest(text.as_bytes()))
-}
-
-/// JSON of a value that always serializes.
-pub(crate) fn json<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).expect("API types serialize")
-}
-
-pub(crate) fn ok(v: Value) -> Reply {
-    Ok(Answer::Json(StatusCode::OK, v))
 }
 
 impl Loop {
@@ -234,7 +111,7 @@ impl Loop {
             seq,
             max_token,
             metrics: Metrics::default(),
-            schedules: schedules::Schedules::default(),
+            schedules: crate::schedules::Schedules::default(),
             waiters: HashMap::new(),
             node_waiters: HashMap::new(),
             offered: HashMap::new(),
@@ -253,12 +130,15 @@ impl Loop {
         Timestamp(self.last_now)
     }
 
-    pub(crate) fn lease_ttl(&self) -> Duration {
-        self.engine.policy().leases.ttl
+    pub(crate) fn view(&self, job: &Job) -> JobView {
+        JobView::from_job(job, self.engine.policy().leases.ttl)
     }
 
-    pub(crate) fn view(&self, job: &Job) -> JobView {
-        JobView::from_job(job, self.lease_ttl())
+    /// Queues an answer; it is sent after this batch's commit.
+    pub(crate) fn answer<T: Send + 'static>(&mut self, reply: Reply<T>, r: Result<T, ApiError>) {
+        self.replies.push(Box::new(move || {
+            let _ = reply.send(r);
+        }));
     }
 
     /// Commits what the restore (or anything before serving) produced.
@@ -304,8 +184,8 @@ impl Loop {
                 self.housekeeping(now);
             }
             for msg in msgs.drain(..) {
-                if matches!(msg.op, Op::Shutdown) {
-                    stopping = Some(msg.reply);
+                if let Op::Shutdown(reply) = msg.op {
+                    stopping = Some(reply);
                     continue;
                 }
                 self.handle(msg, now);
@@ -321,24 +201,13 @@ impl Loop {
         }
         self.stop();
         if let Some(reply) = stopping {
-            let _ = reply.send(ok(Value::Null));
+            let _ = reply.send(Ok(()));
         }
     }
 
     fn stop(&mut self) {
-        let waiters: Vec<Waiter> = self.waiters.drain().flat_map(|(_, w)| w).collect();
-        for w in waiters {
-            let _ = w.reply.send(Err(ApiError::unavailable(
-                "the server is shutting down; wait again",
-            )));
-        }
-        for (_, ws) in self.node_waiters.drain() {
-            for (_, r) in ws {
-                let _ = r.send(Err(ApiError::unavailable(
-                    "the server is shutting down; poll again",
-                )));
-            }
-        }
+        self.stop_waiters();
+        self.stop_node_waiters();
         if let Err(e) = self.store.flush() {
             tracing::warn!("store flush at shutdown: {e}");
         }
@@ -359,83 +228,26 @@ impl Loop {
             Ok(_) => {}
             Err(e) => tracing::warn!("retention failed (will retry): {e}"),
         }
-        for ws in self.waiters.values_mut() {
-            ws.retain(|w| !w.reply.is_closed());
-        }
-        self.waiters.retain(|_, ws| !ws.is_empty());
+        self.forget_gone_waiters();
     }
 
-    fn handle(&mut self, msg: Msg, now: Timestamp) {
-        let Msg {
-            principal,
-            op,
-            reply,
-        } = msg;
+    /// Hands one message to its feature.
+    pub(crate) fn handle(&mut self, msg: Msg, now: Timestamp) {
+        let Msg { principal: p, op } = msg;
         match op {
-            Op::Wait { id, from } => match self.wait(&principal, id, from) {
-                Ok(Some(answer)) => self.replies.push((reply, Ok(answer))),
-                Ok(None) => {
-                    let ws = self.waiters.entry(id).or_default();
-                    ws.retain(|w| !w.reply.is_closed());
-                    ws.push(Waiter { from, reply });
-                }
-                Err(e) => self.replies.push((reply, Err(e))),
-            },
-            Op::Assignments(node) => match self.assignments(&principal, &node, now) {
-                Ok(Some(answer)) => self.replies.push((reply, Ok(answer))),
-                Ok(None) => {
-                    let ws = self.node_waiters.entry(node).or_default();
-                    ws.retain(|(_, r)| !r.is_closed());
-                    ws.push((principal, reply));
-                }
-                Err(e) => self.replies.push((reply, Err(e))),
-            },
-            op => {
-                let r = self.dispatch(&principal, op, now);
-                self.replies.push((reply, r));
-            }
-        }
-    }
-
-    fn dispatch(&mut self, p: &Principal, op: Op, now: Timestamp) -> Reply {
-        match op {
-            Op::Submit(req) => self.submit(p, *req, now),
-            Op::Get(id) => self.get(p, id),
-            Op::List(q) => self.list(p, q),
-            Op::Explain(id) => self.explain(p, id, now),
-            Op::Heartbeat(id, token) => self.heartbeat(p, id, token, now),
-            Op::Prepared(id, token) => self.prepared(p, id, token, now),
-            Op::Finish(id, req) => self.finish(p, id, req, now),
-            Op::Cancel(id, force) => self.cancel(p, id, force, now),
-            Op::PolicyGet => self.policy_get(p),
-            Op::PolicyPut {
-                policy,
-                text,
-                if_match,
-                dry_run,
-            } => self.policy_put(p, *policy, text, if_match, dry_run, now),
-            Op::PolicyReload => self.policy_reload(now),
-            Op::NodePut(name, reg) => self.node_put(p, name, reg, now),
-            Op::NodeDelete(name) => self.node_delete(p, &name, now),
-            Op::NodeHeartbeat(name) => self.node_heartbeat(p, &name, now),
-            Op::NodeList => self.node_list(p),
-            Op::NodeGet(name) => self.node_get(p, &name),
-            Op::Cordon(name, on) => self.cordon(p, &name, on, now),
-            Op::Ack(node, id) => self.ack(p, &node, id),
-            Op::TokenCreate(req) => self.token_create(p, req, now),
-            Op::TokenList => self.token_list(p),
-            Op::TokenRevoke(name) => self.token_revoke(p, &name),
-            Op::Events { after, limit } => self.events(p, after, limit),
-            Op::Metrics => {
+            Op::Jobs(op) => self.job_op(&p, op, now),
+            Op::Nodes(op) => self.node_op(p, op, now),
+            Op::Policy(op) => self.policy_op(&p, op, now),
+            Op::Tokens(op) => self.token_op(&p, op, now),
+            Op::Schedules(op) => self.schedule_op(&p, op, now),
+            Op::Backups(op) => self.backup_op(op, now),
+            Op::Events(op) => self.event_op(&p, op),
+            Op::Metrics(reply) => {
                 let mut text = self.metrics.render(&self.engine, self.seq);
                 self.render_schedule_metrics(&mut text);
-                Ok(Answer::Text(text))
+                self.answer(reply, Ok(text));
             }
-            Op::Schedule(op) => self.schedule_op(p, op, now),
-            Op::Backup(op) => self.backup_op(op, now),
-            Op::Wait { .. } | Op::Assignments(_) | Op::Shutdown => {
-                unreachable!("handled in handle()")
-            }
+            Op::Shutdown(reply) => self.answer(reply, Ok(())),
         }
     }
 
@@ -444,23 +256,14 @@ impl Loop {
         while let Some(ev) = self.engine.poll_event() {
             let data = match &ev {
                 Event::Job { change, job } => {
-                    self.observe(*change, job);
+                    self.metrics.observe(*change, job);
+                    self.track_offer(*change, job);
                     let view = self.view(job);
-                    if let Some(ws) = self.waiters.get_mut(&job.id) {
-                        let mut keep = Vec::new();
-                        for w in ws.drain(..) {
-                            if w.from != job.state {
-                                self.replies.push((w.reply, ok(json(&view))));
-                            } else {
-                                keep.push(w);
-                            }
-                        }
-                        *ws = keep;
-                    }
+                    self.wake_waiters(job, &view);
                     self.changed.insert(job.id, (**job).clone());
                     serde_json::json!({ "type": "job", "change": change, "job": view })
                 }
-                other => json(other),
+                other => serde_json::to_value(other).expect("events serialize"),
             };
             let Value::Object(data) = data else {
                 unreachable!("events are objects")
@@ -479,63 +282,14 @@ impl Loop {
         }
     }
 
-    fn observe(&mut self, change: JobChange, job: &Job) {
-        if let Some(l) = job.lease {
-            if l.token > self.max_token {
-                self.max_token = l.token;
-                self.batch.max_token = Some(l.token);
-            }
-        }
-        let admitted_at = match change {
-            JobChange::AdmittedPrepare => job.prepare_started_at,
-            JobChange::Started if job.prepare_started_at.is_none() => job.started_at,
-            _ => None,
-        };
-        if let Some(at) = admitted_at {
-            *self.metrics.admissions.entry(job.kind.clone()).or_default() += 1;
-            self.metrics
-                .wait
-                .observe(at.since(job.queued_at) as f64 / 1000.0);
-            if job.executor == lockgate_core::policy::Executor::Agent {
-                if let (Some(node), Some(l)) = (job.node(), job.lease) {
-                    self.offered
-                        .entry(node.to_string())
-                        .or_default()
-                        .insert(job.id, l.token);
-                }
-            }
-        }
-        if change == JobChange::Started
-            && job.prepare_started_at.is_some()
-            && job.executor == lockgate_core::policy::Executor::Agent
-        {
-            if let (Some(node), Some(l)) = (job.node(), job.lease) {
-                self.offered
-                    .entry(node.to_string())
-                    .or_default()
-                    .insert(job.id, l.token);
-            }
-        }
-        if change == JobChange::Finished {
-            *self
-                .metrics
-                .finished
-                .entry((job.state, job.kind.clone()))
-                .or_default() += 1;
-            if job.state == JobState::Lost {
-                self.metrics.lease_expiries += 1;
-            }
-            if let Some(node) = job.node() {
-                if let Some(o) = self.offered.get_mut(node) {
-                    o.remove(&job.id);
-                }
-            }
-        }
-    }
-
     /// Writes the batch: changed jobs (with whether the engine still holds them), events,
-    /// and whatever the handlers added.
+    /// and whatever the operations added.
     pub(crate) fn commit(&mut self) -> Result<(), lockgate_store::StoreError> {
+        let granted = self.engine.next_token().saturating_sub(1);
+        if granted > self.max_token {
+            self.max_token = granted;
+            self.batch.max_token = Some(granted);
+        }
         let changed = std::mem::take(&mut self.changed);
         for (id, job) in changed {
             let live = self.engine.job(id).is_some();
@@ -552,30 +306,15 @@ impl Loop {
         Ok(())
     }
 
-    fn send_replies(&mut self) {
-        for (tx, r) in self.replies.drain(..) {
-            let _ = tx.send(r);
+    /// After the commit: the answers, the broadcasts, and the node long-polls that have
+    /// something to take now.
+    pub(crate) fn send_replies(&mut self) {
+        for send in self.replies.drain(..) {
+            send();
         }
         for ev in self.broadcasts.drain(..) {
             let _ = self.events_tx.send(ev);
         }
-        if !self.node_waiters.is_empty() {
-            let now = Timestamp(self.last_now);
-            let nodes: Vec<String> = self
-                .node_waiters
-                .keys()
-                .filter(|n| self.offered.get(*n).is_some_and(|o| !o.is_empty()))
-                .cloned()
-                .collect();
-            for node in nodes {
-                let ws = self.node_waiters.remove(&node).unwrap_or_default();
-                for (p, reply) in ws {
-                    let r = self
-                        .assignments(&p, &node, now)
-                        .map(|a| a.unwrap_or(Answer::Json(StatusCode::OK, Value::Null)));
-                    let _ = reply.send(r);
-                }
-            }
-        }
+        self.wake_node_waiters();
     }
 }

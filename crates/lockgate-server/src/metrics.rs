@@ -1,6 +1,8 @@
 //! `/metrics` in the Prometheus text format, written by hand (a few gauges, counters and
 //! two histograms do not need a crate).
 
+use lockgate_core::event::JobChange;
+use lockgate_core::job::Job;
 use lockgate_core::{Engine, JobState};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -69,6 +71,30 @@ pub struct Metrics {
     pub commit: Histogram,
     /// Jobs written by commits.
     pub committed_jobs: u64,
+}
+
+impl Metrics {
+    /// Counts one job change: an admission (and its wait), an end (and a lost lease).
+    pub fn observe(&mut self, change: JobChange, job: &Job) {
+        let admitted_at = match change {
+            JobChange::AdmittedPrepare => job.prepare_started_at,
+            JobChange::Started if job.prepare_started_at.is_none() => job.started_at,
+            _ => None,
+        };
+        if let Some(at) = admitted_at {
+            *self.admissions.entry(job.kind.clone()).or_default() += 1;
+            self.wait.observe(at.since(job.queued_at) as f64 / 1000.0);
+        }
+        if change == JobChange::Finished {
+            *self
+                .finished
+                .entry((job.state, job.kind.clone()))
+                .or_default() += 1;
+            if job.state == JobState::Lost {
+                self.lease_expiries += 1;
+            }
+        }
+    }
 }
 
 impl Default for Metrics {

@@ -6,8 +6,8 @@
 //!   rules (the same validator as a `[[schedule]]` table, against the active policy's pools),
 //!   plus a stricter name rule (it becomes a URL path segment).
 //!
-//! The loop side (planning runs, history, the API operations) is in
-//! `event_loop/schedules.rs`; the routes in `http/schedules.rs`.
+//! The loop side is in `planner.rs` (planning runs at their planned times, the history)
+//! and `ops.rs` (the API operations, [`ScheduleOp`]); the handlers in `routes.rs`.
 //!
 //! # Policy-file schedules and API-created ones
 //! Both live in one namespace: a name belongs to at most one schedule. `POST /v1/schedules`
@@ -15,11 +15,52 @@
 //! SIGHUP, start) that would take the name of an API-created schedule. Policy schedules
 //! are changed in the policy only: `DELETE /v1/schedules/{name}` answers 409 for them.
 
+mod ops;
+mod planner;
+mod routes;
+
+pub(crate) use planner::Schedules;
+pub(crate) use routes::routes;
+
 use crate::error::ApiError;
-use lockgate_api::ScheduleRequest;
+use crate::nodes::Removed;
+use crate::protocol::Reply;
+use lockgate_api::{ScheduleList, ScheduleRequest, ScheduleView};
 use lockgate_core::calendar::Schedule;
 use lockgate_core::policy::ScheduleSpec;
 use lockgate_core::Policy;
+
+/// A schedule operation of the API.
+#[derive(Debug)]
+pub enum ScheduleOp {
+    /// `POST /v1/schedules`.
+    Create(Box<ScheduleRequest>, Reply<ScheduleView>),
+    /// `GET /v1/schedules`.
+    List(Reply<ScheduleList>),
+    /// `GET /v1/schedules/{name}?limit=N`.
+    Get(String, Option<usize>, Reply<ScheduleView>),
+    /// `DELETE /v1/schedules/{name}`.
+    Delete(String, Reply<Removed>),
+}
+
+/// A name the new policy takes from an API-created schedule: its index and name.
+fn taken_names(
+    policy: &Policy,
+    by_name: &std::collections::BTreeMap<String, planner::Sched>,
+) -> Option<(usize, String)> {
+    policy.schedules.iter().enumerate().find_map(|(i, s)| {
+        by_name
+            .get(&s.name)
+            .filter(|x| x.source == lockgate_store::ScheduleSource::Api)
+            .map(|_| (i, s.name.clone()))
+    })
+}
+
+fn taken_message(name: &str) -> String {
+    format!(
+        "{name:?} is already the name of a schedule created through the API; rename this one, or remove the other first (lockgate schedule rm {name})"
+    )
+}
 
 /// Whether the calendar knows the zone `name` (its bundled IANA database).
 pub fn zone_known(name: &str) -> bool {

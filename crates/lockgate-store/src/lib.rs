@@ -1,6 +1,7 @@
 //! lockgate-store: the server's durable state, behind the [`Store`] trait.
 //!
-//! What is kept: every job (live and finished, as the engine's [`Job`]), registered nodes,
+//! What is kept: every job (live and finished, as the engine's [`Job`]), registered nodes
+//! (the engine's [`NodeRecord`]),
 //! tokens (SHA-256 hashes only), the event log (sequence-numbered), the policy document
 //! (when the server has no `--config` file), schedules with their run history, and a few
 //! counters (highest job id, highest lease token, last event sequence) so ids and fencing
@@ -15,8 +16,9 @@
 
 mod sqlite;
 
-use lockgate_core::engine::NodeRegistration;
-use lockgate_core::job::{Job, JobId};
+use lockgate_api::{BackupState, Role};
+use lockgate_core::engine::NodeRecord;
+use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 
 pub use sqlite::{SqliteStore, SCHEMA_VERSION};
@@ -61,23 +63,14 @@ pub enum StoreError {
     },
 }
 
-/// A node as stored: what it registered and whether it is cordoned (the same fields as
-/// the engine's snapshot record).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct NodeRecord {
-    /// What it registered.
-    pub registration: NodeRegistration,
-    /// Cordoned.
-    pub cordoned: bool,
-}
-
 /// A token as stored (the secret itself never is).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenRecord {
     /// Principal name (unique).
     pub name: String,
-    /// Role name (`admin`, `submitter`, `agent`, `viewer`).
-    pub role: String,
+    /// Role (stored as its name: `admin`, `submitter`, `agent`, `viewer`; a name this
+    /// build does not know reads as `viewer`, the least privilege).
+    pub role: Role,
     /// Bound node (agent tokens).
     pub node: Option<String>,
     /// SHA-256 of the secret, lowercase hex.
@@ -103,8 +96,8 @@ pub struct StoredEvent {
 pub struct ScheduleRecord {
     /// Unique name.
     pub name: String,
-    /// `policy` (from the policy document) or `api` (created with `POST /v1/schedules`).
-    pub source: String,
+    /// Where it was defined.
+    pub source: ScheduleSource,
     /// The creation request as JSON (`api` schedules; `None` for policy ones).
     pub spec: Option<String>,
     /// The latest planned time handled (submitted or skipped); runs are planned after it.
@@ -113,6 +106,25 @@ pub struct ScheduleRecord {
     pub last_job: Option<JobId>,
     /// When the schedule was created (or first seen in the policy).
     pub created_at: Timestamp,
+}
+
+/// Where a schedule was defined (stored as `policy` or `api`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScheduleSource {
+    /// A `[[schedule]]` of the policy document.
+    Policy,
+    /// Created with `POST /v1/schedules`.
+    Api,
+}
+
+impl ScheduleSource {
+    /// The stored (and shown) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleSource::Policy => "policy",
+            ScheduleSource::Api => "api",
+        }
+    }
 }
 
 /// One planned time of a schedule and what became of it.
@@ -136,8 +148,8 @@ pub struct ScheduleRun {
 pub struct BackupRecord {
     /// Unique name.
     pub name: String,
-    /// `queued`, `running` or `finished`.
-    pub state: String,
+    /// Its state (also inside `body`; this copy is what queries filter on).
+    pub state: BackupState,
     /// When it was created.
     pub created_at: Timestamp,
     /// The record as the API shows it (JSON).
@@ -216,8 +228,8 @@ pub struct Loaded {
 /// Filters of a job listing; every given filter must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobFilter {
-    /// State name.
-    pub state: Option<String>,
+    /// State.
+    pub state: Option<JobState>,
     /// Kind.
     pub kind: Option<String>,
     /// Owner.

@@ -10,6 +10,8 @@
 //!   its own transaction, so an interrupted upgrade resumes where it stopped.
 
 mod backups;
+#[cfg(test)]
+mod golden;
 mod schedules;
 
 use crate::*;
@@ -209,7 +211,7 @@ impl Store for SqliteStore {
             .query_map([], |r| {
                 Ok(TokenRecord {
                     name: r.get(0)?,
-                    role: r.get(1)?,
+                    role: Role::parse(&r.get::<_, String>(1)?).unwrap_or(Role::Viewer),
                     node: r.get(2)?,
                     hash: r.get(3)?,
                     created_at: Timestamp(r.get::<_, i64>(4)? as u64),
@@ -282,7 +284,13 @@ impl Store for SqliteStore {
                     "INSERT OR REPLACE INTO tokens (name, role, node, hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
                 )
                 .map_err(&err)?
-                .execute(params![t.name, t.role, t.node, t.hash, t.created_at.0 as i64])
+                .execute(params![
+                    t.name,
+                    t.role.as_str(),
+                    t.node,
+                    t.hash,
+                    t.created_at.0 as i64
+                ])
                 .map_err(&err)?;
             }
             for name in &batch.revoked_tokens {
@@ -330,7 +338,8 @@ impl Store for SqliteStore {
                    ORDER BY id LIMIT ?6";
         let after = f.after.unwrap_or(0) as i64;
         let limit = f.limit as i64;
-        self.rows_to_jobs(sql, &[&after, &f.state, &f.kind, &f.owner, &f.node, &limit])
+        let state = f.state.map(JobState::as_str);
+        self.rows_to_jobs(sql, &[&after, &state, &f.kind, &f.owner, &f.node, &limit])
     }
 
     fn events_after(&mut self, after: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
@@ -443,7 +452,7 @@ mod tests {
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let rec = ScheduleRecord {
             name: "nightly".into(),
-            source: "api".into(),
+            source: ScheduleSource::Api,
             spec: Some("{}".into()),
             last_planned: Timestamp(2_000),
             last_job: Some(4),
@@ -496,19 +505,20 @@ mod tests {
         }
         let mut s = SqliteStore::open(&path).unwrap();
         assert_eq!(s.schema_version().unwrap(), 3);
-        let rec = |name: &str, state: &str, at| BackupRecord {
+        use lockgate_api::BackupState::{Finished, Queued, Running};
+        let rec = |name: &str, state, at| BackupRecord {
             name: name.into(),
-            state: state.into(),
+            state,
             created_at: Timestamp(at),
             body: format!("{{\"name\":\"{name}\"}}"),
         };
         s.commit(&Batch {
-            backups: vec![rec("b", "running", 2_000), rec("a", "queued", 1_000)],
+            backups: vec![rec("b", Running, 2_000), rec("a", Queued, 1_000)],
             ..Batch::default()
         })
         .unwrap();
         s.commit(&Batch {
-            backups: vec![rec("b", "finished", 2_000)],
+            backups: vec![rec("b", Finished, 2_000)],
             ..Batch::default()
         })
         .unwrap();
@@ -517,9 +527,9 @@ mod tests {
         let all = s.backups().unwrap();
         assert_eq!(
             all,
-            vec![rec("a", "queued", 1_000), rec("b", "finished", 2_000)]
+            vec![rec("a", Queued, 1_000), rec("b", Finished, 2_000)]
         );
-        assert_eq!(s.backup("b").unwrap(), Some(rec("b", "finished", 2_000)));
+        assert_eq!(s.backup("b").unwrap(), Some(rec("b", Finished, 2_000)));
         assert_eq!(s.backup("c").unwrap(), None);
         // Retention never deletes backup records.
         s.prune(Timestamp(u64::MAX / 2)).unwrap();

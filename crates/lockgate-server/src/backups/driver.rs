@@ -8,12 +8,11 @@
 //! (shutdown) it stops where it is: the restart marks the backup `Failed`.
 
 use super::mover::JobMover;
-use super::{decode, Backups, Running};
+use super::{BackupOp, Backups, Running};
 use crate::error::ApiError;
-use crate::event_loop::backups::BackupOp;
-use crate::event_loop::Op;
+use crate::jobs::JobOp;
 use lockgate_api::{
-    time, BackupCounts, BackupProgress, BackupState, BackupView, FinishRequest, JobView,
+    time, BackupCounts, BackupProgress, BackupState, BackupView, ErrorCode, FinishRequest, JobView,
 };
 use lockgate_blocks::{BackupConfig, BackupResult, Counts, Phase, Plan, Progress};
 use lockgate_core::policy::BlocksPolicy;
@@ -59,8 +58,8 @@ pub(crate) async fn drive(
             }
         }
         Ok(job) => {
-            let why = if run.is_canceled() {
-                "backup canceled before it started".to_string()
+            let why = if run.is_cancelled() {
+                "backup cancelled before it started".to_string()
             } else {
                 let msg = job.message.map(|m| format!(": {m}")).unwrap_or_default();
                 format!(
@@ -72,7 +71,7 @@ pub(crate) async fn drive(
             view.phase = Some("Failed".into());
             view.reasons = vec![why];
             view.finished_at = Some(now());
-            view.cancel_requested = run.is_canceled();
+            view.cancel_requested = run.is_cancelled();
             let _ = put(b, run, &view).await;
         }
         Err(e) => tracing::warn!("backup {:?} stopped: {}", view.name, e.message),
@@ -80,23 +79,25 @@ pub(crate) async fn drive(
 }
 
 async fn put(b: &Backups, run: &Running, view: &BackupView) -> Result<(), ApiError> {
-    b.ask(
-        run.principal.clone(),
-        Op::Backup(BackupOp::Put(Box::new(view.clone()))),
-    )
-    .await
-    .map(|_| ())
+    let view = Box::new(view.clone());
+    b.lp.ask(run.principal.clone(), |r| BackupOp::Put(view, r))
+        .await
 }
 
 /// Long-polls the backup's job until it leaves `queued`.
 async fn admit(b: &Backups, run: &Running) -> Result<JobView, ApiError> {
-    let mut job: JobView = decode(b.ask(run.principal.clone(), Op::Get(run.job)).await)?;
+    let id = run.job;
+    let mut job =
+        b.lp.ask(run.principal.clone(), |r| JobOp::Get(id, r))
+            .await?;
     while job.state == JobState::Queued {
-        let op = Op::Wait {
-            id: run.job,
-            from: JobState::Queued,
-        };
-        job = decode(b.ask(run.principal.clone(), op).await)?;
+        job =
+            b.lp.ask(run.principal.clone(), |reply| JobOp::Wait {
+                id,
+                from: JobState::Queued,
+                reply,
+            })
+            .await?;
     }
     Ok(job)
 }
@@ -119,7 +120,7 @@ async fn execute(
     let mut config = BackupConfig::new(
         view.name.clone(),
         b.archive_path(&view.name),
-        Arc::new(JobMover::new(b.tx.clone(), run.clone())),
+        Arc::new(JobMover::new(b.lp.clone(), run.clone())),
     );
     config.exec_template = blocks.exec_template.clone();
     config.data_upload_selector = blocks.data_upload_selector.clone();
@@ -143,9 +144,9 @@ async fn execute(
                 outcome: Outcome::Failed,
                 message: Some(format!("the backup could not start: {e}")),
             };
-            let _ = b
-                .ask(run.principal.clone(), Op::Finish(run.job, finish))
-                .await;
+            let _ =
+                b.lp.ask(run.principal.clone(), |r| JobOp::Finish(run.job, finish, r))
+                    .await;
             view.state = BackupState::Finished;
             view.phase = Some("Failed".into());
             view.reasons = vec![format!("the backup could not start: {e}")];
@@ -157,7 +158,7 @@ async fn execute(
     view.state = BackupState::Running;
     view.started_at = Some(now());
     put(b, run, view).await?;
-    if run.is_canceled() {
+    if run.is_cancelled() {
         b.cancel_running(run).await;
     }
 
@@ -173,14 +174,14 @@ async fn execute(
                 }
             }
             _ = beat.tick(), if lease_lost.is_none() => {
-                match b.ask(run.principal.clone(), Op::Heartbeat(run.job, token)).await {
-                    Ok(a) => {
-                        let j: JobView = decode(Ok(a))?;
-                        if j.cancel_requested && !run.is_canceled() {
+                let beat = b.lp.ask(run.principal.clone(), |r| JobOp::Heartbeat(run.job, token, r));
+                match beat.await {
+                    Ok(j) => {
+                        if j.cancel_requested && !run.is_cancelled() {
                             b.cancel_running(run).await;
                         }
                     }
-                    Err(e) if e.code == "lease_lost" => {
+                    Err(e) if e.code == ErrorCode::LeaseLost => {
                         lease_lost = Some(e.message);
                         b.cancel_running(run).await;
                     }
@@ -214,7 +215,7 @@ async fn finish(
     } else {
         let (outcome, message) = match result.phase {
             Phase::Completed => (Outcome::Succeeded, None),
-            _ if run.is_canceled() => (Outcome::Cancelled, Some("backup canceled".to_string())),
+            _ if run.is_cancelled() => (Outcome::Cancelled, Some("backup cancelled".to_string())),
             _ => (
                 Outcome::Failed,
                 Some(format!("{phase}: {}", reasons.join("; "))),
@@ -225,11 +226,11 @@ async fn finish(
             outcome,
             message,
         };
-        if let Err(e) = b
-            .ask(run.principal.clone(), Op::Finish(run.job, finish))
-            .await
+        if let Err(e) =
+            b.lp.ask(run.principal.clone(), |r| JobOp::Finish(run.job, finish, r))
+                .await
         {
-            if e.code == "unavailable" {
+            if e.code == ErrorCode::Unavailable {
                 return Err(e);
             }
             reasons.push(format!(
@@ -251,7 +252,7 @@ async fn finish(
     view.finished_at = Some(now());
     view.items = Some(counts(result.item_counts));
     view.blocks = Some(counts(result.blocks));
-    view.cancel_requested = run.is_canceled();
+    view.cancel_requested = run.is_cancelled();
     if let Some(h) = run.handle.lock().expect("handle lock").as_ref() {
         view.progress = progress(h.progress());
     }

@@ -6,7 +6,7 @@
 //! `backup`, `namespace`, `item` and `pvc`/`pv`/`storage_class` or `pod`/`volume`.
 //!
 //! The pool's threads are plain threads, so they may block: a submit is a message to the
-//! loop and a blocking wait for its answer; a wait is a chain of [`Op::Wait`] long-polls,
+//! loop and a blocking wait for its answer; a wait is a chain of [`JobOp::Wait`] long-polls,
 //! each answered by the loop in the batch that changes the job's state. The loop itself
 //! never waits for them.
 //!
@@ -16,71 +16,52 @@
 
 use super::Running;
 use crate::auth::Principal;
-use crate::error::ApiError;
-use crate::event_loop::{Answer, Msg, Op, Reply};
+use crate::jobs::JobOp;
+use crate::protocol::LoopHandle;
 use lockgate_api::{JobView, SubmitRequest};
 use lockgate_blocks::{DataMover, MoverError, MoverHandle, PodVolumeBackup, PvcUpload};
 use lockgate_core::policy::Executor;
 use lockgate_core::JobState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
 
 /// Submits and follows data-movement jobs for one backup.
 pub(crate) struct JobMover {
-    tx: mpsc::Sender<Msg>,
+    lp: LoopHandle,
     run: Arc<Running>,
 }
 
-/// Sends `op` and blocks for the answer. Only for plain threads (never a tokio worker).
-fn ask_blocking(tx: &mpsc::Sender<Msg>, principal: Principal, op: Op) -> Reply {
-    let (reply, rx) = oneshot::channel();
-    tx.blocking_send(Msg {
-        principal,
-        op,
-        reply,
-    })
-    .map_err(|_| ApiError::unavailable("the server is shutting down"))?;
-    rx.blocking_recv()
-        .map_err(|_| ApiError::unavailable("the server is shutting down"))?
-}
-
-fn job_view(r: Reply) -> Result<JobView, ApiError> {
-    match r? {
-        Answer::Json(_, v) => serde_json::from_value(v)
-            .map_err(|e| ApiError::internal(format!("unexpected job answer: {e}"))),
-        Answer::Text(_) => Err(ApiError::internal("unexpected text answer")),
-    }
-}
-
 impl JobMover {
-    pub(crate) fn new(tx: mpsc::Sender<Msg>, run: Arc<Running>) -> JobMover {
-        JobMover { tx, run }
+    pub(crate) fn new(lp: LoopHandle, run: Arc<Running>) -> JobMover {
+        JobMover { lp, run }
     }
 
     fn submit(&self, req: SubmitRequest) -> Result<Box<dyn MoverHandle>, MoverError> {
-        if self.run.is_canceled() {
+        if self.run.is_cancelled() {
             return Err(MoverError::Canceled);
         }
         let kind = req.kind.clone();
-        let op = Op::Submit(Box::new(req));
-        let job = job_view(ask_blocking(&self.tx, self.run.principal.clone(), op))
-            .map_err(|e| MoverError::Submit(format!("{kind} job: {}", e.message)))?;
+        let job = self
+            .lp
+            .ask_blocking(self.run.principal.clone(), |r| {
+                JobOp::Submit(Box::new(req), r)
+            })
+            .map_err(|e| MoverError::Submit(format!("{kind} job: {}", e.message)))?
+            .job;
         self.run
             .data_jobs
             .lock()
             .expect("data jobs lock")
             .push(job.id);
-        if self.run.is_canceled() {
+        if self.run.is_cancelled() {
             // The cancel may have taken the list before this job was in it.
-            let _ = ask_blocking(
-                &self.tx,
-                self.run.principal.clone(),
-                Op::Cancel(job.id, false),
-            );
+            let id = job.id;
+            let _ = self
+                .lp
+                .ask_blocking(self.run.principal.clone(), |r| JobOp::Cancel(id, false, r));
         }
         Ok(Box::new(JobHandle {
-            tx: self.tx.clone(),
+            lp: self.lp.clone(),
             principal: self.run.principal.clone(),
             job,
         }))
@@ -139,7 +120,7 @@ impl DataMover for JobMover {
 
 /// One submitted job, followed through the loop.
 struct JobHandle {
-    tx: mpsc::Sender<Msg>,
+    lp: LoopHandle,
     principal: Principal,
     job: JobView,
 }
@@ -159,12 +140,15 @@ fn snapshot_taken(j: &JobView) -> bool {
 impl JobHandle {
     fn wait_until(&mut self, done: impl Fn(&JobView) -> bool) -> Result<(), MoverError> {
         while !done(&self.job) {
-            let op = Op::Wait {
-                id: self.job.id,
-                from: self.job.state,
-            };
-            self.job = job_view(ask_blocking(&self.tx, self.principal.clone(), op))
-                .map_err(|e| MoverError::Failed(format!("job {}: {}", self.job.id, e.message)))?;
+            let (id, from) = (self.job.id, self.job.state);
+            self.job = self
+                .lp
+                .ask_blocking(self.principal.clone(), |reply| JobOp::Wait {
+                    id,
+                    from,
+                    reply,
+                })
+                .map_err(|e| MoverError::Failed(format!("job {id}: {}", e.message)))?;
         }
         Ok(())
     }

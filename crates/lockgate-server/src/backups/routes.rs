@@ -7,12 +7,11 @@
 //! problem with it (missing, unreadable, a malformed file or item) is a 422 `invalid_input`
 //! naming the path, file and item, and nothing is recorded or started.
 
-use super::{decode, Backups};
+use super::{BackupOp, Backups};
 use crate::auth::{authenticate, Principal};
-use crate::error::{parse_json, ApiError};
-use crate::event_loop::backups::BackupOp;
-use crate::event_loop::{Answer, Op};
-use axum::body::Bytes;
+use crate::error::ApiError;
+use crate::http::JsonBody;
+use crate::jobs::JobOp;
 use axum::extract::{Path, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
@@ -20,7 +19,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use lockgate_api::{
-    check_backup_name, BackupList, BackupProgress, BackupRequest, BackupState, BackupView, Role,
+    check_backup_name, BackupList, BackupProgress, BackupRequest, BackupState, BackupView,
+    ErrorCode, Role,
 };
 use lockgate_blocks::{LoadError, Plan};
 use lockgate_core::policy::BlocksPolicy;
@@ -63,7 +63,7 @@ fn may_see(p: &Principal, v: &BackupView) -> bool {
 }
 
 fn input_error(message: String) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message).field("from")
+    ApiError::new(ErrorCode::InvalidInput, message).field("from")
 }
 
 /// Reads and plans the input on a blocking thread.
@@ -108,23 +108,29 @@ async fn plan(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<Plan, ApiErr
     Ok(plan)
 }
 
+// The body is read after the caller is known: a bad token wins over a bad body.
 async fn create(
     State(api): State<Api>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<JsonBody<BackupRequest>, Response>,
 ) -> Result<Response, ApiError> {
     let p = caller(&api, &headers)?;
     p.require(&[Role::Admin, Role::Submitter], "create backups")?;
-    let req: BackupRequest = parse_json(&body)?;
+    let JsonBody(req) = match body {
+        Ok(b) => b,
+        Err(rejection) => return Ok(rejection),
+    };
     check_backup_name(&req.name).map_err(|m| ApiError::invalid("name", m))?;
     let b = &api.backups;
     if !req.dry_run {
-        if let Ok(Answer::Json(..)) = b
-            .ask(p.clone(), Op::Backup(BackupOp::Get(req.name.clone())))
+        let name = req.name.clone();
+        if b.lp
+            .ask(p.clone(), |r| BackupOp::Get(name, r))
             .await
+            .is_ok()
         {
-            return Err(ApiError::conflict(
-                "already_exists",
+            return Err(ApiError::new(
+                ErrorCode::AlreadyExists,
                 format!(
                     "backup {:?} already exists; backup names are unique: choose another",
                     req.name
@@ -164,13 +170,11 @@ async fn create(
         cancel_requested: false,
         request: req,
     };
-    let created: BackupView = decode(
-        b.ask(
-            super::principal(&view.name),
-            Op::Backup(BackupOp::Create(Box::new(view))),
-        )
-        .await,
-    )?;
+    let created =
+        b.lp.ask(super::principal(&view.name), |r| {
+            BackupOp::Create(Box::new(view), r)
+        })
+        .await?;
     let job = created
         .job
         .ok_or_else(|| ApiError::internal("a backup recorded without its job"))?;
@@ -179,11 +183,11 @@ async fn create(
 }
 
 async fn view(api: &Api, p: &Principal, name: &str) -> Result<BackupView, ApiError> {
-    let v: BackupView = decode(
-        api.backups
-            .ask(p.clone(), Op::Backup(BackupOp::Get(name.to_string())))
-            .await,
-    )?;
+    let v = api
+        .backups
+        .lp
+        .ask(p.clone(), |r| BackupOp::Get(name.to_string(), r))
+        .await?;
     if !may_see(p, &v) {
         return Err(ApiError::forbidden(format!(
             "backup {name:?} was created by {:?}; a {} token {:?} may only use its own backups",
@@ -199,7 +203,7 @@ async fn list(State(api): State<Api>, headers: HeaderMap) -> Result<Json<BackupL
         &[Role::Admin, Role::Viewer, Role::Submitter],
         "list backups",
     )?;
-    let all: BackupList = decode(api.backups.ask(p.clone(), Op::Backup(BackupOp::List)).await)?;
+    let all = api.backups.lp.ask(p.clone(), BackupOp::List).await?;
     let backups = all
         .backups
         .into_iter()
@@ -227,8 +231,8 @@ async fn result(
     let p = caller(&api, &headers)?;
     let v = view(&api, &p, &name).await?;
     if !v.is_finished() {
-        return Err(ApiError::conflict(
-            "not_finished",
+        return Err(ApiError::new(
+            ErrorCode::NotFinished,
             format!(
                 "backup {name:?} is {}: its result is written when it ends",
                 v.state
@@ -285,8 +289,8 @@ async fn cancel(
     p.require(&[Role::Admin, Role::Submitter], "cancel backups")?;
     let mut v = view(&api, &p, &name).await?;
     if v.is_finished() {
-        return Err(ApiError::conflict(
-            "already_ended",
+        return Err(ApiError::new(
+            ErrorCode::AlreadyEnded,
             format!(
                 "backup {name:?} already ended ({})",
                 v.phase.as_deref().unwrap_or("finished")
@@ -298,9 +302,11 @@ async fn cancel(
         b.cancel_running(&run).await;
     }
     if let Some(job) = v.job {
-        // Queued: the job ends at once and the driver records the backup as canceled.
+        // Queued: the job ends at once and the driver records the backup as cancelled.
         // Admitted: the job gets `cancel_requested`; the pool already stopped its blocks.
-        let _ = b.ask(super::principal(&name), Op::Cancel(job, false)).await;
+        let _ =
+            b.lp.ask(super::principal(&name), |r| JobOp::Cancel(job, false, r))
+                .await;
     }
     v.cancel_requested = true;
     Ok(Json(v))

@@ -361,15 +361,15 @@ fn overlapping_backups_run_one_after_the_other_and_disjoint_ones_together() {
         why.text
     );
     assert_eq!(admin.backup("a").unwrap().state, BackupState::Running);
-    // A canceled while queued ends at once, without an archive.
+    // A backup cancelled while queued ends at once, without an archive.
     let d = admin
         .create_backup(&only("d", "app", &["deployments"]))
         .unwrap();
-    let canceled = admin.cancel_backup("d").unwrap();
-    assert!(canceled.cancel_requested);
+    let cancelled = admin.cancel_backup("d").unwrap();
+    assert!(cancelled.cancel_requested);
     let d = finished(&admin, &d.name);
     assert_eq!(d.phase.as_deref(), Some("Failed"));
-    assert!(d.reasons[0].contains("canceled"), "{:?}", d.reasons);
+    assert!(d.reasons[0].contains("cancelled"), "{:?}", d.reasons);
     assert!(d.started_at.is_none());
     assert_eq!(
         admin.job(d.job.unwrap()).unwrap().state,

@@ -8,3 +8,4 @@ mod errors;
 mod harness;
 mod longpoll;
 mod schedules;
+mod snapshots;

@@ -6,6 +6,7 @@
 //! and `created_at` are columns for the restart (unfinished backups) and the listing order.
 
 use crate::{BackupRecord, StoreError};
+use lockgate_api::BackupState;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 /// Migration 2 -> 3.
@@ -22,7 +23,12 @@ pub(super) fn write(tx: &Transaction<'_>, backups: &[BackupRecord]) -> Result<()
         tx.prepare_cached(
             "INSERT OR REPLACE INTO backups (name, state, created_at, body) VALUES (?1, ?2, ?3, ?4)",
         )?
-        .execute(params![b.name, b.state, b.created_at.0 as i64, b.body])?;
+        .execute(params![
+            b.name,
+            b.state.as_str(),
+            b.created_at.0 as i64,
+            b.body
+        ])?;
     }
     Ok(())
 }
@@ -30,10 +36,20 @@ pub(super) fn write(tx: &Transaction<'_>, backups: &[BackupRecord]) -> Result<()
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BackupRecord> {
     Ok(BackupRecord {
         name: r.get(0)?,
-        state: r.get(1)?,
+        state: state(&r.get::<_, String>(1)?),
         created_at: lockgate_core::Timestamp(r.get::<_, i64>(2)? as u64),
         body: r.get(3)?,
     })
+}
+
+/// A stored state name. Only `finished` ends a backup for good; anything else is read as
+/// `running`, so that a restart ends it (`Failed`) rather than leaving it hanging.
+fn state(name: &str) -> BackupState {
+    match name {
+        "finished" => BackupState::Finished,
+        "queued" => BackupState::Queued,
+        _ => BackupState::Running,
+    }
 }
 
 fn io(e: rusqlite::Error) -> StoreError {

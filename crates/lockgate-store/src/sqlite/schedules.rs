@@ -5,7 +5,7 @@
 //! Removing a schedule deletes its history; retention deletes runs decided before the
 //! cutoff (the schedule's `last_planned` is kept, so nothing is planned twice).
 
-use crate::{ScheduleRecord, ScheduleRun, StoreError};
+use crate::{ScheduleRecord, ScheduleRun, ScheduleSource, StoreError};
 use rusqlite::{params, Connection, Transaction};
 
 /// Migration 1 -> 2.
@@ -47,7 +47,7 @@ pub(super) fn write(
         )?
         .execute(params![
             s.name,
-            s.source,
+            s.source.as_str(),
             s.spec,
             s.last_planned.0 as i64,
             s.last_job.map(|j| j as i64),
@@ -82,7 +82,11 @@ pub(super) fn load(conn: &Connection) -> Result<Vec<ScheduleRecord>, StoreError>
         .query_map([], |r| {
             Ok(ScheduleRecord {
                 name: r.get(0)?,
-                source: r.get(1)?,
+                // Anything but `api` was written as `policy` (the only other value).
+                source: match r.get::<_, String>(1)?.as_str() {
+                    "api" => ScheduleSource::Api,
+                    _ => ScheduleSource::Policy,
+                },
                 spec: r.get(2)?,
                 last_planned: lockgate_core::Timestamp(r.get::<_, i64>(3)? as u64),
                 last_job: r.get::<_, Option<i64>>(4)?.map(|j| j as u64),

@@ -1,5 +1,5 @@
 //! Schedules in the event loop (design `schedules.md`): planning runs at their planned
-//! times, their history, and `GET/POST /v1/schedules`, `GET/DELETE /v1/schedules/{name}`.
+//! times, their history and their state (the API operations are in `ops.rs`).
 //!
 //! Planning is [`Runner::plan`] (pure, in `lockgate-core`); this module owns the clock, the
 //! store and the engine around it.
@@ -18,76 +18,42 @@
 //!   every one of them is recorded in the history.
 //! - **Names are unique across the policy and the API** (see `crate::schedules`).
 
-use super::{json, ok, Answer, Loop, Reply};
-use crate::auth::Principal;
+use super::{taken_message, taken_names};
 use crate::error::ApiError;
-use axum::http::StatusCode;
-use lockgate_api::{ScheduleList, ScheduleRequest, ScheduleRunView, ScheduleView};
+use crate::event_loop::Loop;
+use crate::policy::PolicySource;
+use lockgate_api::ScheduleRequest;
 use lockgate_core::engine::SubmitError;
 use lockgate_core::job::JobId;
 use lockgate_core::policy::{PolicyError, ScheduleSpec};
 use lockgate_core::schedule::{Action, Runner};
 use lockgate_core::{Policy, Timestamp};
-use lockgate_store::{ScheduleRecord, ScheduleRun};
+use lockgate_store::{ScheduleRecord, ScheduleRun, ScheduleSource as Source};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// Default number of history entries `GET /v1/schedules/{name}` shows.
-const DEFAULT_HISTORY: usize = 50;
-/// At most this many history entries in one answer.
-const MAX_HISTORY: usize = 1000;
-
-/// A schedule operation of the API.
-#[derive(Debug)]
-pub enum ScheduleOp {
-    /// `POST /v1/schedules`.
-    Create(Box<ScheduleRequest>),
-    /// `GET /v1/schedules`.
-    List,
-    /// `GET /v1/schedules/{name}?limit=N`.
-    Get(String, Option<usize>),
-    /// `DELETE /v1/schedules/{name}`.
-    Delete(String),
-}
-
-/// Where a schedule comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
-    Policy,
-    Api,
-}
-
-impl Source {
-    fn as_str(self) -> &'static str {
-        match self {
-            Source::Policy => "policy",
-            Source::Api => "api",
-        }
-    }
-}
-
 /// One schedule and its state.
 #[derive(Debug)]
-struct Sched {
-    source: Source,
+pub(crate) struct Sched {
+    pub(super) source: Source,
     /// The creation request (API schedules).
-    request: Option<ScheduleRequest>,
+    pub(super) request: Option<ScheduleRequest>,
     /// `None` while suspended (see `error`).
-    runner: Option<Runner>,
+    pub(super) runner: Option<Runner>,
     /// Why it is suspended: it does not validate under the active policy.
-    error: Option<String>,
-    created_at: Timestamp,
-    last_planned: Timestamp,
-    last_job: Option<JobId>,
-    last_run: Option<ScheduleRun>,
+    pub(super) error: Option<String>,
+    pub(super) created_at: Timestamp,
+    pub(super) last_planned: Timestamp,
+    pub(super) last_job: Option<JobId>,
+    pub(super) last_run: Option<ScheduleRun>,
     /// Cached `runner.next_after(last_planned)`.
-    next: Option<Timestamp>,
+    pub(super) next: Option<Timestamp>,
     /// Times at or before this passed while the server was down.
-    down_until: Timestamp,
+    pub(super) down_until: Timestamp,
 }
 
 impl Sched {
-    fn new(source: Source, runner: Option<Runner>, now: Timestamp) -> Sched {
+    pub(super) fn new(source: Source, runner: Option<Runner>, now: Timestamp) -> Sched {
         Sched {
             source,
             request: None,
@@ -102,17 +68,17 @@ impl Sched {
         }
     }
 
-    fn refresh_next(&mut self) {
+    pub(super) fn refresh_next(&mut self) {
         self.next = self
             .runner
             .as_ref()
             .and_then(|r| r.next_after(self.last_planned));
     }
 
-    fn record(&self, name: &str) -> ScheduleRecord {
+    pub(super) fn record(&self, name: &str) -> ScheduleRecord {
         ScheduleRecord {
             name: name.to_string(),
-            source: self.source.as_str().into(),
+            source: self.source,
             spec: self
                 .request
                 .as_ref()
@@ -128,29 +94,13 @@ impl Sched {
 #[derive(Debug, Default)]
 pub struct Schedules {
     /// The zone of times without one.
-    zone: String,
-    by_name: BTreeMap<String, Sched>,
+    pub(super) zone: String,
+    pub(super) by_name: BTreeMap<String, Sched>,
     /// The policy digest the policy schedules were last taken from.
-    synced_digest: String,
+    pub(super) synced_digest: String,
     /// Planned times submitted / skipped since start, by schedule (metrics).
-    submitted: BTreeMap<String, u64>,
-    skipped: BTreeMap<String, u64>,
-}
-
-/// A name the new policy takes from an API-created schedule, as a policy error.
-fn taken_names(policy: &Policy, by_name: &BTreeMap<String, Sched>) -> Option<(usize, String)> {
-    policy.schedules.iter().enumerate().find_map(|(i, s)| {
-        by_name
-            .get(&s.name)
-            .filter(|x| x.source == Source::Api)
-            .map(|_| (i, s.name.clone()))
-    })
-}
-
-fn taken_message(name: &str) -> String {
-    format!(
-        "{name:?} is already the name of a schedule created through the API; rename this one, or remove the other first (lockgate schedule rm {name})"
-    )
+    pub(super) submitted: BTreeMap<String, u64>,
+    pub(super) skipped: BTreeMap<String, u64>,
 }
 
 impl Loop {
@@ -181,7 +131,7 @@ impl Loop {
             s.last_job = rec.last_job;
             s.last_run = last_run;
             s.down_until = now;
-            if rec.source == "api" {
+            if rec.source == Source::Api {
                 s.source = Source::Api;
                 match rec
                     .spec
@@ -205,8 +155,8 @@ impl Loop {
         if let Some((i, name)) = taken_names(self.engine.policy(), &self.schedules.by_name) {
             return Err(PolicyError {
                 file: match &self.source {
-                    super::PolicySource::File(p) => Some(p.display().to_string()),
-                    super::PolicySource::Store => Some("<stored policy>".into()),
+                    PolicySource::File(p) => Some(p.display().to_string()),
+                    PolicySource::Store => Some("<stored policy>".into()),
                 },
                 line: None,
                 field: format!("schedule[{i}].name"),
@@ -222,8 +172,11 @@ impl Loop {
     /// SIGHUP).
     pub(crate) fn check_schedule_names(&self, policy: &Policy) -> Result<(), ApiError> {
         match taken_names(policy, &self.schedules.by_name) {
-            Some((i, name)) => Err(ApiError::conflict("schedule_exists", taken_message(&name))
-                .field(format!("schedule[{i}].name"))),
+            Some((i, name)) => Err(ApiError::new(
+                lockgate_api::ErrorCode::ScheduleExists,
+                taken_message(&name),
+            )
+            .field(format!("schedule[{i}].name"))),
             None => Ok(()),
         }
     }
@@ -443,146 +396,6 @@ impl Loop {
             Ok(s) => Ok((s.job.id, s.existing)),
             Err(SubmitError::Invalid { field, message }) => Err(format!("{field}: {message}")),
         }
-    }
-
-    /// Runs an API operation.
-    pub(crate) fn schedule_op(&mut self, p: &Principal, op: ScheduleOp, now: Timestamp) -> Reply {
-        use lockgate_api::Role;
-        match op {
-            ScheduleOp::Create(req) => {
-                p.require(&[Role::Admin], "create schedules")?;
-                self.schedule_create(*req, now)
-            }
-            ScheduleOp::Delete(name) => {
-                p.require(&[Role::Admin], "remove schedules")?;
-                self.schedule_delete(&name)
-            }
-            ScheduleOp::List => {
-                let names: Vec<String> = self.schedules.by_name.keys().cloned().collect();
-                let schedules = names
-                    .iter()
-                    .map(|n| self.schedule_view(n, 0))
-                    .collect::<Result<_, _>>()?;
-                ok(json(&ScheduleList { schedules }))
-            }
-            ScheduleOp::Get(name, limit) => {
-                let limit = limit.unwrap_or(DEFAULT_HISTORY).min(MAX_HISTORY);
-                ok(json(&self.schedule_view(&name, limit)?))
-            }
-        }
-    }
-
-    fn schedule_create(&mut self, req: ScheduleRequest, now: Timestamp) -> Reply {
-        let spec = crate::schedules::validate(&req, self.engine.policy())?;
-        if let Some(s) = self.schedules.by_name.get(&req.name) {
-            let from = match s.source {
-                Source::Policy => "in the policy",
-                Source::Api => "created through the API",
-            };
-            return Err(ApiError::conflict(
-                "schedule_exists",
-                format!(
-                    "a schedule named {:?} exists ({from}); choose another name, or remove it first",
-                    req.name
-                ),
-            )
-            .field("name"));
-        }
-        let runner = Runner::new(spec, &self.schedules.zone)
-            .map_err(|e| ApiError::invalid("when", format!("when: {e}")))?;
-        let name = req.name.clone();
-        let mut s = Sched::new(Source::Api, Some(runner), now);
-        s.request = Some(req);
-        s.refresh_next();
-        self.batch.schedules.push(s.record(&name));
-        self.schedules.by_name.insert(name.clone(), s);
-        tracing::info!("schedule {name:?} created");
-        let view = self.schedule_view(&name, 0)?;
-        Ok(Answer::Json(StatusCode::CREATED, json(&view)))
-    }
-
-    fn schedule_delete(&mut self, name: &str) -> Reply {
-        let Some(s) = self.schedules.by_name.get(name) else {
-            return Err(ApiError::not_found(format!("no schedule named {name:?}")));
-        };
-        if s.source == Source::Policy {
-            let how = match &self.source {
-                super::PolicySource::File(path) => format!(
-                    "remove its [[schedule]] from {} and reload (SIGHUP or lockgate policy apply)",
-                    path.display()
-                ),
-                super::PolicySource::Store => {
-                    "remove its [[schedule]] from the policy (lockgate policy apply)".into()
-                }
-            };
-            return Err(ApiError::conflict(
-                "policy_schedule",
-                format!("schedule {name:?} is part of the policy and cannot be removed through the API: {how}"),
-            ));
-        }
-        self.schedules.by_name.remove(name);
-        self.batch.removed_schedules.push(name.to_string());
-        tracing::info!("schedule {name:?} removed");
-        ok(serde_json::json!({ "removed": name }))
-    }
-
-    fn run_view(&mut self, r: &ScheduleRun) -> ScheduleRunView {
-        let state = r.job.and_then(|id| self.find(id).ok()).map(|j| j.state);
-        ScheduleRunView {
-            planned: lockgate_api::time::format(r.planned),
-            job: r.job,
-            state,
-            skipped: r.job.is_none(),
-            note: r.note.clone(),
-            at: lockgate_api::time::format(r.at),
-        }
-    }
-
-    fn schedule_view(&mut self, name: &str, history: usize) -> Result<ScheduleView, ApiError> {
-        let Some(s) = self.schedules.by_name.get(name) else {
-            return Err(ApiError::not_found(format!("no schedule named {name:?}")));
-        };
-        let req = match (&s.runner, &s.request) {
-            (Some(r), _) => ScheduleRequest::from_spec(r.spec()),
-            (None, Some(req)) => req.clone(),
-            (None, None) => ScheduleRequest {
-                name: name.to_string(),
-                ..ScheduleRequest::default()
-            },
-        };
-        let (source, created_at, last_planned, next, error, last_run) = (
-            s.source,
-            s.created_at,
-            s.last_planned,
-            s.next,
-            s.error.clone(),
-            s.last_run.clone(),
-        );
-        let last_run = last_run.map(|r| self.run_view(&r));
-        let mut runs = Vec::new();
-        if history > 0 {
-            for r in self.store.schedule_runs(name, history)? {
-                runs.push(self.run_view(&r));
-            }
-        }
-        Ok(ScheduleView {
-            name: name.to_string(),
-            when: req.when,
-            source: source.as_str().into(),
-            zone: self.schedules.zone.clone(),
-            job: req.job,
-            duplicates: req.duplicates.unwrap_or_else(|| "skip".into()),
-            misfire: req.misfire.unwrap_or_else(|| "run-once".into()),
-            max_start_delay_s: req.max_start_delay_s,
-            jitter_s: req.jitter_s,
-            retry: req.retry,
-            created_at: lockgate_api::time::format(created_at),
-            last_planned: (last_run.is_some()).then(|| lockgate_api::time::format(last_planned)),
-            last_run,
-            next: next.map(lockgate_api::time::format),
-            error,
-            history: runs,
-        })
     }
 
     /// Appends the schedule counters to the metrics text.

@@ -1,6 +1,6 @@
-//! Item-block backups on the loop side: their records and their `resource-backup` jobs.
+//! Item-block backups inside the loop: their records and their `resource-backup` jobs.
 //!
-//! The backups themselves run outside the loop (`crate::backups`): a driver task per
+//! The backups themselves run outside the loop (the driver and the pool): a driver task per
 //! backup and the shared worker pool's threads talk to the loop with ordinary messages,
 //! like any client. What only the loop can do is here:
 //! - [`BackupOp::Create`] checks that the name is free, submits the backup's
@@ -11,42 +11,19 @@
 //!   the server stopped: the record becomes `Failed` ("the server stopped") and the
 //!   backup's live jobs are force-cancelled, so none holds a slot for work nobody does.
 
-use super::{json, ok, Answer, Loop, Reply};
+use super::{backup_owner, BackupOp};
 use crate::error::ApiError;
-use axum::http::StatusCode;
-use lockgate_api::{BackupState, BackupView};
+use crate::event_loop::Loop;
+use lockgate_api::{BackupList, BackupState, BackupView, ErrorCode};
 use lockgate_core::job::{JobId, JobSpec, RetrySpec};
-use lockgate_core::policy::{BlocksPolicy, Executor, RESOURCE_BACKUP_KIND};
+use lockgate_core::policy::{Executor, RESOURCE_BACKUP_KIND};
 use lockgate_core::Timestamp;
 use lockgate_store::BackupRecord;
-use tokio::sync::oneshot;
-
-/// The owner of a backup's jobs.
-pub fn backup_owner(name: &str) -> String {
-    format!("backup:{name}")
-}
-
-/// Backup operations of the loop.
-#[derive(Debug)]
-pub enum BackupOp {
-    /// The active policy's validated `[blocks]` section (sent on the channel; the reply
-    /// is `null`).
-    Blocks(oneshot::Sender<BlocksPolicy>),
-    /// A new backup: `409 already_exists` when the name is taken; else its job is
-    /// submitted and the record (with `job` set) stored. Answers the record (201).
-    Create(Box<BackupView>),
-    /// Replaces a backup's record (its driver reports a new state). Answers `null`.
-    Put(Box<BackupView>),
-    /// One record (404 when unknown).
-    Get(String),
-    /// Every record, oldest first.
-    List,
-}
 
 fn record(view: &BackupView, created_at: Timestamp) -> BackupRecord {
     BackupRecord {
         name: view.name.clone(),
-        state: view.state.as_str().to_string(),
+        state: view.state,
         created_at,
         body: serde_json::to_string(view).expect("backup views serialize"),
     }
@@ -62,35 +39,56 @@ fn decode(rec: &BackupRecord) -> Result<BackupView, ApiError> {
 }
 
 impl Loop {
-    pub(crate) fn backup_op(&mut self, op: BackupOp, now: Timestamp) -> Reply {
+    /// Applies one backup operation.
+    pub(crate) fn backup_op(&mut self, op: BackupOp, now: Timestamp) {
         match op {
-            BackupOp::Blocks(tx) => {
-                let _ = tx.send(self.engine.policy().blocks.clone());
-                ok(serde_json::Value::Null)
+            BackupOp::Blocks(reply) => {
+                let blocks = self.engine.policy().blocks.clone();
+                self.answer(reply, Ok(blocks));
             }
-            BackupOp::Create(view) => self.backup_create(*view, now),
-            BackupOp::Put(view) => {
-                let created = self.backup_created_at(&view.name)?.unwrap_or(now);
-                self.batch.backups.push(record(&view, created));
-                ok(serde_json::Value::Null)
+            BackupOp::Create(view, reply) => {
+                let r = self.backup_create(*view, now);
+                self.answer(reply, r);
             }
-            BackupOp::Get(name) => match self.backup_record(&name)? {
-                Some(rec) => ok(json(&decode(&rec)?)),
-                None => Err(ApiError::not_found(format!("backup {name:?} not found"))),
-            },
-            BackupOp::List => {
-                let mut recs = self.store.backups()?;
-                for pending in &self.batch.backups {
-                    match recs.iter_mut().find(|r| r.name == pending.name) {
-                        Some(r) => *r = pending.clone(),
-                        None => recs.push(pending.clone()),
-                    }
-                }
-                recs.sort_by(|a, b| (a.created_at, &a.name).cmp(&(b.created_at, &b.name)));
-                let views = recs.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-                ok(serde_json::json!({ "backups": views }))
+            BackupOp::Put(view, reply) => {
+                let r = self.backup_put(*view, now);
+                self.answer(reply, r);
+            }
+            BackupOp::Get(name, reply) => {
+                let r = self.backup_get(&name);
+                self.answer(reply, r);
+            }
+            BackupOp::List(reply) => {
+                let r = self.backup_list();
+                self.answer(reply, r);
             }
         }
+    }
+
+    fn backup_put(&mut self, view: BackupView, now: Timestamp) -> Result<(), ApiError> {
+        let created = self.backup_created_at(&view.name)?.unwrap_or(now);
+        self.batch.backups.push(record(&view, created));
+        Ok(())
+    }
+
+    fn backup_get(&mut self, name: &str) -> Result<BackupView, ApiError> {
+        match self.backup_record(name)? {
+            Some(rec) => decode(&rec),
+            None => Err(ApiError::not_found(format!("backup {name:?} not found"))),
+        }
+    }
+
+    fn backup_list(&mut self) -> Result<BackupList, ApiError> {
+        let mut recs = self.store.backups()?;
+        for pending in &self.batch.backups {
+            match recs.iter_mut().find(|r| r.name == pending.name) {
+                Some(r) => *r = pending.clone(),
+                None => recs.push(pending.clone()),
+            }
+        }
+        recs.sort_by(|a, b| (a.created_at, &a.name).cmp(&(b.created_at, &b.name)));
+        let backups = recs.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        Ok(BackupList { backups })
     }
 
     /// The record as the next commit will leave it (the batch wins over the store).
@@ -105,10 +103,14 @@ impl Loop {
         Ok(self.backup_record(name)?.map(|r| r.created_at))
     }
 
-    fn backup_create(&mut self, mut view: BackupView, now: Timestamp) -> Reply {
+    fn backup_create(
+        &mut self,
+        mut view: BackupView,
+        now: Timestamp,
+    ) -> Result<BackupView, ApiError> {
         if let Some(rec) = self.backup_record(&view.name)? {
-            return Err(ApiError::conflict(
-                "already_exists",
+            return Err(ApiError::new(
+                ErrorCode::AlreadyExists,
                 format!(
                     "backup {:?} already exists ({}); backup names are unique: choose another",
                     view.name, rec.state
@@ -146,7 +148,7 @@ impl Loop {
         view.job = Some(job.id);
         view.state = BackupState::Queued;
         self.batch.backups.push(record(&view, now));
-        Ok(Answer::Json(StatusCode::CREATED, json(&view)))
+        Ok(view)
     }
 
     /// Ends the backups a previous run of the server left queued or running (see the
@@ -157,7 +159,7 @@ impl Loop {
     pub fn recover_backups(&mut self) -> Result<(), lockgate_store::StoreError> {
         let now = self.now();
         for rec in self.store.backups()? {
-            if rec.state == BackupState::Finished.as_str() {
+            if rec.state == BackupState::Finished {
                 continue;
             }
             let Ok(mut view) = serde_json::from_str::<BackupView>(&rec.body) else {
@@ -199,20 +201,26 @@ impl Loop {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Msg, Op, PolicySource};
-    use super::*;
     use crate::auth::{Principal, Tokens};
+    use crate::event_loop::Loop;
+    use crate::jobs::JobOp;
+    use crate::policy::PolicySource;
+    use crate::protocol::{Msg, Op, Reply};
+    use lockgate_api::JobView;
     use lockgate_core::job::JobState;
     use lockgate_core::{Engine, Mode, Policy};
+    use tokio::sync::oneshot;
 
-    fn ask(lp: &mut Loop, op: Op) -> oneshot::Receiver<Reply> {
+    type Answer<T> = oneshot::Receiver<Result<T, crate::error::ApiError>>;
+
+    fn ask<T, O: Into<Op>>(lp: &mut Loop, make: impl FnOnce(Reply<T>) -> O) -> Answer<T> {
         let (reply, rx) = oneshot::channel();
         let now = lp.now();
+        let op = make(reply).into();
         lp.handle(
             Msg {
                 principal: Principal::system(),
                 op,
-                reply,
             },
             now,
         );
@@ -247,25 +255,26 @@ mod tests {
             kind: "backup".into(),
             ..Default::default()
         };
-        let mut rx = ask(&mut lp, Op::Submit(Box::new(req)));
+        let mut rx = ask(&mut lp, |r| JobOp::Submit(Box::new(req), r));
         end_batch(&mut lp);
-        let Ok(Ok(Answer::Json(_, job))) = rx.try_recv() else {
+        let Ok(Ok(submitted)) = rx.try_recv() else {
             panic!("submitted")
         };
-        let id = job["id"].as_u64().unwrap();
-        assert_eq!(job["state"], "queued");
+        let id = submitted.job.id;
+        assert_eq!(submitted.job.state, JobState::Queued);
 
-        let _cancel = ask(&mut lp, Op::Cancel(id, false));
-        let mut wait = ask(
-            &mut lp,
-            Op::Wait {
-                id,
-                from: JobState::Queued,
-            },
-        );
+        let _cancel = ask(&mut lp, |r| JobOp::Cancel(id, false, r));
+        let mut wait: Answer<JobView> = ask(&mut lp, |reply| JobOp::Wait {
+            id,
+            from: JobState::Queued,
+            reply,
+        });
         end_batch(&mut lp);
         match wait.try_recv() {
-            Ok(Ok(Answer::Json(_, v))) => assert_eq!(v["state"], "cancelled"),
+            Ok(Ok(v)) => {
+                assert_eq!(v.state, JobState::Cancelled);
+                assert_eq!(serde_json::to_value(&v).unwrap()["state"], "cancelled");
+            }
             other => panic!("the wait was not answered: {other:?}"),
         }
     }

@@ -1,0 +1,49 @@
+//! Events: `GET /v1/events` (a page of the log) and `GET /v1/events/stream` (SSE: a
+//! catch-up from the log, then the live broadcast).
+//!
+//! `routes.rs` holds the handlers; [`EventOp`] the loop operation, applied in `ops.rs`.
+//!
+//! # Invariants
+//! - Every event has a sequence number, given in commit order; the log and the broadcast
+//!   carry only committed events.
+//! - A stream never repeats or skips an event it may see: it sends only sequence numbers
+//!   above the last one sent, and when the broadcast lags it catches up from the log.
+//! - Submitters see their own jobs' events, agents their node's, everyone the node and
+//!   policy events ([`visible`]).
+
+mod ops;
+mod routes;
+
+pub(crate) use routes::routes;
+
+use crate::auth::Principal;
+use crate::protocol::Reply;
+use lockgate_api::{EventList, EventView, Role};
+use serde_json::Value;
+
+/// Event operations of the loop.
+#[derive(Debug)]
+pub enum EventOp {
+    /// `GET /v1/events`: at most `limit` events after `after`, those the caller may see.
+    List {
+        /// After this sequence number.
+        after: u64,
+        /// At most this many.
+        limit: usize,
+        /// The page.
+        reply: Reply<EventList>,
+    },
+}
+
+/// Whether `p` may see an event: submitters see their own jobs' events, agents their
+/// node's, everyone the node and policy events.
+pub fn visible(p: &Principal, ev: &EventView) -> bool {
+    let Some(job) = ev.data.get("job") else {
+        return true;
+    };
+    match p.role {
+        Role::Admin | Role::Viewer => true,
+        Role::Submitter => job.get("owner").and_then(Value::as_str) == Some(p.name.as_str()),
+        Role::Agent => job.get("node").and_then(Value::as_str) == p.node.as_deref(),
+    }
+}

@@ -1,0 +1,148 @@
+//! The `/v1/events` handlers: a page of the log, and the SSE stream.
+
+use super::{visible, EventOp};
+use crate::auth::Principal;
+use crate::http::{ok, ApiResult, AppState, Auth, Q};
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use lockgate_api::{EventList, EventView};
+use serde::Deserialize;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// Events per catch-up page of a stream.
+const PAGE: usize = 1000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    #[serde(default)]
+    after: Option<u64>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// The event routes.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/events", get(list))
+        .route("/v1/events/stream", get(stream))
+}
+
+async fn list(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Q(q): Q<EventsQuery>,
+) -> ApiResult<EventList> {
+    let (after, limit) = (q.after.unwrap_or(0), q.limit.unwrap_or(1000));
+    let page = st
+        .lp
+        .ask(p, |reply| EventOp::List {
+            after,
+            limit,
+            reply,
+        })
+        .await?;
+    ok(page)
+}
+
+/// The state of one SSE stream.
+struct Stream {
+    st: AppState,
+    p: Principal,
+    rx: broadcast::Receiver<Arc<EventView>>,
+    last: u64,
+    backlog: VecDeque<EventView>,
+    catch_up: bool,
+}
+
+fn sse_event(ev: &EventView) -> SseEvent {
+    SseEvent::default()
+        .id(ev.seq.to_string())
+        .data(serde_json::to_string(ev).expect("serializes"))
+}
+
+impl Stream {
+    /// The next event to send; `None` ends the stream (shutdown, or the loop is gone).
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(ev) = self.backlog.pop_front() {
+                if ev.seq > self.last {
+                    self.last = ev.seq;
+                    return Some(sse_event(&ev));
+                }
+                continue;
+            }
+            if self.catch_up {
+                self.catch_up = false;
+                let after = self.last;
+                let page = self
+                    .st
+                    .lp
+                    .ask(self.p.clone(), |reply| EventOp::List {
+                        after,
+                        limit: PAGE,
+                        reply,
+                    })
+                    .await
+                    .ok()?;
+                self.catch_up = page.events.len() == PAGE;
+                self.backlog.extend(page.events);
+                continue;
+            }
+            let mut shutdown = self.st.shutdown.clone();
+            if *shutdown.borrow() {
+                return None;
+            }
+            tokio::select! {
+                r = self.rx.recv() => match r {
+                    Ok(ev) => {
+                        if ev.seq > self.last {
+                            self.last = ev.seq;
+                            if visible(&self.p, &ev) {
+                                return Some(sse_event(&ev));
+                            }
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.catch_up = true,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = shutdown.changed() => return None,
+            }
+        }
+    }
+}
+
+async fn stream(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    headers: HeaderMap,
+    Q(q): Q<EventsQuery>,
+) -> impl IntoResponse {
+    let last = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .or(q.after)
+        .unwrap_or(0);
+    let rx = st.events.subscribe();
+    let state = Stream {
+        st,
+        p,
+        rx,
+        last,
+        backlog: VecDeque::new(),
+        catch_up: true,
+    };
+    let events = futures_util::stream::unfold(state, |mut s| async move {
+        let ev = s.next().await?;
+        Some((Ok::<_, Infallible>(ev), s))
+    });
+    Sse::new(events).keep_alive(KeepAlive::default())
+}

@@ -1,0 +1,92 @@
+//! Jobs: `POST /v1/jobs`, `GET /v1/jobs[/{id}]`, the long-poll `wait`, `explain`, the lease
+//! calls (`heartbeat`, `prepared`, `finish`) and `cancel`.
+//!
+//! `routes.rs` holds the handlers; [`JobOp`] the loop operations, applied in `ops.rs`.
+//!
+//! # Invariants
+//! - Who may see a job: admins and viewers all, a submitter its own, an agent those on its
+//!   node (`may_see`); who may act on it: the same minus viewers (`may_act`).
+//! - A wait is answered by the commit that changes the job's state away from `from`, or,
+//!   when the poll times out, by a fresh read: never by a state the store could lose.
+
+mod ops;
+mod routes;
+
+pub(crate) use ops::Waiter;
+pub(crate) use routes::routes;
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::protocol::Reply;
+use lockgate_api::{ExplainView, FinishRequest, JobList, JobQuery, JobView, Role, SubmitRequest};
+use lockgate_core::job::{Job, JobId, JobState};
+
+/// The answer to a submit: the job, and whether it is new (201) or an idempotent
+/// resubmission of an existing one (200).
+#[derive(Debug)]
+pub struct Submitted {
+    /// The job.
+    pub job: JobView,
+    /// Created by this request.
+    pub created: bool,
+}
+
+/// Job operations of the loop.
+#[derive(Debug)]
+pub enum JobOp {
+    /// `POST /v1/jobs`.
+    Submit(Box<SubmitRequest>, Reply<Submitted>),
+    /// `GET /v1/jobs/{id}`.
+    Get(JobId, Reply<JobView>),
+    /// `GET /v1/jobs`.
+    List(JobQuery, Reply<JobList>),
+    /// `GET /v1/jobs/{id}/wait`: answered when the state differs from `from`.
+    Wait {
+        /// Job.
+        id: JobId,
+        /// The state the caller knows.
+        from: JobState,
+        /// The job in its new state.
+        reply: Reply<JobView>,
+    },
+    /// `GET /v1/jobs/{id}/explain`.
+    Explain(JobId, Reply<ExplainView>),
+    /// `POST /v1/jobs/{id}/heartbeat` with the lease token.
+    Heartbeat(JobId, u64, Reply<JobView>),
+    /// `POST /v1/jobs/{id}/prepared` with the lease token.
+    Prepared(JobId, u64, Reply<JobView>),
+    /// `POST /v1/jobs/{id}/finish`.
+    Finish(JobId, FinishRequest, Reply<JobView>),
+    /// `POST /v1/jobs/{id}/cancel` (`force`).
+    Cancel(JobId, bool, Reply<JobView>),
+}
+
+/// Whether `p` may read `job`.
+///
+/// # Errors
+/// 403 naming the job's owner.
+pub(crate) fn may_see(p: &Principal, job: &Job) -> Result<(), ApiError> {
+    match p.role {
+        Role::Admin | Role::Viewer => Ok(()),
+        Role::Submitter if job.owner == p.name => Ok(()),
+        Role::Agent if job.node().is_some() && job.node() == p.node.as_deref() => Ok(()),
+        _ => Err(ApiError::forbidden(format!(
+            "job {} belongs to {:?}; a {} token {:?} may only use its own jobs",
+            job.id, job.owner, p.role, p.name
+        ))),
+    }
+}
+
+/// Whether `p` may hold, finish or cancel `job`.
+///
+/// # Errors
+/// 403 for viewers, and as [`may_see`].
+pub(crate) fn may_act(p: &Principal, job: &Job) -> Result<(), ApiError> {
+    if p.role == Role::Viewer {
+        return Err(ApiError::forbidden(format!(
+            "viewer token {:?} is read-only",
+            p.name
+        )));
+    }
+    may_see(p, job)
+}

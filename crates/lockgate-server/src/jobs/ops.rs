@@ -1,0 +1,366 @@
+//! The job operations inside the loop: submit, read, wait, explain, leases, cancel.
+
+use super::{may_act, may_see, JobOp, Submitted};
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::event_loop::Loop;
+use crate::protocol::Reply;
+use lockgate_api::{
+    time, ErrorCode, ExplainView, FinishRequest, JobList, JobQuery, JobView, Role, SubmitRequest,
+};
+use lockgate_core::engine::{CancelError, LeaseError, SubmitError};
+use lockgate_core::job::{Job, JobId, JobSpec, JobState};
+use lockgate_core::Timestamp;
+use lockgate_store::JobFilter;
+
+/// A long-poll on one job's state.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    from: JobState,
+    reply: Reply<JobView>,
+}
+
+impl Loop {
+    /// Applies one job operation.
+    pub(crate) fn job_op(&mut self, p: &Principal, op: JobOp, now: Timestamp) {
+        match op {
+            JobOp::Submit(req, reply) => {
+                let r = self.submit(p, *req, now);
+                self.answer(reply, r);
+            }
+            JobOp::Get(id, reply) => {
+                let r = self.get(p, id);
+                self.answer(reply, r);
+            }
+            JobOp::List(q, reply) => {
+                let r = self.list(p, q);
+                self.answer(reply, r);
+            }
+            JobOp::Wait { id, from, reply } => self.wait(p, id, from, reply),
+            JobOp::Explain(id, reply) => {
+                let r = self.explain(p, id, now);
+                self.answer(reply, r);
+            }
+            JobOp::Heartbeat(id, token, reply) => {
+                let r = self.lease_call(p, id, |e| e.heartbeat(id, token, now).map(|_| ()));
+                self.answer(reply, r);
+            }
+            JobOp::Prepared(id, token, reply) => {
+                let r = self.lease_call(p, id, |e| e.prepared(id, token, now).map(|_| ()));
+                self.answer(reply, r);
+            }
+            JobOp::Finish(id, req, reply) => {
+                let r = self.finish(p, id, req, now);
+                self.answer(reply, r);
+            }
+            JobOp::Cancel(id, force, reply) => {
+                let r = self.cancel(p, id, force, now);
+                self.answer(reply, r);
+            }
+        }
+    }
+
+    /// A job, live (engine), ended in this batch (not committed yet) or finished (store).
+    pub(crate) fn find(&mut self, id: JobId) -> Result<Job, ApiError> {
+        if let Some(j) = self.engine.job(id) {
+            return Ok(j.clone());
+        }
+        // A job that ended earlier in this batch is no longer in the engine and not yet in
+        // the store: the store would give its previous state (a wait would then hang).
+        if let Some(j) = self.changed.get(&id) {
+            return Ok(j.clone());
+        }
+        self.store
+            .job(id)?
+            .ok_or_else(|| ApiError::not_found(format!("job {id} not found")))
+    }
+
+    /// The view of a job as the engine holds it now, else as `job` says.
+    fn current_view(&self, job: Job) -> JobView {
+        match self.engine.job(job.id) {
+            Some(live) => self.view(live),
+            None => self.view(&job),
+        }
+    }
+
+    fn check_priority(&self, p: &Principal, prio: i64) -> Result<(), ApiError> {
+        let set = self
+            .engine
+            .policy()
+            .owners
+            .get(&p.name)
+            .and_then(|o| o.max_priority);
+        let max = match p.role {
+            Role::Admin => set,
+            _ => Some(set.unwrap_or(0)),
+        };
+        match max.filter(|&m| prio > m) {
+            Some(max) => Err(ApiError::forbidden(format!(
+                "priority {prio} is above {:?}'s max_priority {max} ([owners.{}].max_priority in the policy)",
+                p.name, p.name
+            ))
+            .field("priority")),
+            None => Ok(()),
+        }
+    }
+
+    /// The job an idempotency key already names (live, else stored).
+    fn existing_by_key(&mut self, owner: &str, key: &str) -> Result<Option<Job>, ApiError> {
+        if key.is_empty() {
+            return Err(ApiError::invalid(
+                "idempotency_key",
+                "idempotency_key must not be empty",
+            ));
+        }
+        let live = self
+            .engine
+            .idempotent_job(owner, key)
+            .and_then(|id| self.engine.job(id))
+            .cloned();
+        match live {
+            Some(j) => Ok(Some(j)),
+            None => Ok(self.store.job_by_key(owner, key)?),
+        }
+    }
+
+    fn submit(
+        &mut self,
+        p: &Principal,
+        req: SubmitRequest,
+        now: Timestamp,
+    ) -> Result<Submitted, ApiError> {
+        p.require(&[Role::Admin, Role::Submitter], "submit jobs")?;
+        if let Some(prio) = req.priority {
+            self.check_priority(p, prio)?;
+        }
+        if let Some(key) = &req.idempotency_key {
+            if let Some(j) = self.existing_by_key(&p.name, key)? {
+                return Ok(Submitted {
+                    job: self.current_view(j),
+                    created: false,
+                });
+            }
+        }
+        let not_before = match &req.not_before {
+            Some(t) => Some(time::parse(t).map_err(|m| ApiError::invalid("not_before", m))?),
+            None => None,
+        };
+        let ms = |field: &str, v: Option<f64>| -> Result<Option<u64>, ApiError> {
+            v.map(|s| {
+                time::millis(s).map_err(|m| ApiError::invalid(field, format!("{field}: {m}")))
+            })
+            .transpose()
+        };
+        let spec = JobSpec {
+            kind: req.kind,
+            attrs: req.attrs,
+            owner: p.name.clone(),
+            priority: req.priority,
+            node: req.node,
+            node_selector: req.node_selector,
+            executor: req.executor,
+            cost: req.cost,
+            two_stage: req.two_stage,
+            not_before,
+            max_wait_ms: ms("max_wait_s", req.max_wait_s)?,
+            max_run_ms: ms("max_run_s", req.max_run_s)?,
+            idempotency_key: req.idempotency_key,
+            retry: None,
+        };
+        match self.engine.submit(spec, now) {
+            Ok(s) => Ok(Submitted {
+                job: self.view(&s.job),
+                created: !s.existing,
+            }),
+            Err(SubmitError::Invalid { field, message }) => Err(ApiError::invalid(field, message)),
+        }
+    }
+
+    fn get(&mut self, p: &Principal, id: JobId) -> Result<JobView, ApiError> {
+        let job = self.find(id)?;
+        may_see(p, &job)?;
+        Ok(self.view(&job))
+    }
+
+    fn list(&mut self, p: &Principal, q: JobQuery) -> Result<JobList, ApiError> {
+        let state = match &q.state {
+            Some(s) => Some(JobState::parse(s).ok_or_else(|| {
+                let all: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+                ApiError::invalid(
+                    "state",
+                    format!("unknown state {s:?}: expected one of {}", all.join(", ")),
+                )
+            })?),
+            None => None,
+        };
+        let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
+        let mut f = JobFilter {
+            state,
+            kind: q.kind,
+            owner: q.owner,
+            node: q.node,
+            after: q.after,
+            limit,
+        };
+        match p.role {
+            Role::Submitter => f.owner = Some(p.name.clone()),
+            Role::Agent => f.node = p.node.clone(),
+            _ => {}
+        }
+        let jobs = self.store.jobs(&f)?;
+        let next = if jobs.len() == limit {
+            jobs.last().map(|j| j.id)
+        } else {
+            None
+        };
+        let jobs = jobs.into_iter().map(|j| self.current_view(j)).collect();
+        Ok(JobList { jobs, next })
+    }
+
+    /// Answers at once when the state already differs from `from`, else registers a waiter
+    /// ([`Loop::wake_waiters`] answers it).
+    fn wait(&mut self, p: &Principal, id: JobId, from: JobState, reply: Reply<JobView>) {
+        let job = match self.find(id).and_then(|j| may_see(p, &j).map(|()| j)) {
+            Ok(j) => j,
+            Err(e) => return self.answer(reply, Err(e)),
+        };
+        if job.state != from {
+            let view = self.view(&job);
+            return self.answer(reply, Ok(view));
+        }
+        let ws = self.waiters.entry(id).or_default();
+        ws.retain(|w| !w.reply.is_closed());
+        ws.push(Waiter { from, reply });
+    }
+
+    /// Answers the waiters of `job` whose state it left (called for every job event).
+    pub(crate) fn wake_waiters(&mut self, job: &Job, view: &JobView) {
+        let Some(ws) = self.waiters.get_mut(&job.id) else {
+            return;
+        };
+        let (woken, keep): (Vec<Waiter>, Vec<Waiter>) =
+            ws.drain(..).partition(|w| w.from != job.state);
+        *ws = keep;
+        for w in woken {
+            self.answer(w.reply, Ok(view.clone()));
+        }
+    }
+
+    /// Drops the waiters whose caller went away (housekeeping).
+    pub(crate) fn forget_gone_waiters(&mut self) {
+        for ws in self.waiters.values_mut() {
+            ws.retain(|w| !w.reply.is_closed());
+        }
+        self.waiters.retain(|_, ws| !ws.is_empty());
+    }
+
+    /// Answers every waiter with 503 (shutdown).
+    pub(crate) fn stop_waiters(&mut self) {
+        for (_, ws) in self.waiters.drain() {
+            for w in ws {
+                let _ = w.reply.send(Err(ApiError::unavailable(
+                    "the server is shutting down; wait again",
+                )));
+            }
+        }
+    }
+
+    fn explain(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        now: Timestamp,
+    ) -> Result<ExplainView, ApiError> {
+        let job = self.find(id)?;
+        may_see(p, &job)?;
+        Ok(match self.engine.explain(id, now) {
+            Some(e) => ExplainView::from(e),
+            None => ExplainView {
+                position: 0,
+                effective_priority: job.priority as f64,
+                reasons: Vec::new(),
+                text: match &job.message {
+                    Some(m) => format!("{}: {m}", job.state),
+                    None => job.state.to_string(),
+                },
+            },
+        })
+    }
+
+    fn lease_error(&mut self, id: JobId, e: LeaseError) -> ApiError {
+        match e {
+            LeaseError::LeaseLost(_) => ApiError::new(
+                ErrorCode::LeaseLost,
+                format!("job {id}: the lease token is stale or the lease expired; the job's slots may be someone else's now"),
+            ),
+            LeaseError::NotFound(_) => match self.store.job(id) {
+                Ok(Some(j)) => ApiError::new(ErrorCode::LeaseLost, format!("job {id} already ended ({})", j.state)),
+                _ => ApiError::not_found(format!("job {id} not found")),
+            },
+            LeaseError::WrongState { state, message, .. } => {
+                ApiError::new(ErrorCode::WrongState, format!("job {id} is {state}: {message}"))
+            }
+        }
+    }
+
+    /// A heartbeat or `prepared`: checks the caller, calls the engine, answers the job.
+    fn lease_call(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        call: impl FnOnce(&mut lockgate_core::Engine) -> Result<(), LeaseError>,
+    ) -> Result<JobView, ApiError> {
+        let job = self.find(id)?;
+        may_act(p, &job)?;
+        match call(&mut self.engine) {
+            Ok(()) => Ok(self.current_view(job)),
+            Err(e) => Err(self.lease_error(id, e)),
+        }
+    }
+
+    fn finish(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        req: FinishRequest,
+        now: Timestamp,
+    ) -> Result<JobView, ApiError> {
+        let job = self.find(id)?;
+        may_act(p, &job)?;
+        match self
+            .engine
+            .finish(id, req.token, req.outcome, req.message, now)
+        {
+            Ok(j) => Ok(self.view(&j)),
+            Err(e) => Err(self.lease_error(id, e)),
+        }
+    }
+
+    fn cancel(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        force: bool,
+        now: Timestamp,
+    ) -> Result<JobView, ApiError> {
+        let job = self.find(id)?;
+        may_act(p, &job)?;
+        if force && p.role != Role::Admin {
+            return Err(ApiError::forbidden(format!(
+                "{} token {:?} may not force-cancel: force=true revokes the lease at once and needs an admin token",
+                p.role, p.name
+            )));
+        }
+        let ended = |state: JobState| {
+            ApiError::new(
+                ErrorCode::AlreadyEnded,
+                format!("job {id} already ended ({state})"),
+            )
+        };
+        match self.engine.cancel(id, force, now) {
+            Ok(j) => Ok(self.view(&j)),
+            Err(CancelError::NotFound(_)) => Err(ended(job.state)),
+            Err(CancelError::AlreadyEnded { state, .. }) => Err(ended(state)),
+        }
+    }
+}

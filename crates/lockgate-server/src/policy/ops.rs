@@ -1,0 +1,128 @@
+//! The policy operations inside the loop.
+
+use super::{policy_digest, write_atomic, PolicyOp, PolicySource};
+use crate::auth::Principal;
+use crate::error::{policy_error, ApiError};
+use crate::event_loop::Loop;
+use lockgate_api::{ErrorCode, PolicyAnswer, PolicyView, Role};
+use lockgate_core::{Policy, Timestamp};
+
+impl Loop {
+    /// Applies one policy operation.
+    pub(crate) fn policy_op(&mut self, p: &Principal, op: PolicyOp, now: Timestamp) {
+        match op {
+            PolicyOp::Get(reply) => {
+                let view = PolicyView {
+                    digest: self.digest.clone(),
+                    policy: self.engine.policy().to_json_value(),
+                };
+                self.answer(reply, Ok(view));
+            }
+            PolicyOp::Put {
+                policy,
+                text,
+                if_match,
+                dry_run,
+                reply,
+            } => {
+                let r = self.policy_put(p, *policy, text, if_match, dry_run, now);
+                self.answer(reply, r);
+            }
+            PolicyOp::Reload(reply) => {
+                let r = self.policy_reload(now);
+                self.answer(reply, r);
+            }
+        }
+    }
+
+    fn policy_put(
+        &mut self,
+        p: &Principal,
+        policy: Policy,
+        text: String,
+        if_match: Option<String>,
+        dry_run: bool,
+        now: Timestamp,
+    ) -> Result<PolicyAnswer, ApiError> {
+        p.require(&[Role::Admin], "change the policy")?;
+        if let Some(m) = if_match {
+            let m = m.trim().trim_matches('"');
+            if m != "*" && m != self.digest {
+                return Err(ApiError::new(
+                    ErrorCode::StalePolicy,
+                    format!(
+                        "If-Match {m:?} does not match the active policy's digest {:?}: it changed since you read it; read it again",
+                        self.digest
+                    ),
+                ));
+            }
+        }
+        self.check_schedule_names(&policy)?;
+        let digest = policy_digest(&policy);
+        let diff = self.engine.policy().diff(&policy);
+        if dry_run {
+            let r = self.engine.dry_run_policy(policy, now);
+            return Ok(PolicyAnswer {
+                digest,
+                diff,
+                admitted_now: r.admitted_now,
+                over_limit: r.over_limit,
+                dry_run,
+            });
+        }
+        match &self.source {
+            PolicySource::File(path) => write_atomic(path, &text)
+                .map_err(|m| ApiError::internal(format!("policy not applied: {m}")))?,
+            PolicySource::Store => self.batch.policy = Some(text),
+        }
+        let r = self.engine.apply_policy(policy, now);
+        self.digest = digest.clone();
+        tracing::info!("policy applied by {}: {} change(s)", p.name, diff.len());
+        Ok(PolicyAnswer {
+            digest,
+            diff,
+            admitted_now: r.admitted_now,
+            over_limit: r.over_limit,
+            dry_run,
+        })
+    }
+
+    fn policy_reload(&mut self, now: Timestamp) -> Result<PolicyAnswer, ApiError> {
+        let PolicySource::File(path) = &self.source else {
+            return Err(ApiError::new(
+                ErrorCode::NoConfig,
+                "the server has no --config file to reload",
+            ));
+        };
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ApiError::internal(format!("cannot read {shown}: {e}; the active policy stays"))
+        })?;
+        let policy = Policy::from_toml(&text, Some(&shown)).map_err(|e| {
+            tracing::error!("{e}; the active policy stays");
+            policy_error(e)
+        })?;
+        self.check_schedule_names(&policy)?;
+        let digest = policy_digest(&policy);
+        if digest == self.digest {
+            return Ok(PolicyAnswer {
+                digest,
+                diff: vec![],
+                admitted_now: vec![],
+                over_limit: vec![],
+                dry_run: false,
+            });
+        }
+        let diff = self.engine.policy().diff(&policy);
+        let r = self.engine.apply_policy(policy, now);
+        self.digest = digest.clone();
+        tracing::info!("policy reloaded from {shown}: {} change(s)", diff.len());
+        Ok(PolicyAnswer {
+            digest,
+            diff,
+            admitted_now: r.admitted_now,
+            over_limit: r.over_limit,
+            dry_run: false,
+        })
+    }
+}

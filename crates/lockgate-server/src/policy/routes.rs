@@ -1,0 +1,100 @@
+//! The `/v1/policy` handlers.
+
+use super::PolicyOp;
+use crate::error::{policy_error, ApiError};
+use crate::http::{ok, ApiResult, AppState, Auth, Q};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header::{CONTENT_TYPE, ETAG, IF_MATCH};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use lockgate_api::{ErrorCode, PolicyAnswer, Role};
+use lockgate_core::Policy;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyQuery {
+    #[serde(default)]
+    dry_run: Option<bool>,
+}
+
+/// The policy routes.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new().route("/v1/policy", get(show).put(put))
+}
+
+/// The active policy, its digest also as the `ETag`.
+async fn show(State(st): State<AppState>, Auth(p): Auth) -> Result<impl IntoResponse, ApiError> {
+    let view = st.lp.ask(p, PolicyOp::Get).await?;
+    let mut headers = HeaderMap::new();
+    if let Ok(tag) = HeaderValue::from_str(&format!("\"{}\"", view.digest)) {
+        headers.insert(ETAG, tag);
+    }
+    Ok((headers, Json(view)))
+}
+
+/// Whether the body is JSON (by `Content-Type`, else by its first character).
+///
+/// # Errors
+/// 415 for a type that is neither JSON, TOML nor text.
+fn is_json(headers: &HeaderMap, text: &str) -> Result<bool, ApiError> {
+    let ctype = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let json = if ctype.is_empty() {
+        text.trim_start().starts_with('{')
+    } else {
+        ctype.contains("json")
+    };
+    if !json && !ctype.is_empty() && !ctype.contains("toml") && !ctype.contains("text/plain") {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!("Content-Type {ctype:?}: send application/toml or application/json"),
+        ));
+    }
+    Ok(json)
+}
+
+async fn put(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    headers: HeaderMap,
+    Q(q): Q<PolicyQuery>,
+    body: Bytes,
+) -> ApiResult<PolicyAnswer> {
+    p.require(&[Role::Admin], "change the policy")?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::bad_request("the policy document is not UTF-8"))?;
+    let json = is_json(&headers, text)?;
+    let parsed = if json {
+        Policy::from_json(text)
+    } else {
+        Policy::from_toml(text, None)
+    };
+    let policy = parsed.map_err(policy_error)?;
+    let text = if json {
+        policy.to_toml_string()
+    } else {
+        text.to_string()
+    };
+    let if_match = headers
+        .get(IF_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let dry_run = q.dry_run.unwrap_or(false);
+    let answer = st
+        .lp
+        .ask(p, |reply| PolicyOp::Put {
+            policy: Box::new(policy),
+            text,
+            if_match,
+            dry_run,
+            reply,
+        })
+        .await?;
+    ok(answer)
+}

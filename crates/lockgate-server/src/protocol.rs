@@ -1,0 +1,137 @@
+//! The typed protocol between the HTTP side and the event loop.
+//!
+//! A request to the loop is a [`Msg`]: who asks and an [`Op`]. Every operation is a variant
+//! of its feature's enum (`JobOp`, `NodeOp`, ...) and carries its own reply channel, a
+//! [`Reply<T>`] with `T` the typed answer (a `lockgate-api` view such as `JobView`); the
+//! loop never chooses an HTTP status and never builds JSON for its callers: the handlers
+//! do both. [`LoopHandle::ask`] (async) and [`LoopHandle::ask_blocking`] (plain threads)
+//! are the only ways to send one.
+//!
+//! # Invariant
+//! A reply is sent only after the store committed the batch the operation was applied in
+//! (see [`crate::event_loop`]); a dropped receiver does not undo the operation.
+
+use crate::auth::Principal;
+use crate::backups::BackupOp;
+use crate::error::ApiError;
+use crate::events::EventOp;
+use crate::jobs::JobOp;
+use crate::nodes::NodeOp;
+use crate::policy::PolicyOp;
+use crate::schedules::ScheduleOp;
+use crate::tokens::TokenOp;
+use tokio::sync::{mpsc, oneshot};
+
+/// Where the loop sends the answer of one operation.
+pub type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+
+/// One request to the loop.
+#[derive(Debug)]
+pub struct Msg {
+    /// Who asks (the loop checks what this principal may do).
+    pub principal: Principal,
+    /// What, with the channel for the answer.
+    pub op: Op,
+}
+
+/// The operations, by feature.
+#[derive(Debug)]
+pub enum Op {
+    /// `/v1/jobs`.
+    Jobs(JobOp),
+    /// `/v1/nodes`.
+    Nodes(NodeOp),
+    /// `/v1/policy` and SIGHUP.
+    Policy(PolicyOp),
+    /// `/v1/tokens`.
+    Tokens(TokenOp),
+    /// `/v1/schedules`.
+    Schedules(ScheduleOp),
+    /// Item-block backups: records and their `resource-backup` jobs.
+    Backups(BackupOp),
+    /// `/v1/events`.
+    Events(EventOp),
+    /// `GET /metrics`: the Prometheus text.
+    Metrics(Reply<String>),
+    /// Answer every waiter, flush the store, stop.
+    Shutdown(Reply<()>),
+}
+
+macro_rules! op_from {
+    ($($variant:ident($ty:ty)),*) => {
+        $(impl From<$ty> for Op {
+            fn from(op: $ty) -> Op {
+                Op::$variant(op)
+            }
+        })*
+    };
+}
+
+op_from!(
+    Jobs(JobOp),
+    Nodes(NodeOp),
+    Policy(PolicyOp),
+    Tokens(TokenOp),
+    Schedules(ScheduleOp),
+    Backups(BackupOp),
+    Events(EventOp)
+);
+
+/// The sending side of the loop's channel. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct LoopHandle {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl LoopHandle {
+    /// A handle on the loop's channel.
+    pub fn new(tx: mpsc::Sender<Msg>) -> LoopHandle {
+        LoopHandle { tx }
+    }
+
+    /// Sends the operation `make` builds around a fresh reply channel and waits for its
+    /// answer: `handle.ask(p, |r| JobOp::Get(id, r))`.
+    ///
+    /// # Errors
+    /// The operation's own [`ApiError`], or 503 `unavailable` when the loop is gone.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe in the sense that matters here: once the message is sent (the first
+    /// await returned), dropping this future does **not** withdraw the operation. The loop
+    /// still applies it and commits it; only the answer is lost. A caller that times out
+    /// (a long-poll) must therefore use only operations that change nothing (waits), or
+    /// be ready for the change to have happened.
+    pub async fn ask<T, O: Into<Op>>(
+        &self,
+        principal: Principal,
+        make: impl FnOnce(Reply<T>) -> O,
+    ) -> Result<T, ApiError> {
+        let (reply, rx) = oneshot::channel();
+        let op = make(reply).into();
+        self.tx
+            .send(Msg { principal, op })
+            .await
+            .map_err(|_| ApiError::shutting_down())?;
+        rx.await.map_err(|_| ApiError::shutting_down())?
+    }
+
+    /// [`LoopHandle::ask`] for plain threads (the item-block pool's workers): blocks.
+    ///
+    /// # Panics
+    /// When called on a tokio worker thread (tokio's `blocking_send` refuses that).
+    ///
+    /// # Errors
+    /// As [`LoopHandle::ask`].
+    pub fn ask_blocking<T, O: Into<Op>>(
+        &self,
+        principal: Principal,
+        make: impl FnOnce(Reply<T>) -> O,
+    ) -> Result<T, ApiError> {
+        let (reply, rx) = oneshot::channel();
+        let op = make(reply).into();
+        self.tx
+            .blocking_send(Msg { principal, op })
+            .map_err(|_| ApiError::shutting_down())?;
+        rx.blocking_recv().map_err(|_| ApiError::shutting_down())?
+    }
+}

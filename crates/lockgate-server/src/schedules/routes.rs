@@ -1,0 +1,59 @@
+//! `GET/POST /v1/schedules`, `GET/DELETE /v1/schedules/{name}` (design `schedules.md`).
+
+use super::ScheduleOp;
+use crate::http::{ok, ApiResult, AppState, Auth, JsonBody, Q};
+use crate::nodes::Removed;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use lockgate_api::{ScheduleList, ScheduleRequest, ScheduleView};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShowQuery {
+    /// History entries to show (default 50, at most 1000).
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// The schedule routes.
+pub(crate) fn routes() -> Router<crate::http::AppState> {
+    Router::new()
+        .route("/v1/schedules", get(list).post(create))
+        .route("/v1/schedules/{name}", get(show).delete(remove))
+}
+
+async fn list(State(st): State<AppState>, Auth(p): Auth) -> ApiResult<ScheduleList> {
+    ok(st.lp.ask(p, ScheduleOp::List).await?)
+}
+
+async fn create(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    JsonBody(req): JsonBody<ScheduleRequest>,
+) -> ApiResult<ScheduleView> {
+    let view = st
+        .lp
+        .ask(p, |r| ScheduleOp::Create(Box::new(req), r))
+        .await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+async fn show(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(name): Path<String>,
+    Q(q): Q<ShowQuery>,
+) -> ApiResult<ScheduleView> {
+    ok(st.lp.ask(p, |r| ScheduleOp::Get(name, q.limit, r)).await?)
+}
+
+async fn remove(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Path(name): Path<String>,
+) -> ApiResult<Removed> {
+    ok(st.lp.ask(p, |r| ScheduleOp::Delete(name, r)).await?)
+}
