@@ -1,0 +1,412 @@
+//! The error table: for every rule, the line, the field and the text users see.
+
+use lockgate_core::policy::raw::{self, RawPolicy};
+use lockgate_core::policy::*;
+use rstest::rstest;
+
+const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
+
+#[rstest]
+#[case::negative_max(
+    "[[limit]]\nname = \"a\"\nmax = 2\n\n[[limit]]\nname = \"b\"\nmax = -1\n",
+    7,
+    "limit[1].max",
+    "expected a whole number >= 0, got -1"
+)]
+#[case::non_integer(
+    "[global]\nmax_running = 2.5\n",
+    2,
+    "global.max_running",
+    "expected a whole number, got 2.5"
+)]
+#[case::string_number(
+    "[global]\n\nprepare_queue = \"8\"\n",
+    3,
+    "global.prepare_queue",
+    "expected a whole number, got \"8\""
+)]
+#[case::huge_number(
+    "[global]\nmax_running = 99999999999\n",
+    2,
+    "global.max_running",
+    "expected a whole number <= 4294967295"
+)]
+#[case::negative_cost(
+    "[resources]\nthreads = 10\n[kinds.tape-backup]\ncost.threads = -4\n",
+    4,
+    "kinds.tape-backup.cost.threads",
+    "expected a whole number >= 0, got -4"
+)]
+#[case::negative_capacity("[resources]\nthreads = -1\n", 2, "resources.threads", ">= 0, got -1")]
+#[case::duplicate_limit(
+    "[[limit]]\nname = \"a\"\n[[limit]]\nname = \"a\"\n",
+    4,
+    "limit[1].name",
+    "already used by limit[0]"
+)]
+#[case::empty_limit_name(
+    "[[limit]]\nname = \"\"\n",
+    2,
+    "limit[0].name",
+    "expected a limit name"
+)]
+#[case::values_without_per(
+    "[[limit]]\nname = \"a\"\nvalues = { x = 1 }\n",
+    3,
+    "limit[0].values",
+    "`values` needs `per`"
+)]
+#[case::values_parts(
+    "[[limit]]\nname = \"a\"\nper = [\"datastore\", \"kind\"]\nvalues = { \"ds1\" = 2 }\n",
+    4,
+    "limit[0].values.ds1",
+    "has 1 comma-separated part(s), expected 2 (one value per `per` key: datastore, kind)"
+)]
+#[case::values_empty_part(
+    "[[limit]]\nname = \"a\"\nper = [\"datastore\", \"kind\"]\nvalues = { \"ds1,\" = 2 }\n",
+    4,
+    "limit[0].values.ds1,",
+    "empty part"
+)]
+#[case::negative_value(
+    "[[limit]]\nname = \"a\"\nper = [\"kind\"]\nvalues = { backup = -2 }\n",
+    4,
+    "limit[0].values.backup",
+    "got -2"
+)]
+#[case::per_node(
+    "[[limit]]\nname = \"a\"\nper = [\"kind\", \"node\"]\n",
+    3,
+    "limit[0].per[1]",
+    "node numbers are set in [nodes]"
+)]
+#[case::per_empty(
+    "[[limit]]\nname = \"a\"\nper = [\"\"]\n",
+    3,
+    "limit[0].per[0]",
+    "got an empty string"
+)]
+#[case::per_twice(
+    "[[limit]]\nname = \"a\"\nper = [\"kind\", \"kind\"]\n",
+    3,
+    "limit[0].per[1]",
+    "listed twice"
+)]
+#[case::bad_match(
+    "[[limit]]\nname = \"a\"\nmatch = \"kind in ()\"\n",
+    3,
+    "limit[0].match",
+    "invalid job selector \"kind in ()\": column 10: empty list"
+)]
+#[case::bad_rule_selector(
+    "[nodes]\n[[nodes.rule]]\nselector = \"zone=eu 1\"\nmax_running = 1\n",
+    3,
+    "nodes.rule[0].selector",
+    "invalid label selector \"zone=eu 1\": column 9"
+)]
+#[case::label_syntax_in_rule(
+    "[[nodes.rule]]\nselector = \"group=vm/100\"\nmax_running = 1\n",
+    2,
+    "nodes.rule[0].selector",
+    "holds '/'"
+)]
+#[case::rule_without_selector(
+    "[[nodes.rule]]\nmax_running = 1\n",
+    1,
+    "nodes.rule[0].selector",
+    "missing, this key is required"
+)]
+#[case::undeclared_pool("[resources]\nthreads = 10\n[kinds.tape-backup]\ncost = { threads = 4, gpus = 1 }\n", 4, "kinds.tape-backup.cost.gpus", "pool \"gpus\" is not declared, expected a pool declared in [resources] or [nodes.resources]: threads")]
+#[case::no_pools(
+    "[kinds.backup]\ncost = { threads = 1 }\n",
+    2,
+    "kinds.backup.cost.threads",
+    "none are declared"
+)]
+#[case::pool_twice(
+    "[resources]\nthreads = 10\n[nodes.resources]\nthreads = 2\n",
+    4,
+    "nodes.resources.threads",
+    "already declared in [resources]"
+)]
+#[case::weight_zero(
+    "[owners.alice]\nweight = 0\n",
+    2,
+    "owners.alice.weight",
+    "expected a whole number >= 1, got 0"
+)]
+#[case::fair_share(
+    "[queue]\nfair_share = \"user\"\n",
+    2,
+    "queue.fair_share",
+    "expected \"owner\" (the only fair-share mode), got \"user\""
+)]
+#[case::bad_duration(
+    "[leases]\nttl = \"30 seconds\"\n",
+    2,
+    "leases.ttl",
+    "invalid duration \"30 seconds\": expected a whole number followed by ms, s, m, h or d"
+)]
+#[case::zero_ttl(
+    "[nodes]\nttl = \"0s\"\n",
+    2,
+    "nodes.ttl",
+    "expected a duration greater than zero, got \"0s\""
+)]
+#[case::zero_lease_ttl("[leases]\nttl = \"0ms\"\n", 2, "leases.ttl", "greater than zero")]
+#[case::zero_aging("[queue]\naging = \"0m\"\n", 2, "queue.aging", "greater than zero")]
+#[case::bad_reserve_after(
+    "[queue]\nreserve_after = \"5 min\"\n",
+    2,
+    "queue.reserve_after",
+    "invalid duration"
+)]
+#[case::bad_prepare_timeout(
+    "[kinds.x]\nprepare_timeout = \"soon\"\n",
+    2,
+    "kinds.x.prepare_timeout",
+    "invalid duration"
+)]
+#[case::retry_without_interval(
+    "[kinds.data-upload]\nretry = { times = 3 }\n",
+    2,
+    "kinds.data-upload.retry.interval",
+    "missing, expected a duration such as \"30s\" when times = 3"
+)]
+#[case::retention_zero("[retention]\ndays = 0\n", 2, "retention.days", "got 0")]
+#[case::duplicates(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nduplicates = \"cancel\"\n"), 5, "schedule[0].duplicates", "expected one of \"skip\", \"queue\", \"cancel-queued\", \"cancel-running\", got \"cancel\"")]
+#[case::misfire(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nmisfire = \"later\"\n"), 5, "schedule[0].misfire", "expected \"run-once\" or \"skip\", got \"later\"")]
+#[case::executor(&format!("{SCHEDULE}job = {{ kind = \"verify\", executor = \"robot\" }}\n"), 4, "schedule[0].job.executor", "expected \"client\" or \"agent\", got \"robot\"")]
+#[case::duplicate_schedule(&format!("{SCHEDULE}job = {{ kind = \"a\" }}\n{SCHEDULE}job = {{ kind = \"b\" }}\n"), 6, "schedule[1].name", "already used by schedule[0]")]
+#[case::empty_when(
+    "[[schedule]]\nname = \"s\"\nwhen = \" \"\njob = { kind = \"verify\" }\n",
+    3,
+    "schedule[0].when",
+    "expected a calendar event or cron expression"
+)]
+#[case::bad_weekday_range(
+    "[[schedule]]\nname = \"s\"\nwhen = \"mon..xyz 02:00\"\njob = { kind = \"verify\" }\n",
+    3,
+    "schedule[0].when",
+    "xyz"
+)]
+#[case::bad_hour(
+    "[[schedule]]\nname = \"s\"\nwhen = \"25:00\"\njob = { kind = \"verify\" }\n",
+    3,
+    "schedule[0].when",
+    "25"
+)]
+#[case::bad_zone(
+    "[[schedule]]\nname = \"s\"\nwhen = \"daily Mars/Olympus\"\njob = { kind = \"verify\" }\n",
+    3,
+    "schedule[0].when",
+    "Mars/Olympus"
+)]
+#[case::reserved_kind(&format!("{SCHEDULE}job = {{ kind = \"verify\", attrs = {{ kind = \"x\" }} }}\n"), 4, "schedule[0].job.attrs.kind", "`kind` is reserved")]
+#[case::reserved_owner(&format!("{SCHEDULE}job = {{ kind = \"verify\", attrs = {{ owner = \"x\" }} }}\n"), 4, "schedule[0].job.attrs.owner", "`owner` is reserved")]
+#[case::reserved_node(&format!("{SCHEDULE}job = {{ kind = \"verify\", attrs = {{ node = \"x\" }} }}\n"), 4, "schedule[0].job.attrs.node", "`node` is reserved")]
+#[case::empty_kind(&format!("{SCHEDULE}job = {{ kind = \"\" }}\n"), 4, "schedule[0].job.kind", "expected a job kind")]
+#[case::pinned_and_movable(&format!("{SCHEDULE}job = {{ kind = \"a\", node = \"n1\", node_selector = \"\" }}\n"), 4, "schedule[0].job.node_selector", "either pinned")]
+#[case::bad_node_selector(&format!("{SCHEDULE}job = {{ kind = \"a\", node_selector = \"zone in eu\" }}\n"), 4, "schedule[0].job.node_selector", "invalid label selector")]
+#[case::job_cost(&format!("{SCHEDULE}job = {{ kind = \"a\", cost = {{ tape = 1 }} }}\n"), 4, "schedule[0].job.cost.tape", "not declared")]
+#[case::job_missing(SCHEDULE, 1, "schedule[0].job", "missing")]
+#[case::conflict_without_keys(
+    "[global]\n\n[[conflict]]\nmatch = \"kind=backup\"\n",
+    3,
+    "conflict[0]",
+    "expected `keys = [..]`, `overlap = \"<attribute>\"` or both"
+)]
+#[case::conflict_empty_key(
+    "[[conflict]]\nkeys = [\"datastore\", \"\"]\n",
+    2,
+    "conflict[0].keys[1]",
+    "empty string"
+)]
+#[case::conflict_node(
+    "[[conflict]]\nkeys = [\"node\"]\n",
+    2,
+    "conflict[0].keys[0]",
+    "not allowed"
+)]
+#[case::conflict_bad_match(
+    "[[conflict]]\nkeys = [\"a\"]\nmatch = \"kind=\"\n",
+    3,
+    "conflict[0].match",
+    "expected a value"
+)]
+#[case::conflict_overlap_reserved(
+    "[[conflict]]\noverlap = \"kind\"\n",
+    2,
+    "conflict[0].overlap",
+    "list-valued attribute"
+)]
+#[case::group_by(
+    "[[blocks.rule]]\nmatch = \"kind=Pod\"\ngroup_by = [\"label:a\", \"app\"]\n",
+    3,
+    "blocks.rule[0].group_by[1]",
+    "expected `label:<name>` or `field:<dotted.path>`, got \"app\""
+)]
+#[case::group_by_empty(
+    "[[blocks.rule]]\nmatch = \"kind=Pod\"\ngroup_by = []\n",
+    3,
+    "blocks.rule[0].group_by",
+    "at least one"
+)]
+#[case::block_match(
+    "[[blocks.rule]]\nmatch = \"kind==\"\ngroup_by = [\"field:spec.x\"]\n",
+    2,
+    "blocks.rule[0].match",
+    "invalid job selector"
+)]
+#[case::exec_template(
+    "[blocks]\nexec_template = []\n",
+    2,
+    "blocks.exec_template",
+    "expected a non-empty argv"
+)]
+#[case::volume_group_label(
+    "[blocks]\nvolume_group_label = \"-bad\"\n",
+    2,
+    "blocks.volume_group_label",
+    "expected a Kubernetes label key"
+)]
+#[case::data_upload_selector(
+    "[blocks]\ndata_upload_selector = \"a=(b)\"\n",
+    2,
+    "blocks.data_upload_selector",
+    "invalid label selector"
+)]
+#[case::unknown_key(
+    "[global]\nmax_running = 1\nmax_runing = 2\n",
+    3,
+    "global.max_runing",
+    "unknown key, expected `max_running` or `prepare_queue`"
+)]
+#[case::unknown_section(
+    "[global]\n[bogus]\nx = 1\n",
+    2,
+    "bogus",
+    "unknown key, expected one of `global`, `limit`"
+)]
+#[case::unknown_header(
+    "[global]\n[global.bogus]\nx = 1\n",
+    2,
+    "global.bogus",
+    "unknown key, expected `max_running` or `prepare_queue`"
+)]
+#[case::unknown_array_header("[[bogus]]\nx = 1\n", 1, "bogus", "unknown key")]
+#[case::unknown_same_name("[global]\nglobal = 1\n", 2, "global.global", "unknown key")]
+#[case::unknown_dotted(
+    "[kinds.backup]\ncost.threads = 1\nretry.count = 1\n",
+    3,
+    "kinds.backup.retry.count",
+    "unknown key, expected `times` or `interval`"
+)]
+#[case::unknown_nested(
+    "[[limit]]\nname = \"a\"\n\n[[limit]]\nname = \"b\"\nmaximum = 3\n",
+    6,
+    "limit[1].maximum",
+    "unknown key"
+)]
+#[case::unknown_inline(&format!("{SCHEDULE}job = {{ kind = \"a\", nodes = \"x\" }}\n"), 4, "schedule[0].job.nodes", "unknown key")]
+#[case::section_type("global = 3\n", 1, "global", "expected a table, got 3")]
+#[case::array_type(
+    "[[limit]]\nname = \"a\"\nper = \"kind\"\n",
+    3,
+    "limit[0].per",
+    "expected an array, got \"kind\""
+)]
+#[case::bool_type(
+    "[queue]\nstrict = \"yes\"\n",
+    2,
+    "queue.strict",
+    "expected true or false, got \"yes\""
+)]
+#[case::limit_not_array("limit = 1\n", 1, "limit", "expected an array, got 1")]
+#[case::syntax("[global]\nmax_running = 1\n[limit\n", 3, "", "invalid TOML")]
+#[case::duplicate_table("[global]\n[global]\n", 2, "", "duplicate key")]
+fn rejects(#[case] text: &str, #[case] line: usize, #[case] field: &str, #[case] needle: &str) {
+    let e = Policy::from_toml(text, Some("lockgate.toml")).expect_err(text);
+    assert!(e.message.contains(needle), "{e}\n(wanted {needle:?})");
+    assert_eq!((e.line, e.field.as_str()), (Some(line), field), "{e}");
+    assert_eq!(e.file.as_deref(), Some("lockgate.toml"));
+}
+
+#[test]
+fn displays_file_line_field_and_message() {
+    let e = Policy::from_toml(
+        "[[limit]]\nname = \"a\"\n[[limit]]\nname = \"b\"\n\n\n\n\n\n\n\nmax = -1\n",
+        Some("lockgate.toml"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "lockgate.toml:12: limit[1].max: expected a whole number >= 0, got -1"
+    );
+    let e = Policy::from_toml("[global]\nmax_running = -1\n", None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "line 2: global.max_running: expected a whole number >= 0, got -1"
+    );
+    let mut raw = RawPolicy::default();
+    raw.limit.push(raw::RawLimit {
+        name: "a".into(),
+        max: Some(-1),
+        ..Default::default()
+    });
+    let e = Policy::from_raw(raw).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "limit[0].max: expected a whole number >= 0, got -1"
+    );
+    let e = PolicyError {
+        file: Some("p.toml".into()),
+        line: None,
+        field: String::new(),
+        message: "m".into(),
+    };
+    assert_eq!(e.to_string(), "p.toml: m");
+}
+
+#[rstest]
+#[case::syntax(
+    "{\n  \"global\": {\n    \"max_running\": 1,\n  }\n}",
+    Some(4),
+    "",
+    "invalid JSON"
+)]
+#[case::unknown(
+    "{\n  \"global\": {\n    \"max_runing\": 1\n  }\n}",
+    Some(3),
+    "global.max_runing",
+    "unknown key"
+)]
+#[case::wrong_type(
+    "{\"limit\": [{\"name\": \"a\"},\n {\"name\": \"b\", \"max\": 1.5}]}",
+    Some(2),
+    "limit[1].max",
+    "expected a whole number, got 1.5"
+)]
+#[case::missing(
+    "{\"nodes\": {\"rule\": [{\"max_running\": 1}]}}",
+    Some(1),
+    "nodes.rule[0].selector",
+    "missing"
+)]
+#[case::semantic(
+    "{\"limit\": [{\"name\": \"a\", \"max\": -1}]}",
+    None,
+    "limit[0].max",
+    "got -1"
+)]
+#[case::not_an_object("[1]", Some(1), "", "expected a table")]
+fn rejects_json(
+    #[case] text: &str,
+    #[case] line: Option<usize>,
+    #[case] field: &str,
+    #[case] needle: &str,
+) {
+    let e = Policy::from_json(text).expect_err(text);
+    assert!(e.message.contains(needle), "{e}\n(wanted {needle:?})");
+    assert_eq!((e.line, e.field.as_str()), (line, field), "{e}");
+}
