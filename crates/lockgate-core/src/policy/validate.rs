@@ -4,12 +4,12 @@
 //! Rules are checked section by section; the first problem is reported. A [`Policy`] is only
 //! built when every rule holds, which is what gives it the invariants listed in
 //! [`super`]. Serde errors (syntax, unknown key, wrong type) are translated into the same
-//! form: their position in the text is mapped back to a field path through
-//! [`raw::SpanTree`].
+//! form by [`locate`], which also finds the line of a field path.
 
+use super::locate::{self, FieldPath, Lines};
 use super::raw::{
-    FieldPath, RawBlocks, RawConflict, RawJob, RawKind, RawLimit, RawNodes, RawPolicy, RawQueue,
-    RawRetry, RawSchedule, SpanTree,
+    RawBlocks, RawConflict, RawJob, RawKind, RawLimit, RawNodes, RawPolicy, RawQueue, RawRetry,
+    RawSchedule,
 };
 use super::*;
 use crate::selector::{validate_label_key, Selector};
@@ -70,9 +70,9 @@ impl Policy {
     /// The first problem found: a syntax error, an unknown key, a value of the wrong type or
     /// a rule of design `policy.md` that does not hold, with its line and field.
     pub fn from_toml(text: &str, file: Option<&str>) -> Result<Policy, PolicyError> {
-        let raw: RawPolicy = toml::from_str(text).map_err(|e| toml_error(text, &e, file))?;
+        let raw = locate::read_toml(text, file)?;
         validate(&raw).map(|p| p.with_raw(raw)).map_err(|problem| {
-            let line = SpanTree::parse(text).and_then(|t| t.line(&problem.path));
+            let line = Lines::parse(text).ok().and_then(|l| l.line(&problem.path));
             PolicyError {
                 file: file.map(str::to_string),
                 line,
@@ -87,10 +87,7 @@ impl Policy {
     /// # Errors
     /// As [`Policy::from_toml`]; lines are given for syntax and type errors only.
     pub fn from_json(text: &str) -> Result<Policy, PolicyError> {
-        match serde_json::from_str::<RawPolicy>(text) {
-            Ok(raw) => Policy::from_raw(raw),
-            Err(e) => Err(json_error(text, &e)),
-        }
+        Policy::from_raw(locate::read_json(text)?)
     }
 
     /// Validates a document already in memory (no line numbers in errors).
@@ -129,161 +126,6 @@ impl Policy {
     fn with_raw(mut self, raw: RawPolicy) -> Policy {
         self.raw = raw;
         self
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Serde errors, translated.
-
-fn toml_error(text: &str, e: &toml::de::Error, file: Option<&str>) -> PolicyError {
-    let Some(tree) = SpanTree::parse(text) else {
-        // Not even TOML: a syntax error.
-        let line = e.span().map(|s| raw::line_of(text, s.start));
-        let message = e.message().trim().replace('\n', ": ");
-        return PolicyError {
-            file: file.map(str::to_string),
-            line,
-            field: String::new(),
-            message: format!("invalid TOML: {message}"),
-        };
-    };
-    let offset = e.span().map(|s| s.start);
-    let (path, message) = locate(&tree, offset, e.message());
-    PolicyError {
-        file: file.map(str::to_string),
-        line: offset.map(|o| tree.line_of_offset(o)),
-        field: path.to_string(),
-        message,
-    }
-}
-
-fn json_error(text: &str, e: &serde_json::Error) -> PolicyError {
-    let line = (e.line() > 0).then_some(e.line());
-    let plain = e.to_string();
-    let plain = plain
-        .strip_suffix(&format!(" at line {} column {}", e.line(), e.column()))
-        .unwrap_or(&plain)
-        .to_string();
-    if !e.is_data() {
-        return PolicyError {
-            file: None,
-            line,
-            field: String::new(),
-            message: format!("invalid JSON: {plain}"),
-        };
-    }
-    // serde_json does not say where in the document the error is: find the field by
-    // reading the same document as TOML, whose errors carry positions.
-    let located = serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(json_to_toml)
-        .and_then(|doc| {
-            let text = toml::to_string(&doc).ok()?;
-            let err = toml::from_str::<RawPolicy>(&text).err()?;
-            let tree = SpanTree::parse(&text)?;
-            Some(locate(&tree, err.span().map(|s| s.start), err.message()))
-        });
-    match located {
-        Some((path, message)) => PolicyError {
-            file: None,
-            line,
-            field: path.to_string(),
-            message,
-        },
-        None => PolicyError {
-            file: None,
-            line,
-            field: String::new(),
-            message: plain,
-        },
-    }
-}
-
-/// JSON -> TOML, dropping nulls (an absent optional key); `None` if not representable.
-fn json_to_toml(v: serde_json::Value) -> Option<toml::Value> {
-    use serde_json::Value as J;
-    Some(match v {
-        J::Null => return None,
-        J::Bool(b) => toml::Value::Boolean(b),
-        J::Number(n) => match n.as_i64() {
-            Some(i) => toml::Value::Integer(i),
-            None => toml::Value::Float(n.as_f64()?),
-        },
-        J::String(s) => toml::Value::String(s),
-        J::Array(a) => toml::Value::Array(a.into_iter().map(json_to_toml).collect::<Option<_>>()?),
-        J::Object(o) => toml::Value::Table(
-            o.into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| Some((k, json_to_toml(v)?)))
-                .collect::<Option<_>>()?,
-        ),
-    })
-}
-
-/// Turns a serde message into "expected .., got ..", and its position into the path of
-/// the offending field.
-fn locate(tree: &SpanTree<'_>, offset: Option<usize>, message: &str) -> (FieldPath, String) {
-    let ticked = |s: &str| s.split('`').nth(1).map(str::to_string);
-    if let Some(rest) = message.strip_prefix("unknown field ") {
-        let key = ticked(rest).unwrap_or_default();
-        let expected = rest.split_once(", expected ").map(|(_, e)| e);
-        let message = match expected {
-            Some(e) => format!("unknown key, expected {e}"),
-            None => "unknown key, this table takes no keys".to_string(),
-        };
-        let path = match offset {
-            Some(o) => tree.key_path_at(o, &key),
-            None => FieldPath::root().key(&key),
-        };
-        return (path, message);
-    }
-    let path = offset.map(|o| tree.path_at(o)).unwrap_or_default();
-    if let Some(rest) = message.strip_prefix("missing field ") {
-        let key = ticked(rest).unwrap_or_default();
-        return (path.key(&key), "missing, this key is required".to_string());
-    }
-    for prefix in ["invalid type: ", "invalid value: "] {
-        if let Some(rest) = message.strip_prefix(prefix) {
-            if let Some((got, expected)) = rest.rsplit_once(", expected ") {
-                let message = format!(
-                    "expected {}, got {}",
-                    expected_name(expected),
-                    got_name(got)
-                );
-                return (path, message);
-            }
-        }
-    }
-    if message.contains("too large") {
-        return (
-            path,
-            "expected a whole number, got a number too large".to_string(),
-        );
-    }
-    (path, message.trim().replace('\n', ": "))
-}
-
-fn expected_name(e: &str) -> String {
-    match e {
-        "i64" | "u64" | "u32" | "i32" | "usize" => "a whole number".into(),
-        "a boolean" => "true or false".into(),
-        "a sequence" => "an array".into(),
-        "a map" => "a table".into(),
-        other => other.into(),
-    }
-}
-
-fn got_name(g: &str) -> String {
-    if let Some(v) = g.split('`').nth(1) {
-        return v.to_string();
-    }
-    if let Some(s) = g.strip_prefix("string ") {
-        return s.to_string();
-    }
-    match g {
-        "sequence" => "an array".into(),
-        "map" => "a table".into(),
-        other => other.into(),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The error table: for every rule, the line, the field and the text users see.
 
+use super::{DESIGN_EXAMPLES, OTHER_KEYS};
 use lockgate_core::policy::raw::{self, RawPolicy};
 use lockgate_core::policy::*;
 use rstest::rstest;
@@ -409,4 +410,160 @@ fn rejects_json(
     let e = Policy::from_json(text).expect_err(text);
     assert!(e.message.contains(needle), "{e}\n(wanted {needle:?})");
     assert_eq!((e.line, e.field.as_str()), (line, field), "{e}");
+}
+
+/// The path a header names: `[kinds.backup]` -> `kinds.backup`, the third `[[limit]]` ->
+/// `limit[2]`.
+fn header_path(
+    line: &str,
+    counts: &mut std::collections::BTreeMap<String, usize>,
+) -> Option<String> {
+    let line = line.split('#').next()?.trim();
+    if let Some(name) = line.strip_prefix("[[").and_then(|l| l.strip_suffix("]]")) {
+        let n = counts.entry(name.to_string()).or_insert(0);
+        *n += 1;
+        return Some(format!("{name}[{}]", *n - 1));
+    }
+    line.strip_prefix('[')
+        .and_then(|l| l.strip_suffix(']'))
+        .map(str::to_string)
+}
+
+/// Every line of the design examples that sets a value, and every header but the pools': a
+/// value of the wrong type there, or an unknown key right after the header, is reported at exactly that
+/// line and field. The lines come from toml_edit's spans; if an upgrade of toml or
+/// toml_edit moved them, this names every line that moved.
+#[rstest]
+#[case(DESIGN_EXAMPLES)]
+#[case(OTHER_KEYS)]
+fn toml_errors_name_their_own_line(#[case] doc: &str) {
+    let lines: Vec<&str> = doc.lines().collect();
+    let mut counts = std::collections::BTreeMap::new();
+    let mut table = String::new();
+    let mut checked = 0;
+    for (i, text) in lines.iter().enumerate() {
+        let with = |replace: Option<String>, insert: Option<String>| {
+            let mut v: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+            if let Some(r) = replace {
+                v[i] = r;
+            }
+            if let Some(x) = insert {
+                v.insert(i + 1, x);
+            }
+            Policy::from_toml(&v.join("\n"), Some("p.toml")).expect_err(&v.join("\n"))
+        };
+        if let Some(path) = header_path(text, &mut counts) {
+            table = path;
+            if table.ends_with("resources") {
+                continue; // a table of pools: any key is a pool name
+            }
+            let e = with(None, Some("bogus_key = 1".into()));
+            assert_eq!(e.line, Some(i + 2), "{e}");
+            assert_eq!(e.field, format!("{table}.bogus_key"), "{e}");
+            assert!(e.message.starts_with("unknown key"), "{e}");
+            checked += 1;
+            continue;
+        }
+        let Some((key, value)) = text.split_once(" = ") else {
+            continue;
+        };
+        let value = value.split('#').next().unwrap_or("").trim();
+        let (wrong, expected) = match value.chars().next() {
+            Some('"') => ("7", "expected a string, got 7"),
+            Some('t' | 'f') => ("\"x\"", "expected true or false, got \"x\""),
+            Some('-' | '0'..='9') => ("\"x\"", "expected a whole number, got \"x\""),
+            _ => continue,
+        };
+        let e = with(Some(format!("{key} = {wrong}")), None);
+        assert_eq!(e.line, Some(i + 1), "{e}");
+        assert_eq!(e.field, format!("{table}.{key}"), "{e}");
+        assert_eq!(e.message, expected, "{e}");
+        checked += 1;
+    }
+    assert!(checked > 20, "only {checked} lines checked");
+}
+
+/// Every value and every table of the design examples as JSON: a value of the wrong type,
+/// or an unknown key in a table, is reported at its field path.
+#[rstest]
+#[case(DESIGN_EXAMPLES)]
+#[case(OTHER_KEYS)]
+fn json_errors_name_their_field(#[case] doc: &str) {
+    use serde_json::Value;
+    /// Tables whose keys the user names (pools, values, attributes, owners, kinds).
+    const MAPS: &[&str] = &["resources", "values", "cost", "attrs", "kinds", "owners"];
+    fn walk(doc: &Value, v: &Value, here: &mut Vec<Value>, checked: &mut usize) {
+        let path: String = here
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match s {
+                Value::String(k) if i == 0 => k.clone(),
+                Value::String(k) => format!(".{k}"),
+                n => format!("[{n}]"),
+            })
+            .collect();
+        let pointer: String = here
+            .iter()
+            .map(|s| format!("/{}", s.as_str().map_or(s.to_string(), str::to_string)))
+            .collect();
+        let reject = |mutate: &dyn Fn(&mut Value)| {
+            let mut d = doc.clone();
+            mutate(d.pointer_mut(&pointer).unwrap());
+            let text = serde_json::to_string_pretty(&d).unwrap();
+            Policy::from_json(&text).expect_err(&text)
+        };
+        match v {
+            Value::Object(map) => {
+                if !here
+                    .last()
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| MAPS.contains(&k))
+                {
+                    let e = reject(&|t| {
+                        t.as_object_mut()
+                            .unwrap()
+                            .insert("bogus_key".into(), 1.into());
+                    });
+                    let want = if path.is_empty() {
+                        "bogus_key".to_string()
+                    } else {
+                        format!("{path}.bogus_key")
+                    };
+                    assert_eq!(e.field, want, "{e}");
+                    assert!(e.message.starts_with("unknown key"), "{e}");
+                    *checked += 1;
+                }
+                for (k, c) in map {
+                    here.push(Value::from(k.clone()));
+                    walk(doc, c, here, checked);
+                    here.pop();
+                }
+            }
+            Value::Array(a) => {
+                for (i, c) in a.iter().enumerate() {
+                    here.push(Value::from(i));
+                    walk(doc, c, here, checked);
+                    here.pop();
+                }
+            }
+            leaf => {
+                let (wrong, expected): (Value, &str) = match leaf {
+                    Value::String(_) => (7.into(), "expected a string, got 7"),
+                    Value::Bool(_) => ("x".into(), "expected true or false, got \"x\""),
+                    _ => ("x".into(), "expected a whole number, got \"x\""),
+                };
+                let e = reject(&|t| *t = wrong.clone());
+                assert_eq!(
+                    (e.field.as_str(), e.message.as_str()),
+                    (path.as_str(), expected),
+                    "{e}"
+                );
+                *checked += 1;
+            }
+        }
+    }
+    let doc = Policy::from_toml(doc, None).unwrap().to_json_value();
+    let mut checked = 0;
+    walk(&doc, &doc, &mut Vec::new(), &mut checked);
+    assert!(checked > 20, "only {checked} fields checked");
 }

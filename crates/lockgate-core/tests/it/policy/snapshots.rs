@@ -20,6 +20,8 @@ const TOML_ERRORS: &[&str] = &[
     "[[limit]]\nname = \"a\"\n\n[[limit]]\nname = \"b\"\nmaximum = 3\n",
     "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\njob = { kind = \"a\", nodes = \"x\" }\n",
     "[leases]\nttl = \"30s\"\n[leases.x]\n",
+    "[global]\nx.y = 1\n",
+    "[[nodes.rule]]\nselector = \"\"\nmax_running = 1\n[bogus]\n",
     // Wrong types and missing keys.
     "[global]\nmax_running = 2.5\n",
     "[global]\n\nprepare_queue = \"8\"\n",
@@ -32,6 +34,7 @@ const TOML_ERRORS: &[&str] = &[
     "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n",
     "[global]\nmax_running = 1979-05-27\n",
     "[resources]\nthreads = 99999999999999999999\n",
+    "[[limit]]\nname = \"a\"\nvalues = 1979-05-27\n",
     // Rules.
     "[[limit]]\nname = \"a\"\nmax = 2\n\n[[limit]]\nname = \"b\"\nmax = -1\n",
     "[global]\nmax_running = 99999999999\n",
@@ -68,6 +71,10 @@ const JSON_ERRORS: &[&str] = &[
     "{\"schedule\": [{\"name\": \"s\", \"when\": \"daily\", \"job\": {\"kind\": \"a\", \"attrs\": {\"x\": 1}}}]}",
     "{\"global\": {\"max_running\": null}, \"limit\": [{\"name\": \"a\", \"per\": \"kind\"}]}",
     "{\"limit\": [{\"name\": null}]}",
+    "{\"kinds\": null}",
+    "{\"limit\": [{\"name\": \"a\", \"per\": [null]}]}",
+    "{\"global\": {\"max_running\": 18446744073709551615}}",
+    "{\"global\": {}} {}",
     "{\"global\": {\"max_running\": 1, \"bogus\": 2}, \"limit\": {}}",
 ];
 
