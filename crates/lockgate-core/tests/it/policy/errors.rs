@@ -567,3 +567,42 @@ fn json_errors_name_their_field(#[case] doc: &str) {
     walk(&doc, &doc, &mut Vec::new(), &mut checked);
     assert!(checked > 20, "only {checked} fields checked");
 }
+
+/// A wrong value is named by the path serde walked to it, wherever the document writes it:
+/// an array element, an inline table, a dotted key, a table that exists only through
+/// `[kinds.x]` headers.
+#[rstest]
+#[case(
+    "[[limit]]\nname = 'a'\n\n[[limit]]\nname = 'b'\nper = ['x', 3]\n",
+    6,
+    "limit[1].per[1]"
+)]
+#[case(
+    "[resources]\nthreads = 1\n[kinds.tape-backup]\ncost = { threads = 'x' }\n",
+    4,
+    "kinds.tape-backup.cost.threads"
+)]
+#[case(
+    "[kinds.tape-backup]\ncost = { threads = 1 }\n[kinds.backup]\ncost.threads = 'x'\n",
+    4,
+    "kinds.backup.cost.threads"
+)]
+#[case(
+    "[[schedule]]\nname = 's'\nwhen = 'daily'\njob = { kind = 'a', attrs = { x = 1 } }\n",
+    4,
+    "schedule[0].job.attrs.x"
+)]
+#[case(
+    "[global]\nmax_running = 1\n[[nodes.rule]]\nselector = ''\nmax_running = [\n  1,\n]\n",
+    5,
+    "nodes.rule[0].max_running"
+)]
+fn errors_name_the_path_of_their_value(
+    #[case] text: &str,
+    #[case] line: usize,
+    #[case] field: &str,
+) {
+    let e = Policy::from_toml(text, None).expect_err(text);
+    assert_eq!((e.line, e.field.as_str()), (Some(line), field), "{e}");
+    assert!(e.message.starts_with("expected"), "{e}");
+}
