@@ -1,11 +1,15 @@
 //! The validated policy: what a limit means (design `policy.md`).
 //!
 //! A policy document is parsed in two phases. [`raw`] holds serde structs that mirror the
-//! TOML/JSON document key for key (`deny_unknown_fields`, snake_case); [`validate`] turns a
+//! TOML/JSON document key for key (`deny_unknown_fields`, snake_case); `validate` turns a
 //! raw document into a [`Policy`], checking every field and reporting the first problem as a
 //! [`PolicyError`] that names the file, line, field, the value given and what was expected.
 //! Everything downstream (the engine, the simulator, the server) takes only [`Policy`], so an
 //! invalid policy can never reach the engine.
+//!
+//! Private helpers: `locate` finds where an error is (field paths from
+//! `serde_path_to_error`, lines from `toml_edit` spans); `document` describes the document's
+//! layout once, and both `write` (the TOML writer) and `diff` walk that description.
 //!
 //! Invariants of a [`Policy`]:
 //! - limit names are unique; a limit with `values` has a non-empty `per`; `per` never holds
@@ -14,8 +18,12 @@
 //! - every pool named in a `cost` is declared in `[resources]` or `[nodes.resources]`;
 //! - owner weights are at least 1.
 
+mod diff;
+mod document;
+mod locate;
 pub mod raw;
 mod validate;
+mod write;
 
 use crate::selector::Selector;
 use serde::Serialize;

@@ -3,5 +3,7 @@
 mod calendar;
 mod common;
 mod engine;
+mod policy;
 mod props;
 mod seeds;
+mod selector;
