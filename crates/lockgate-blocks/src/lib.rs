@@ -34,8 +34,10 @@
 mod archive;
 mod backup;
 mod block;
+pub mod confine;
 pub mod filter;
 pub mod hooks;
+pub mod limits;
 pub mod mover;
 pub mod names;
 pub mod plan;
@@ -46,11 +48,16 @@ pub mod source;
 
 pub use backup::{BackupConfig, BackupHandle, ProgressFn, StartError};
 pub use block::BACKUP_VOLUMES_ANNOTATION;
+pub use confine::{
+    Confinement, HookPolicy, InputRefused, InputRoots, InputScope, NamespaceScope, RefusalReason,
+    RefusedItem, RootError,
+};
 pub use filter::Filters;
+pub use limits::{Cancel, CancelOnDrop, InputLimits};
 pub use mover::{
     DataMover, ItemAction, MoverError, MoverHandle, NoopMover, PodVolumeBackup, PvcUpload,
 };
-pub use plan::{ItemRef, Plan, PlanOptions, DEFAULT_VOLUME_GROUP_LABEL};
+pub use plan::{DryBlock, DryRunReport, ItemRef, Plan, PlanOptions, DEFAULT_VOLUME_GROUP_LABEL};
 pub use pool::{run_to_completion, PoolConfig, WorkerPool};
 pub use result::{
     BackupResult, BlockRun, Counts, HookResult, ItemResult, ItemStatus, Phase, Progress,
