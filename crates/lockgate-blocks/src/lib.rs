@@ -14,8 +14,17 @@
 //! - [`WorkerPool`]: one per server; [`WorkerPool::start`] runs a [`Plan`] with a
 //!   [`BackupConfig`] (archive path, exec template, [`DataMover`], optional [`ItemAction`]
 //!   and progress callback) and returns a [`BackupHandle`] (progress, cancel, wait).
-//! - [`BackupResult`]: phase, reasons, per-item status, hooks, uploads; also written to the
-//!   archive as `metadata/result.json` next to `metadata/blocks.json`.
+//! - [`BackupResult`]: phase, reasons, per-item status, hooks, uploads, refused items; also
+//!   written to the archive as `metadata/result.json` next to `metadata/blocks.json`.
+//! - [`Confinement`] (in [`PlanOptions::confinement`]): who the backup is for. An admin is
+//!   unconfined ([`Confinement::admin`], the default); anyone else reads only inside
+//!   [`InputRoots`] (a path outside gets one [`InputRefused`] answer whether or not it
+//!   exists), takes only its [`NamespaceScope`] and runs hooks only under
+//!   [`HookPolicy::Run`]; refused items are named ([`Plan::refused`],
+//!   [`BackupResult::refused`]).
+//! - [`InputLimits`] and [`Cancel`] (in [`PlanOptions`]): regular files only, no endless
+//!   walks, caps on bytes per file, total bytes, items and directory entries, and a
+//!   cancellation token checked while the input is read.
 //!
 //! ```no_run
 //! use lockgate_blocks::{BackupConfig, NoopMover, Plan, PlanOptions, PoolConfig, WorkerPool};

@@ -7,7 +7,7 @@
 //!   in after the check cannot block the open, and a symlink swapped in is not followed),
 //!   and the open file is checked again with `fstat` (still a regular file, still the same
 //!   device and inode as when it was walked) before a byte is read;
-//! - every read goes through [`Capped`], which stops after `cap + 1` bytes whatever the file
+//! - every read goes through `Capped`, which stops after `cap + 1` bytes whatever the file
 //!   does meanwhile (grows, is a `/proc` file claiming length 0) and checks the [`Cancel`]
 //!   token before every underlying read (at most 64 KiB apart when buffered).
 

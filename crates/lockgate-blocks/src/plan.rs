@@ -212,21 +212,7 @@ impl Plan {
         let lookup = Lookup::new(&index, &kinds);
         let scope = &options.confinement.namespaces;
         let (mut keep, refused_raw) = select(&index, &kinds, &lookup, &options.filters, scope);
-        let mut refused: Vec<RefusedItem> = refused_raw
-            .into_iter()
-            .map(|(i, reason)| {
-                let e = &index.entries[i as usize];
-                let k = &kinds[e.kind as usize];
-                let ns = (e.ns != NO_NS).then(|| index.namespaces[e.ns as usize].to_string());
-                RefusedItem {
-                    item: item_name(&k.resource, ns.as_deref(), &e.name),
-                    kind: k.kind.clone(),
-                    namespace: ns,
-                    name: e.name.to_string(),
-                    reason,
-                }
-            })
-            .collect();
+        let mut refused = refused_items(&index, &kinds, refused_raw);
         let mut uf = relate(&index, &lookup, &keep);
         drop(lookup);
         name_items(&mut index, &kinds, &keep);
@@ -542,6 +528,28 @@ fn select(
     );
     refused.sort_unstable_by_key(|&(i, _)| i);
     (keep, refused)
+}
+
+/// Refused entries (not taken, so still with their short names) as [`RefusedItem`]s.
+fn refused_items(
+    index: &Index,
+    kinds: &[KindInfo],
+    raw: Vec<(u32, RefusalReason)>,
+) -> Vec<RefusedItem> {
+    raw.into_iter()
+        .map(|(i, reason)| {
+            let e = &index.entries[i as usize];
+            let k = &kinds[e.kind as usize];
+            let ns = (e.ns != NO_NS).then(|| index.namespaces[e.ns as usize].to_string());
+            RefusedItem {
+                item: item_name(&k.resource, ns.as_deref(), &e.name),
+                kind: k.kind.clone(),
+                namespace: ns,
+                name: e.name.to_string(),
+                reason,
+            }
+        })
+        .collect()
 }
 
 /// The taken pods that annotate a hook, refused because the backup may not run hooks.
