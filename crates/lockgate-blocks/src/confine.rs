@@ -5,10 +5,12 @@
 //! and from there into the run.
 //!
 //! Invariants:
-//! - a confined caller's input path is accepted only when it starts (component by
-//!   component) with a configured root *before* any file system call, and again when its
-//!   canonical form (every symlink resolved) lies inside a canonical root; so a path outside
-//!   the roots is never opened, and nothing below it is read;
+//! - a confined path is resolved component by component from a root (`resolve_inside`): a
+//!   `..` may not climb above the root, a symlink's target is read and resolved the same
+//!   way (an absolute one must start with a root again), and only paths inside a root are
+//!   ever `lstat`ed or `readlink`ed. So nothing outside the roots is opened, listed or even
+//!   looked up: not even `realpath`'s walk through `outside/dir/../..` can tell whether
+//!   `outside/dir` exists;
 //! - every refusal of a path carries only the path as given: a path that does not exist, one
 //!   that cannot be read and one that exists outside every root get the same
 //!   [`InputRefused`] value (same variant, same text), so a refusal is no existence oracle;
@@ -18,9 +20,13 @@
 //!   [`Confinement::submitter`] for every other caller.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
+use std::ffi::OsString;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+
+/// Symlinks followed while resolving one path (Linux's `ELOOP` limit).
+const MAX_SYMLINK_HOPS: usize = 40;
 
 /// What a backup's input path may be.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,6 +63,16 @@ impl InputScope {
     /// Whether this is [`InputScope::Confined`].
     pub fn is_confined(&self) -> bool {
         matches!(self, InputScope::Confined(_))
+    }
+
+    /// Where a symlink found by the walk leads, if the walk may follow it: unconfined, its
+    /// canonical target; confined, its target resolved inside the roots (`None` when it
+    /// leads out or nowhere, without looking outside).
+    pub(crate) fn follow(&self, link: &Path) -> Result<PathBuf, Option<std::io::Error>> {
+        match self {
+            InputScope::Unconfined => std::fs::canonicalize(link).map_err(Some),
+            InputScope::Confined(roots) => roots.resolve_inside(link).ok_or(None),
+        }
     }
 }
 
@@ -115,9 +131,10 @@ impl InputRoots {
 
     /// The canonical form of `from` if it is an existing path inside a root.
     ///
-    /// `from` must first start with a root as configured or in canonical form (compared by
-    /// components, without touching the file system), then its canonical form must lie
-    /// inside a canonical root (so `..` and symlinks cannot lead out).
+    /// `from` must start with a root, as configured or in canonical form (compared by
+    /// components, without touching the file system); the rest is resolved from there one
+    /// component at a time: `..` may not climb above the root, and a symlink's target must
+    /// resolve inside a root the same way. Nothing outside the roots is looked at.
     ///
     /// # Errors
     /// [`InputRefused::NoRoots`] without roots; [`InputRefused::NotAbsolute`] for a relative
@@ -132,23 +149,83 @@ impl InputRoots {
                 from: from.to_path_buf(),
             });
         }
-        let outside = || InputRefused::Outside {
-            from: from.to_path_buf(),
-        };
-        let below_a_root = self
-            .roots
-            .iter()
-            .any(|(given, canonical)| from.starts_with(given) || from.starts_with(canonical));
-        if !below_a_root {
-            return Err(outside());
-        }
-        let canonical = std::fs::canonicalize(from).map_err(|_| outside())?;
-        if self.contains(&canonical) {
-            Ok(canonical)
-        } else {
-            Err(outside())
-        }
+        self.resolve_inside(from)
+            .ok_or_else(|| InputRefused::Outside {
+                from: from.to_path_buf(),
+            })
     }
+
+    /// The canonical root an absolute path starts with, and the steps after it.
+    fn enter(&self, path: &Path) -> Option<(PathBuf, VecDeque<Step>)> {
+        self.roots.iter().find_map(|(given, canonical)| {
+            let rest = path
+                .strip_prefix(canonical)
+                .or_else(|_| path.strip_prefix(given))
+                .ok()?;
+            Some((canonical.clone(), steps(rest)))
+        })
+    }
+
+    /// `realpath(3)` confined to the roots: `None` as soon as the path would leave them, a
+    /// component is missing or unreadable, or symlinks nest too deep. Every path `lstat`ed
+    /// or read as a link is a child of a path inside a root.
+    fn resolve_inside(&self, path: &Path) -> Option<PathBuf> {
+        let (mut cur, mut queue) = self.enter(path)?;
+        let mut hops = 0;
+        while let Some(step) = queue.pop_front() {
+            let name = match step {
+                Step::Up => {
+                    cur.pop();
+                    if !self.contains(&cur) {
+                        return None;
+                    }
+                    continue;
+                }
+                Step::Name(name) => name,
+            };
+            let next = cur.join(&name);
+            if !std::fs::symlink_metadata(&next)
+                .ok()?
+                .file_type()
+                .is_symlink()
+            {
+                cur = next;
+                continue;
+            }
+            hops += 1;
+            if hops > MAX_SYMLINK_HOPS {
+                return None;
+            }
+            let target = std::fs::read_link(&next).ok()?;
+            let mut ahead = if target.is_absolute() {
+                let (root, ahead) = self.enter(&target)?;
+                cur = root;
+                ahead
+            } else {
+                steps(&target)
+            };
+            ahead.extend(queue);
+            queue = ahead;
+        }
+        Some(cur)
+    }
+}
+
+/// One step of a path being resolved.
+enum Step {
+    Up,
+    Name(OsString),
+}
+
+/// The steps of a relative path (`.` dropped).
+fn steps(path: &Path) -> VecDeque<Step> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::ParentDir => Some(Step::Up),
+            Component::Normal(n) => Some(Step::Name(n.to_os_string())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A configured input root is unusable (a startup or policy error for the admin).

@@ -194,15 +194,14 @@ impl<'a> Walk<'a> {
     /// The target of a symlink, if the scope lets the walk follow it.
     fn follow(&self, link: &Path) -> Result<(PathBuf, Metadata), String> {
         let scope = &self.ctx.confinement.input;
-        let confined = scope.is_confined();
-        match std::fs::canonicalize(link) {
-            Ok(target) if scope.allows(&target) => match std::fs::metadata(&target) {
+        match scope.follow(link) {
+            Ok(target) => match std::fs::metadata(&target) {
                 Ok(meta) => Ok((target, meta)),
-                Err(_) if confined => Err(NOT_FOLLOWED.into()),
+                Err(_) if scope.is_confined() => Err(NOT_FOLLOWED.into()),
                 Err(e) => Err(format!("symbolic link to {}: {e}", target.display())),
             },
-            Err(e) if !confined => Err(format!("symbolic link leads nowhere: {e}")),
-            _ => Err(NOT_FOLLOWED.into()),
+            Err(Some(e)) => Err(format!("symbolic link leads nowhere: {e}")),
+            Err(None) => Err(NOT_FOLLOWED.into()),
         }
     }
 

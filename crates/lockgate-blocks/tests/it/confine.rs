@@ -563,3 +563,82 @@ fn a_manifest_rewritten_into_another_namespace_after_planning_is_not_backed_up()
     let err = result.items[0].error.as_deref().unwrap();
     assert!(err.contains("changed since it was planned"), "{err}");
 }
+
+#[test]
+fn dotdot_through_an_outside_directory_does_not_tell_whether_it_exists() {
+    let r = Roots::new();
+    std::fs::create_dir(r.outside.join("exists")).unwrap();
+    let opts = r.confined();
+    let app = r.root.join("app");
+    // realpath(3) would succeed through `exists/..` and fail through `missing/..`.
+    let via = |dir: &str| {
+        PathBuf::from(format!(
+            "{}/../../outside/{dir}/../../root/app/cluster.json",
+            app.display()
+        ))
+    };
+    for dir in ["exists", "missing"] {
+        assert_eq!(
+            refused(&via(dir), &opts),
+            LoadError::Refused(InputRefused::Outside { from: via(dir) })
+        );
+    }
+    // The same through symlinks the tenant made inside its root.
+    symlink(
+        "../../outside/exists/../../root/app",
+        app.join("probe-exists"),
+    )
+    .unwrap();
+    symlink(
+        "../../outside/missing/../../root/app",
+        app.join("probe-missing"),
+    )
+    .unwrap();
+    for probe in ["probe-exists", "probe-missing"] {
+        let from = app.join(probe).join("cluster.json");
+        assert_eq!(
+            refused(&from, &opts),
+            LoadError::Refused(InputRefused::Outside { from: from.clone() })
+        );
+    }
+    let plan = Plan::load(&app, &opts).unwrap();
+    assert_eq!(plan.item_count(), 1);
+    let notes = plan.warnings().join("\n");
+    assert_eq!(
+        notes.matches("symbolic link not followed").count(),
+        2,
+        "{notes}"
+    );
+    // An absolute symlink back into the root, and a relative one that stays inside, are
+    // followed.
+    symlink(app.join("cluster.json"), app.join("abs.json")).unwrap();
+    symlink("./cluster.json", app.join("rel.json")).unwrap();
+    assert_eq!(
+        Plan::load(&app.join("abs.json"), &opts)
+            .unwrap()
+            .item_count(),
+        1
+    );
+    assert_eq!(
+        Plan::load(&app.join("rel.json"), &opts)
+            .unwrap()
+            .item_count(),
+        1
+    );
+}
+
+#[test]
+fn a_symlink_chain_that_never_ends_is_refused() {
+    let r = Roots::new();
+    let app = r.root.join("app");
+    symlink("b.json", app.join("a.json")).unwrap();
+    symlink("a.json", app.join("b.json")).unwrap();
+    let from = app.join("a.json");
+    assert_eq!(
+        refused(&from, &r.confined()),
+        LoadError::Refused(InputRefused::Outside { from: from.clone() })
+    );
+    let plan = Plan::load(&app, &r.confined()).unwrap();
+    assert_eq!(plan.item_count(), 1);
+    assert_eq!(plan.input_errors().len(), 2);
+}
