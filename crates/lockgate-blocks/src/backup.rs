@@ -9,6 +9,7 @@
 //!   reasons of the run: item contents never live here.
 
 use crate::archive::WriterMsg;
+use crate::confine::RefusedItem;
 use crate::hooks::DEFAULT_EXEC_TEMPLATE;
 use crate::mover::{DataMover, ItemAction};
 use crate::plan::Plan;
@@ -109,6 +110,8 @@ pub(crate) struct RunState {
     pub uploads: Vec<UploadResult>,
     pub reasons: Vec<String>,
     pub warnings: Vec<String>,
+    /// Pods found at run time with hooks that were not run (beyond the plan's list).
+    pub refused: Vec<RefusedItem>,
     pub fatal: Option<String>,
 }
 
@@ -140,6 +143,7 @@ impl Backup {
             uploads: Vec::new(),
             reasons: Vec::new(),
             warnings: plan.warnings().to_vec(),
+            refused: Vec::new(),
             fatal: None,
         };
         Backup {

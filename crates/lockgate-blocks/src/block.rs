@@ -15,9 +15,14 @@
 //!
 //! A PVC whose volume a pod of the block backs up file by file gets no data upload; an
 //! unbound PVC has no volume data.
+//!
+//! Under [`HookPolicy::Refuse`] no hook runs, whatever the manifest read back says (it may
+//! have been rewritten since planning); a pod with hook annotations the plan did not list
+//! is added to the result's `refused` list.
 
 use crate::archive::{PendingUpload, WriterMsg};
 use crate::backup::Backup;
+use crate::confine::{HookPolicy, RefusalReason, RefusedItem};
 use crate::hooks::{self, HookPhase, OnError};
 use crate::mover::{MoverHandle, PodVolumeBackup, PvcUpload};
 use crate::plan::ItemRef;
@@ -98,6 +103,7 @@ struct BlockRun<'a> {
     uploads: Vec<(UploadResult, Option<PendingUpload>)>,
     reasons: Vec<String>,
     warnings: Vec<String>,
+    refused: Vec<RefusedItem>,
 }
 
 impl<'a> BlockRun<'a> {
@@ -132,7 +138,36 @@ impl<'a> BlockRun<'a> {
             uploads: Vec::new(),
             reasons: Vec::new(),
             warnings: Vec::new(),
+            refused: Vec::new(),
         }
+    }
+
+    /// Under [`HookPolicy::Refuse`], names pod `p` as refused if it annotates a hook the
+    /// plan did not list (it was rewritten since planning).
+    fn refuse_hooks(&mut self, p: usize) {
+        let item = self.items[p];
+        let manifest = self.manifests[p].as_ref().expect("pods are loaded");
+        let named = |r: &RefusedItem| r.item == item.name;
+        if !crate::plan::has_hook(manifest)
+            || self.refused.iter().any(named)
+            || self
+                .b
+                .plan
+                .refused()
+                .iter()
+                .rev()
+                .take_while(|r| r.reason == RefusalReason::HooksNotAllowed)
+                .any(named)
+        {
+            return;
+        }
+        self.refused.push(RefusedItem {
+            item: item.name.to_string(),
+            kind: item.kind.to_string(),
+            namespace: item.namespace.map(str::to_string),
+            name: item.short_name.to_string(),
+            reason: RefusalReason::HooksNotAllowed,
+        });
     }
 
     fn pre_hooks(&mut self) {
@@ -162,6 +197,10 @@ impl<'a> BlockRun<'a> {
 
     /// Runs pod `p`'s hook for `phase`; `Err(reason)` when a `Fail` hook failed.
     fn hook(&mut self, p: usize, phase: HookPhase) -> Result<(), String> {
+        if self.b.plan.hook_policy() == HookPolicy::Refuse {
+            self.refuse_hooks(p);
+            return Ok(());
+        }
         let item = self.items[p];
         let manifest = self.manifests[p].as_ref().expect("pods are loaded");
         let ns = item.namespace.unwrap_or_default();
@@ -441,6 +480,7 @@ impl<'a> BlockRun<'a> {
         st.reasons.extend(self.stop);
         st.reasons.extend(self.reasons);
         st.warnings.extend(self.warnings);
+        st.refused.extend(self.refused);
         st.block_times[self.block].1 = Some(SystemTime::now());
         drop(st);
         if !pending.is_empty() {

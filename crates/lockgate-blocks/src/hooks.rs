@@ -49,6 +49,11 @@ pub enum HookPhase {
 }
 
 impl HookPhase {
+    /// The annotation prefix of this phase (`pre.hook.backup.lockgate.io`).
+    pub fn annotation_prefix(self) -> &'static str {
+        self.prefix()
+    }
+
     fn prefix(self) -> &'static str {
         match self {
             HookPhase::Pre => "pre.hook.backup.lockgate.io",

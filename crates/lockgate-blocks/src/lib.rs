@@ -14,8 +14,17 @@
 //! - [`WorkerPool`]: one per server; [`WorkerPool::start`] runs a [`Plan`] with a
 //!   [`BackupConfig`] (archive path, exec template, [`DataMover`], optional [`ItemAction`]
 //!   and progress callback) and returns a [`BackupHandle`] (progress, cancel, wait).
-//! - [`BackupResult`]: phase, reasons, per-item status, hooks, uploads; also written to the
-//!   archive as `metadata/result.json` next to `metadata/blocks.json`.
+//! - [`BackupResult`]: phase, reasons, per-item status, hooks, uploads, refused items; also
+//!   written to the archive as `metadata/result.json` next to `metadata/blocks.json`.
+//! - [`Confinement`] (in [`PlanOptions::confinement`]): who the backup is for. An admin is
+//!   unconfined ([`Confinement::admin`], the default); anyone else reads only inside
+//!   [`InputRoots`] (a path outside gets one [`InputRefused`] answer whether or not it
+//!   exists), takes only its [`NamespaceScope`] and runs hooks only under
+//!   [`HookPolicy::Run`]; refused items are named ([`Plan::refused`],
+//!   [`BackupResult::refused`]).
+//! - [`InputLimits`] and [`Cancel`] (in [`PlanOptions`]): regular files only, no endless
+//!   walks, caps on bytes per file, total bytes, items and directory entries, and a
+//!   cancellation token checked while the input is read.
 //!
 //! ```no_run
 //! use lockgate_blocks::{BackupConfig, NoopMover, Plan, PlanOptions, PoolConfig, WorkerPool};
@@ -34,8 +43,10 @@
 mod archive;
 mod backup;
 mod block;
+pub mod confine;
 pub mod filter;
 pub mod hooks;
+pub mod limits;
 pub mod mover;
 pub mod names;
 pub mod plan;
@@ -46,11 +57,16 @@ pub mod source;
 
 pub use backup::{BackupConfig, BackupHandle, ProgressFn, StartError};
 pub use block::BACKUP_VOLUMES_ANNOTATION;
+pub use confine::{
+    Confinement, HookPolicy, InputRefused, InputRoots, InputScope, NamespaceScope, RefusalReason,
+    RefusedItem, RootError,
+};
 pub use filter::Filters;
+pub use limits::{Cancel, CancelOnDrop, InputLimits};
 pub use mover::{
     DataMover, ItemAction, MoverError, MoverHandle, NoopMover, PodVolumeBackup, PvcUpload,
 };
-pub use plan::{ItemRef, Plan, PlanOptions, DEFAULT_VOLUME_GROUP_LABEL};
+pub use plan::{DryBlock, DryRunReport, ItemRef, Plan, PlanOptions, DEFAULT_VOLUME_GROUP_LABEL};
 pub use pool::{run_to_completion, PoolConfig, WorkerPool};
 pub use result::{
     BackupResult, BlockRun, Counts, HookResult, ItemResult, ItemStatus, Phase, Progress,

@@ -11,14 +11,23 @@
 //!   with equal volume-group label values in one namespace; configured rules: matching
 //!   items with equal `group_by` values in one namespace. Blocks are the connected groups;
 //! - the first [`Plan::ordered_block_count`] blocks hold the ordered items, in listed order;
-//! - the same input and options give the same blocks in the same order.
+//! - the same input and options give the same blocks in the same order;
+//! - under a [`Confinement`]: no taken item lies in a namespace the
+//!   [`NamespaceScope`] does not allow, a namespace-confined plan takes a cluster-scoped item
+//!   only when a taken item relates to it, and every item the filters would have taken but
+//!   the confinement refused (and every taken pod whose hooks will not run) is in
+//!   [`Plan::refused`]; item manifests read back ([`Plan::load_item`]) must still have the
+//!   kind, name and namespace they were planned with.
 
 mod index;
 mod order;
 
+use crate::confine::{Confinement, HookPolicy, NamespaceScope, RefusalReason, RefusedItem};
 use crate::filter::Filters;
-use crate::names::{item_name, KindInfo, DEFAULT_NAMESPACE};
+use crate::limits::{Cancel, InputLimits};
+use crate::names::{group_of, item_name, KindInfo, DEFAULT_NAMESPACE};
 use crate::source::{InputError, LoadError, Sources};
+pub(crate) use index::has_hook;
 use index::{Entry, Index, NO_NS};
 use lockgate_core::policy::{BlockRule, BlocksPolicy};
 use order::{ItemKey, UnionFind};
@@ -44,6 +53,14 @@ pub struct PlanOptions {
     pub volume_group_label: String,
     /// Item names whose blocks run first, one at a time, in this order (default none).
     pub ordered: Vec<String>,
+    /// Who the backup is for: which input paths, namespaces and hooks it may use. Default
+    /// [`Confinement::admin`] (unconfined); a server sets [`Confinement::submitter`] for
+    /// every caller that is not an admin.
+    pub confinement: Confinement,
+    /// Caps on reading the input (default [`InputLimits::default`]).
+    pub limits: InputLimits,
+    /// Cancels the load when set (default: a token nobody else holds).
+    pub cancel: Cancel,
 }
 
 impl Default for PlanOptions {
@@ -53,6 +70,9 @@ impl Default for PlanOptions {
             rules: Vec::new(),
             volume_group_label: DEFAULT_VOLUME_GROUP_LABEL.to_string(),
             ordered: Vec::new(),
+            confinement: Confinement::admin(),
+            limits: InputLimits::default(),
+            cancel: Cancel::new(),
         }
     }
 }
@@ -143,12 +163,28 @@ pub struct Plan {
     ordered_blocks: usize,
     input_errors: Vec<InputError>,
     warnings: Vec<String>,
+    refused: Vec<RefusedItem>,
+    hooks: HookPolicy,
 }
 
-#[derive(Serialize)]
-struct DryBlock<'a> {
-    index: usize,
-    items: Vec<&'a str>,
+/// One block of a dry run.
+#[derive(Debug, Serialize)]
+pub struct DryBlock<'a> {
+    /// Index in start order.
+    pub index: usize,
+    /// Item names, in backup order.
+    pub items: Vec<&'a str>,
+}
+
+/// A dry run: the blocks, the items the confinement refused, and the notes.
+#[derive(Debug, Serialize)]
+pub struct DryRunReport<'a> {
+    /// The blocks, as [`Plan::blocks_json`] lists them.
+    pub blocks: Vec<DryBlock<'a>>,
+    /// [`Plan::refused`].
+    pub refused: &'a [RefusedItem],
+    /// [`Plan::warnings`].
+    pub warnings: &'a [String],
 }
 
 impl Plan {
@@ -174,13 +210,19 @@ impl Plan {
             }
         }
         let lookup = Lookup::new(&index, &kinds);
-        let mut keep = select(&index, &kinds, &lookup, &options.filters);
+        let scope = &options.confinement.namespaces;
+        let (mut keep, refused_raw) = select(&index, &kinds, &lookup, &options.filters, scope);
+        let mut refused = refused_items(&index, &kinds, refused_raw);
         let mut uf = relate(&index, &lookup, &keep);
         drop(lookup);
         name_items(&mut index, &kinds, &keep);
         let mut errors = std::mem::take(&mut index.errors);
         drop_duplicates(&index, &sources, &mut keep, &mut errors);
-        let (ordered, warnings) = ordered_positions(&index, &keep, &options.ordered);
+        if options.confinement.hooks == HookPolicy::Refuse {
+            refused.extend(hooks_refused(&index, &kinds, &keep));
+        }
+        let (ordered, mut warnings) = ordered_positions(&index, &keep, &options.ordered);
+        warnings.extend(sources.notes.iter().cloned());
         let mut members = Vec::new();
         let mut new_index = vec![u32::MAX; keep.len()];
         let mut n = 0u32;
@@ -220,7 +262,39 @@ impl Plan {
             ordered_blocks: blocks.ordered,
             input_errors: errors,
             warnings,
+            refused,
+            hooks: options.confinement.hooks,
         })
+    }
+
+    /// Items of the input the [`Confinement`] refused (not taken: a namespace or
+    /// cluster-scoped item the backup may not include), and taken pods whose hooks will not
+    /// run; in input order, the hook refusals last.
+    pub fn refused(&self) -> &[RefusedItem] {
+        &self.refused
+    }
+
+    /// Whether this plan's backup runs manifest hooks.
+    pub fn hook_policy(&self) -> HookPolicy {
+        self.hooks
+    }
+
+    /// The dry run: blocks, refused items, warnings.
+    pub fn dry_run_report(&self) -> DryRunReport<'_> {
+        DryRunReport {
+            blocks: self.dry_blocks(),
+            refused: &self.refused,
+            warnings: &self.warnings,
+        }
+    }
+
+    fn dry_blocks(&self) -> Vec<DryBlock<'_>> {
+        (0..self.block_count())
+            .map(|b| DryBlock {
+                index: b,
+                items: self.block(b).map(|i| i.name).collect(),
+            })
+            .collect()
     }
 
     /// Number of items taken.
@@ -275,9 +349,28 @@ impl Plan {
     /// Reads item `i`'s manifest again from the input.
     ///
     /// # Errors
-    /// A message naming the file when it cannot be read or no longer parses.
+    /// A message naming the file when it cannot be read or no longer parses, or when the
+    /// manifest read no longer has the item's kind, name and namespace (the file was
+    /// rewritten since it was planned).
     pub fn load_item(&self, i: usize) -> Result<Value, String> {
-        self.sources.load(&self.entries[i].loc)
+        let v = self.sources.load(&self.entries[i].loc)?;
+        let item = self.item(i);
+        let ns = v["metadata"]["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(DEFAULT_NAMESPACE);
+        let same = v["kind"].as_str() == Some(item.kind)
+            && group_of(v["apiVersion"].as_str().unwrap_or("v1")) == item.group
+            && v["metadata"]["name"].as_str() == Some(item.short_name)
+            && item.namespace.is_none_or(|planned| planned == ns);
+        if !same {
+            return Err(format!(
+                "{} changed since it was planned: it no longer holds {}; not backed up",
+                self.item_file(i).display(),
+                item.name
+            ));
+        }
+        Ok(v)
     }
 
     /// The namespaces of the taken items, sorted: the `namespaces` attribute of the
@@ -310,13 +403,7 @@ impl Plan {
     /// The blocks as `metadata/blocks.json` writes them, without times:
     /// `[{"index": 0, "items": ["pods/app/web-0", ...]}, ...]`, in start order.
     pub fn blocks_json(&self) -> String {
-        let blocks: Vec<DryBlock<'_>> = (0..self.block_count())
-            .map(|b| DryBlock {
-                index: b,
-                items: self.block(b).map(|i| i.name).collect(),
-            })
-            .collect();
-        serde_json::to_string_pretty(&blocks).expect("plain data serializes")
+        serde_json::to_string_pretty(&self.dry_blocks()).expect("plain data serializes")
     }
 
     /// The input file of item `i`, for messages.
@@ -365,22 +452,47 @@ fn rank_kind(k: &KindInfo) -> Option<&str> {
     k.group.is_empty().then_some(k.kind.as_str())
 }
 
-/// Which entries are taken: those passing the filters, plus the cluster-scoped ones a taken
-/// item relates to.
-fn select(index: &Index, kinds: &[KindInfo], lookup: &Lookup<'_>, f: &Filters) -> Vec<bool> {
+/// Which entries are taken: those passing the filters and the namespace scope, plus the
+/// cluster-scoped ones a taken item relates to; and the entries the filters would have
+/// taken but the scope refuses, with the reason, in input order.
+fn select(
+    index: &Index,
+    kinds: &[KindInfo],
+    lookup: &Lookup<'_>,
+    f: &Filters,
+    scope: &NamespaceScope,
+) -> (Vec<bool>, Vec<(u32, RefusalReason)>) {
     let resource_ok: Vec<bool> = kinds.iter().map(|k| f.resource_ok(k)).collect();
     let ns_ok: Vec<bool> = index.namespaces.iter().map(|n| f.namespace_ok(n)).collect();
+    let ns_allowed: Vec<bool> = index.namespaces.iter().map(|n| scope.allows(n)).collect();
+    let confined = *scope != NamespaceScope::All;
     let n = index.entries.len();
     let (mut direct, mut candidate) = (vec![false; n], vec![false; n]);
+    let mut refused = Vec::new();
+    let mut cluster_wanted = Vec::new();
     for (i, e) in index.entries.iter().enumerate() {
         if !resource_ok[e.kind as usize] {
             continue;
         }
         if kinds[e.kind as usize].cluster {
-            direct[i] = index.selected[i] && f.cluster_direct();
-            candidate[i] = !direct[i] && f.cluster_related();
+            let wanted = index.selected[i] && f.cluster_direct();
+            if confined {
+                // Only as a related item, named as refused if nothing relates to it.
+                candidate[i] = f.cluster_related();
+                if wanted {
+                    cluster_wanted.push(i as u32);
+                }
+            } else {
+                direct[i] = wanted;
+                candidate[i] = !wanted && f.cluster_related();
+            }
         } else {
-            direct[i] = index.selected[i] && ns_ok[e.ns as usize];
+            let wanted = index.selected[i] && ns_ok[e.ns as usize];
+            if wanted && !ns_allowed[e.ns as usize] {
+                refused.push((i as u32, RefusalReason::NamespaceNotAllowed));
+            } else {
+                direct[i] = wanted;
+            }
         }
     }
     let mut keep = direct.clone();
@@ -408,7 +520,55 @@ fn select(index: &Index, kinds: &[KindInfo], lookup: &Lookup<'_>, f: &Filters) -
             pull(j);
         }
     }
-    keep
+    refused.extend(
+        cluster_wanted
+            .into_iter()
+            .filter(|&i| !keep[i as usize])
+            .map(|i| (i, RefusalReason::ClusterScopedNotAllowed)),
+    );
+    refused.sort_unstable_by_key(|&(i, _)| i);
+    (keep, refused)
+}
+
+/// Refused entries (not taken, so still with their short names) as [`RefusedItem`]s.
+fn refused_items(
+    index: &Index,
+    kinds: &[KindInfo],
+    raw: Vec<(u32, RefusalReason)>,
+) -> Vec<RefusedItem> {
+    raw.into_iter()
+        .map(|(i, reason)| {
+            let e = &index.entries[i as usize];
+            let k = &kinds[e.kind as usize];
+            let ns = (e.ns != NO_NS).then(|| index.namespaces[e.ns as usize].to_string());
+            RefusedItem {
+                item: item_name(&k.resource, ns.as_deref(), &e.name),
+                kind: k.kind.clone(),
+                namespace: ns,
+                name: e.name.to_string(),
+                reason,
+            }
+        })
+        .collect()
+}
+
+/// The taken pods that annotate a hook, refused because the backup may not run hooks.
+fn hooks_refused(index: &Index, kinds: &[KindInfo], keep: &[bool]) -> Vec<RefusedItem> {
+    index
+        .hook_pods
+        .iter()
+        .filter(|&&i| keep[i as usize])
+        .map(|&i| {
+            let e = &index.entries[i as usize];
+            RefusedItem {
+                item: e.name.to_string(),
+                kind: kinds[e.kind as usize].kind.clone(),
+                namespace: (e.ns != NO_NS).then(|| index.namespaces[e.ns as usize].to_string()),
+                name: e.name.rsplit('/').next().unwrap_or(&e.name).to_string(),
+                reason: RefusalReason::HooksNotAllowed,
+            }
+        })
+        .collect()
 }
 
 /// Union-find over all entries; only taken entries are joined.

@@ -104,6 +104,14 @@ pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
             input_errors.len()
         ));
     }
+    let mut refused = plan.refused().to_vec();
+    refused.extend(st.refused.iter().cloned());
+    if !refused.is_empty() {
+        reasons.push(format!(
+            "{} items or hooks refused by the backup's confinement (see refused)",
+            refused.len()
+        ));
+    }
     let phase = if canceled || st.fatal.is_some() {
         Phase::Failed
     } else if reasons.is_empty() {
@@ -127,6 +135,7 @@ pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
         uploads: st.uploads.clone(),
         input_errors,
         warnings: st.warnings.clone(),
+        refused,
     }
 }
 

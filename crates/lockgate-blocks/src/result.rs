@@ -6,9 +6,11 @@
 //!
 //! Phase rules: `Failed` when the archive could not be written or the backup was canceled;
 //! else `PartiallyFailed` when an item failed or was skipped, a `Fail` hook failed, a data
-//! movement failed, or the input had bad items; else `Completed`. `Continue` hooks that
+//! movement failed, the input had bad items, or the backup's confinement refused items or
+//! hooks (named in [`BackupResult::refused`]); else `Completed`. `Continue` hooks that
 //! fail are recorded and do not change the phase.
 
+use crate::confine::RefusedItem;
 use crate::hooks::{HookPhase, OnError};
 use serde::{Deserialize, Serialize};
 
@@ -157,6 +159,9 @@ pub struct BackupResult {
     pub input_errors: Vec<String>,
     /// Notes that did not change the phase.
     pub warnings: Vec<String>,
+    /// Items the backup's confinement refused, and pods whose hooks were not run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedItem>,
 }
 
 /// How far a backup is, for a progress bar.

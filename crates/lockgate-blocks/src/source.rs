@@ -15,17 +15,25 @@
 //!   are copied as JSON to a temporary spill file, removed with the `Sources`, so reading
 //!   one item back never re-parses the whole list;
 //! - a bad item (malformed, not an object) becomes an [`InputError`] naming the file and the
-//!   item, and the scan goes on with the next one; only a missing or unreadable input path
-//!   is fatal ([`LoadError`]).
+//!   item, and the scan goes on with the next one; only a missing or unreadable input path,
+//!   a refused one, an exceeded total cap or a cancel is fatal ([`LoadError`]);
+//! - which files are read is decided by the walk (`walk`: confinement, regular files only,
+//!   no endless walks); every file is opened by `limits::open_regular` and read through a
+//!   `limits::Capped` reader, at index time and again when an item is read back, so the
+//!   caps of [`InputLimits`] hold even for a file that grows or is swapped meanwhile.
 
 mod json_scan;
+mod walk;
 
+use crate::confine::{Confinement, InputRefused};
+use crate::limits::{open_regular, size, Cancel, Capped, FileId, InputLimits};
 use serde_json::Value;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use walk::{Walk, WalkedFile};
 
 /// How a file is parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +108,31 @@ pub enum LoadError {
         /// What is wrong.
         message: String,
     },
+    /// A confined caller's input path is not inside an input root; nothing was read.
+    #[error(transparent)]
+    Refused(#[from] InputRefused),
+    /// The input path is a FIFO, socket or device: only regular files and directories are
+    /// read (it was not opened).
+    #[error("cannot read input {path}: it is a {kind}, not a regular file or a directory; only regular files are read")]
+    NotRegular {
+        /// The path given.
+        path: PathBuf,
+        /// `FIFO`, `socket`, `character device`, `block device`.
+        kind: &'static str,
+    },
+    /// The input exceeds a cap of [`InputLimits`]; the plan was abandoned.
+    #[error("input exceeds {cap} = {value}: {message}; narrow the input or raise the cap ([blocks] {cap})")]
+    Limit {
+        /// The cap's name (`max_total_bytes`, `max_items`, `max_entries`).
+        cap: &'static str,
+        /// Its value.
+        value: u64,
+        /// What was found.
+        message: String,
+    },
+    /// The plan's [`Cancel`] token was set (the client went away); the plan was abandoned.
+    #[error("planning was canceled")]
+    Canceled,
 }
 
 /// One item found by [`scan`].
@@ -114,11 +147,20 @@ pub(crate) struct Found<'a> {
     pub value: Value,
 }
 
+/// How one scan is bounded.
+pub(crate) struct ScanCtx<'a> {
+    pub confinement: &'a Confinement,
+    pub limits: &'a InputLimits,
+    pub cancel: &'a Cancel,
+}
+
 /// The files of one input, to re-read items from.
 #[derive(Debug, Default)]
 pub(crate) struct Sources {
-    files: Vec<(PathBuf, Format)>,
+    files: Vec<(PathBuf, Format, FileId)>,
     spill: Option<Spill>,
+    /// Entries the walk passed over, with the reason.
+    pub notes: Vec<String>,
 }
 
 impl Sources {
@@ -127,17 +169,18 @@ impl Sources {
         &self.files[loc.file as usize].0
     }
 
-    /// Reads one item again.
+    /// Reads one item again (from the same regular file that was indexed, never more than
+    /// its indexed length).
     pub fn load(&self, loc: &Location) -> Result<Value, String> {
-        let (path, format) = match (&self.spill, loc.spilled) {
-            (Some(spill), true) => (&spill.path, Format::Json),
+        let (path, format, id) = match (&self.spill, loc.spilled) {
+            (Some(spill), true) => (&spill.path, Format::Json, None),
             _ => {
-                let (p, f) = &self.files[loc.file as usize];
-                (p, *f)
+                let (p, f, id) = &self.files[loc.file as usize];
+                (p, *f, Some(*id))
             }
         };
         let mut file =
-            File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            open_regular(path, id).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         file.seek(SeekFrom::Start(loc.start))
             .map_err(|e| format!("cannot seek in {}: {e}", path.display()))?;
         let mut bytes = Vec::with_capacity(loc.len as usize);
@@ -206,35 +249,46 @@ impl Drop for Spill {
 }
 
 /// Walks the input, calling `on_item` for every item, or problem with a single file or
-/// item, in a deterministic order (files sorted by path, items in file order).
+/// item, in a deterministic order (files sorted by path, items in file order; problems of
+/// the walk itself first).
 pub(crate) fn scan(
     input: &Path,
+    ctx: &ScanCtx<'_>,
     on_item: &mut dyn FnMut(Result<Found<'_>, InputError>),
 ) -> Result<Sources, LoadError> {
-    let meta = std::fs::metadata(input).map_err(|e| LoadError::Unreadable {
-        path: input.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    let mut files = Vec::new();
-    if meta.is_dir() {
-        list_dir(input, &mut files)?;
-    } else {
-        files.push((input.to_path_buf(), sniff_format(input)));
+    let walk = Walk::run(input, ctx)?;
+    let mut sources = Sources {
+        notes: walk.notes(),
+        ..Sources::default()
+    };
+    for e in walk.errors {
+        on_item(Err(e));
     }
-    let mut sources = Sources::default();
-    for (path, format) in files {
-        let id = sources.files.len() as u32;
-        let mut ctx = FileScan {
-            id,
-            path: &path,
+    let mut budget = Budget {
+        total_left: ctx.limits.max_total_bytes,
+        items: 0,
+        stop: None,
+    };
+    for file in walk.files {
+        let mut fs = FileScan {
+            id: sources.files.len() as u32,
+            file: &file,
+            ctx,
+            budget: &mut budget,
             on_item,
             spill: &mut sources.spill,
         };
-        match format {
-            Format::Json => ctx.json(),
-            Format::Yaml => ctx.yaml(),
+        match file.format {
+            Format::Json => fs.json(),
+            Format::Yaml => fs.yaml(),
         }
-        sources.files.push((path, format));
+        if ctx.cancel.is_canceled() {
+            return Err(LoadError::Canceled);
+        }
+        if let Some(e) = budget.stop.take() {
+            return Err(e);
+        }
+        sources.files.push((file.path, file.format, file.id));
     }
     if let Some(spill) = &mut sources.spill {
         spill.close().map_err(|e| LoadError::Unreadable {
@@ -245,28 +299,6 @@ pub(crate) fn scan(
     Ok(sources)
 }
 
-/// Manifest files below `dir`, sorted by path.
-fn list_dir(dir: &Path, out: &mut Vec<(PathBuf, Format)>) -> Result<(), LoadError> {
-    let err = |e: std::io::Error| LoadError::Directory {
-        path: dir.to_path_buf(),
-        message: e.to_string(),
-    };
-    let mut entries = std::fs::read_dir(dir)
-        .map_err(err)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            list_dir(&path, out)?;
-        } else if let Some(format) = format_by_extension(&path) {
-            out.push((path, format));
-        }
-    }
-    Ok(())
-}
-
 fn format_by_extension(path: &Path) -> Option<Format> {
     match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
         "json" => Some(Format::Json),
@@ -275,19 +307,12 @@ fn format_by_extension(path: &Path) -> Option<Format> {
     }
 }
 
-/// The format of a file named directly: by extension, else JSON if it starts with `{`/`[`.
-fn sniff_format(path: &Path) -> Format {
-    if let Some(f) = format_by_extension(path) {
-        return f;
-    }
-    let mut head = [0u8; 512];
-    let n = File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .unwrap_or(0);
-    match head[..n].iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') | Some(b'[') => Format::Json,
-        _ => Format::Yaml,
-    }
+/// What is left of the caps shared by the files of one scan.
+struct Budget {
+    total_left: u64,
+    items: usize,
+    /// Set when a cap is exceeded: the scan stops after the current file.
+    stop: Option<LoadError>,
 }
 
 fn parse_yaml(bytes: &[u8]) -> Result<Value, String> {
@@ -305,34 +330,145 @@ pub(crate) fn is_list(value: &Value) -> bool {
 
 struct FileScan<'a> {
     id: u32,
-    path: &'a Path,
+    file: &'a WalkedFile,
+    ctx: &'a ScanCtx<'a>,
+    budget: &'a mut Budget,
     on_item: &'a mut dyn FnMut(Result<Found<'_>, InputError>),
     spill: &'a mut Option<Spill>,
 }
 
 impl FileScan<'_> {
+    /// Whether the scan must stop (a cap was exceeded or the scan canceled).
+    fn stopped(&self) -> bool {
+        self.budget.stop.is_some() || self.ctx.cancel.is_canceled()
+    }
+
+    /// Counts one item against `max_items`; false (and the scan stops) past the cap.
+    fn count_item(&mut self) -> bool {
+        self.budget.items += 1;
+        let max = self.ctx.limits.max_items;
+        if self.budget.items > max && self.budget.stop.is_none() {
+            self.budget.stop = Some(LoadError::Limit {
+                cap: "max_items",
+                value: max as u64,
+                message: format!(
+                    "more than {max} items (the last read: {})",
+                    self.file.path.display()
+                ),
+            });
+        }
+        !self.stopped()
+    }
+
+    /// Counts bytes read from this file against `max_total_bytes`.
+    fn count_bytes(&mut self, n: u64) {
+        if n > self.budget.total_left {
+            self.total_exceeded();
+        } else {
+            self.budget.total_left -= n;
+        }
+    }
+
+    fn total_exceeded(&mut self) {
+        let max = self.ctx.limits.max_total_bytes;
+        self.budget.stop.get_or_insert(LoadError::Limit {
+            cap: "max_total_bytes",
+            value: max,
+            message: format!(
+                "more than {} read (the last file: {})",
+                size(max),
+                self.file.path.display()
+            ),
+        });
+    }
+
     fn error(&mut self, item: String, message: String) {
+        if self.stopped() || (!item.is_empty() && !self.count_item()) {
+            return;
+        }
         (self.on_item)(Err(InputError {
-            file: self.path.to_path_buf(),
+            file: self.file.path.clone(),
             item,
             message,
         }));
     }
 
     fn emit(&mut self, loc: Location, position: String, value: Value) {
+        if self.stopped() || !self.count_item() {
+            return;
+        }
         (self.on_item)(Ok(Found {
             loc,
-            file: self.path,
+            file: &self.file.path,
             position,
             value,
         }));
     }
 
+    /// A reader over this file bounded by `cap`, or an error message.
+    fn open(&self, cap: u64) -> Result<Capped, String> {
+        let f = open_regular(&self.file.path, Some(self.file.id))
+            .map_err(|e| format!("cannot read: {e}"))?;
+        Ok(Capped::new(f, cap, self.ctx.cancel))
+    }
+
+    /// The whole file, at most `max_file_bytes`; `None` (with the error reported) if it
+    /// cannot be read or is too large.
+    fn read_whole(&mut self) -> Option<Vec<u8>> {
+        let max = self.ctx.limits.max_file_bytes;
+        let too_large = |what: String| {
+            format!(
+                "{what}, larger than max_file_bytes = {}; not read",
+                size(max)
+            )
+        };
+        if self.file.len > max {
+            self.error(String::new(), too_large(format!("{} bytes", self.file.len)));
+            return None;
+        }
+        if self.file.len > self.budget.total_left {
+            self.total_exceeded();
+            return None;
+        }
+        let mut r = match self.open(max) {
+            Ok(r) => r,
+            Err(e) => {
+                self.error(String::new(), e);
+                return None;
+            }
+        };
+        let mut bytes = Vec::with_capacity(self.file.len as usize);
+        let res = r.read_to_end(&mut bytes);
+        self.count_bytes(r.bytes_read());
+        if let Err(e) = res {
+            self.error(String::new(), format!("cannot read: {e}"));
+            return None;
+        }
+        if r.exceeded() {
+            self.error(String::new(), too_large("it grew while read".into()));
+            return None;
+        }
+        Some(bytes)
+    }
+
     fn json(&mut self) {
-        let (probe, probe_error) = json_scan::probe(self.path);
+        let total = self.budget.total_left;
+        let max_item = self.ctx.limits.max_file_bytes;
+        let (probe, probe_error, probe_read) = match self.open(total) {
+            Ok(mut r) => {
+                let (p, e) = json_scan::probe(&mut r, max_item);
+                let read = r.bytes_read();
+                (p, e, read)
+            }
+            Err(e) => return self.error(String::new(), e),
+        };
         if probe.is_list() {
-            let (id, path) = (self.id, self.path);
-            let res = json_scan::items(path, &mut |index, start, bytes| {
+            let mut r = match self.open(total) {
+                Ok(r) => r,
+                Err(e) => return self.error(String::new(), e),
+            };
+            let id = self.id;
+            let res = json_scan::items(&mut r, max_item, &mut |index, start, bytes| {
                 let loc = Location {
                     start,
                     file: id,
@@ -344,29 +480,33 @@ impl FileScan<'_> {
                     Ok(v) => self.emit(loc, position, v),
                     Err(e) => self.error(position, format!("malformed JSON: {e}")),
                 }
+                !self.stopped()
             });
+            let read = r.bytes_read().max(probe_read);
+            self.count_bytes(read);
             if let Err(e) = res {
                 self.error(String::new(), e);
             }
+        } else if probe_read > total {
+            self.total_exceeded();
         } else if let Some(e) = probe_error {
             self.error(String::new(), e);
         } else if probe.kind.as_deref().is_some_and(|k| k.ends_with("List")) {
             // A `List` without an `items` array (`"items": null`) holds nothing.
         } else {
-            self.json_whole(probe.len);
+            self.json_whole();
         }
     }
 
-    fn json_whole(&mut self, len: u64) {
+    fn json_whole(&mut self) {
+        let Some(bytes) = self.read_whole() else {
+            return;
+        };
         let loc = Location {
             start: 0,
             file: self.id,
-            len: len as u32,
+            len: bytes.len() as u32,
             spilled: false,
-        };
-        let bytes = match std::fs::read(self.path) {
-            Ok(b) => b,
-            Err(e) => return self.error(String::new(), format!("cannot read: {e}")),
         };
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(v) => self.emit(loc, String::new(), v),
@@ -375,12 +515,17 @@ impl FileScan<'_> {
     }
 
     fn yaml(&mut self) {
-        let text = match std::fs::read(self.path).map(String::from_utf8) {
-            Ok(Ok(t)) => t,
-            Ok(Err(e)) => return self.error(String::new(), format!("not UTF-8: {e}")),
-            Err(e) => return self.error(String::new(), format!("cannot read: {e}")),
+        let Some(bytes) = self.read_whole() else {
+            return;
+        };
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => return self.error(String::new(), format!("not UTF-8: {e}")),
         };
         for (n, (start, end, line)) in yaml_documents(&text).into_iter().enumerate() {
+            if self.stopped() {
+                return;
+            }
             let position = format!("document {} (line {line})", n + 1);
             let loc = Location {
                 start: start as u64,
@@ -403,6 +548,9 @@ impl FileScan<'_> {
             return;
         };
         for (i, item) in items.into_iter().enumerate() {
+            if self.stopped() {
+                return;
+            }
             let position = format!("{position} items[{i}]");
             match self.spill_item(&item) {
                 Ok(loc) => self.emit(loc, position, item),

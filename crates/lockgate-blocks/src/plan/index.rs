@@ -5,8 +5,9 @@
 //! position; manifests are dropped as soon as these facts are taken from them.
 
 use super::PlanOptions;
+use crate::hooks::HookPhase;
 use crate::names::{group_of, KindTable};
-use crate::source::{self, Found, InputError, LoadError, Location, Sources};
+use crate::source::{self, Found, InputError, LoadError, Location, ScanCtx, Sources};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -43,6 +44,8 @@ pub(crate) struct Index {
     pub volume_names: Vec<(u32, Box<str>)>,
     /// (item, group key): items with equal keys in one namespace form one block.
     pub groups: Vec<(u32, Box<str>)>,
+    /// Pods whose annotations name a pre or post hook.
+    pub hook_pods: Vec<u32>,
     /// CRDs by the `(group, kind)` they define.
     pub crds: HashMap<(String, String), u32>,
     pub table: KindTable,
@@ -53,7 +56,12 @@ impl Index {
     /// Reads the input.
     pub fn build(input: &Path, opts: &PlanOptions) -> Result<(Index, Sources), LoadError> {
         let mut index = Index::default();
-        let sources = source::scan(input, &mut |found| match found {
+        let ctx = ScanCtx {
+            confinement: &opts.confinement,
+            limits: &opts.limits,
+            cancel: &opts.cancel,
+        };
+        let sources = source::scan(input, &ctx, &mut |found| match found {
             Ok(found) => index.add(found, opts),
             Err(e) => index.errors.push(e),
         })?;
@@ -141,6 +149,9 @@ impl Index {
     ) {
         match (group, kind) {
             ("", "Pod") => {
+                if has_hook(v) {
+                    self.hook_pods.push(me);
+                }
                 for vol in v["spec"]["volumes"].as_array().into_iter().flatten() {
                     if let Some(claim) = vol["persistentVolumeClaim"]["claimName"].as_str() {
                         self.claims.push((me, claim.into()));
@@ -199,6 +210,14 @@ impl Index {
 }
 
 type Labels = BTreeMap<String, String>;
+
+/// Whether a pod's annotations name a pre or a post hook.
+pub(crate) fn has_hook(pod: &Value) -> bool {
+    let ann = &pod["metadata"]["annotations"];
+    [HookPhase::Pre, HookPhase::Post]
+        .iter()
+        .any(|p| !ann[format!("{}/command", p.annotation_prefix())].is_null())
+}
 
 /// `metadata.labels` as strings (non-string values rendered as JSON).
 pub(crate) fn labels_of(v: &Value) -> Labels {

@@ -5,11 +5,11 @@
 //! accepts every well-formed JSON document; syntax errors *inside* an element are left to
 //! the element's own parse (one bad item, the others go on), while a broken structure (an
 //! unterminated string or bracket) ends the scan with an error naming the byte offset.
-//! Memory: one element's bytes at a time.
+//! Memory: one element's bytes at a time, at most `max_value` bytes (a larger element ends
+//! the scan with an error naming `max_file_bytes`).
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
+use crate::limits::size;
+use std::io::{BufRead, BufReader, Read};
 
 /// What the top level of a JSON file holds.
 #[derive(Debug, Default)]
@@ -20,8 +20,6 @@ pub(crate) struct Probe {
     pub has_items: bool,
     /// The top-level `kind`, if a string.
     pub kind: Option<String>,
-    /// File length in bytes.
-    pub len: u64,
 }
 
 impl Probe {
@@ -32,18 +30,34 @@ impl Probe {
     }
 }
 
-struct Scanner {
-    inner: BufReader<File>,
+struct Scanner<'r> {
+    inner: BufReader<&'r mut dyn Read>,
     pos: u64,
+    max_value: usize,
 }
 
-impl Scanner {
-    fn open(path: &Path) -> Result<Scanner, String> {
-        let file = File::open(path).map_err(|e| format!("cannot read: {e}"))?;
-        Ok(Scanner {
-            inner: BufReader::with_capacity(64 * 1024, file),
+impl<'r> Scanner<'r> {
+    fn new(reader: &'r mut dyn Read, max_value: u64) -> Scanner<'r> {
+        Scanner {
+            inner: BufReader::with_capacity(64 * 1024, reader),
             pos: 0,
-        })
+            max_value: usize::try_from(max_value).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Appends a byte of the value being kept, failing past `max_value`.
+    fn push(&self, out: &mut Option<&mut Vec<u8>>, b: u8) -> Result<(), String> {
+        if let Some(v) = out {
+            if v.len() >= self.max_value {
+                return Err(format!(
+                    "the value at byte {} is larger than max_file_bytes = {}; the rest of the file is not read",
+                    self.pos,
+                    size(self.max_value as u64)
+                ));
+            }
+            v.push(b);
+        }
+        Ok(())
     }
 
     fn peek(&mut self) -> Result<Option<u8>, String> {
@@ -101,10 +115,10 @@ impl Scanner {
     fn string(&mut self, out: &mut Option<&mut Vec<u8>>) -> Result<(), String> {
         let mut escaped = false;
         let quote = self.next()?;
-        push(out, quote);
+        self.push(out, quote)?;
         loop {
             let b = self.next()?;
-            push(out, b);
+            self.push(out, b)?;
             match (escaped, b) {
                 (false, b'"') => return Ok(()),
                 (false, b'\\') => escaped = true,
@@ -123,7 +137,7 @@ impl Scanner {
                     if b.is_ascii_whitespace() || matches!(b, b',' | b']' | b'}') {
                         break;
                     }
-                    push(&mut out, b);
+                    self.push(&mut out, b)?;
                     self.bump();
                 }
                 Ok(())
@@ -143,7 +157,7 @@ impl Scanner {
                 Some(b'"') => self.string(out)?,
                 Some(b) => {
                     self.bump();
-                    push(out, b);
+                    self.push(out, b)?;
                     match b {
                         b'{' | b'[' => depth += 1,
                         b'}' | b']' => depth -= 1,
@@ -163,26 +177,18 @@ impl Scanner {
     }
 }
 
-fn push(out: &mut Option<&mut Vec<u8>>, b: u8) {
-    if let Some(v) = out {
-        v.push(b);
-    }
-}
-
 /// Looks at the top level of a JSON file: is it an array, does it have `items`, its `kind`.
 /// A structural error after `items` was seen still gives the probe (with the error), so the
 /// items before the break can be read.
-pub(crate) fn probe(path: &Path) -> (Probe, Option<String>) {
+/// Values kept (`kind`) are at most `max_value` bytes.
+pub(crate) fn probe(reader: &mut dyn Read, max_value: u64) -> (Probe, Option<String>) {
     let mut probe = Probe::default();
-    let res = probe_into(path, &mut probe);
+    let res = probe_into(reader, max_value, &mut probe);
     (probe, res.err())
 }
 
-fn probe_into(path: &Path, probe: &mut Probe) -> Result<(), String> {
-    probe.len = std::fs::metadata(path)
-        .map_err(|e| format!("cannot read: {e}"))?
-        .len();
-    let mut s = Scanner::open(path)?;
+fn probe_into(reader: &mut dyn Read, max_value: u64, probe: &mut Probe) -> Result<(), String> {
+    let mut s = Scanner::new(reader, max_value);
     if s.ws()? == Some(b'[') {
         probe.top_array = true;
         return Ok(());
@@ -203,9 +209,14 @@ fn probe_into(path: &Path, probe: &mut Probe) -> Result<(), String> {
 }
 
 /// Calls `each(index, byte offset, bytes)` for every element of the top-level `items`
-/// array (or of the top-level array).
-pub(crate) fn items(path: &Path, each: &mut dyn FnMut(usize, u64, &[u8])) -> Result<(), String> {
-    let mut s = Scanner::open(path)?;
+/// array (or of the top-level array), each at most `max_value` bytes, until `each` returns
+/// false.
+pub(crate) fn items(
+    reader: &mut dyn Read,
+    max_value: u64,
+    each: &mut ItemFn<'_>,
+) -> Result<(), String> {
+    let mut s = Scanner::new(reader, max_value);
     if s.ws()? == Some(b'[') {
         return array(&mut s, each);
     }
@@ -216,11 +227,14 @@ pub(crate) fn items(path: &Path, each: &mut dyn FnMut(usize, u64, &[u8])) -> Res
 }
 
 /// Called for each member of the top-level object with the raw key; consumes the value.
-type MemberFn<'a> = dyn FnMut(&mut Scanner, &[u8]) -> Result<(), String> + 'a;
+type MemberFn<'a> = dyn FnMut(&mut Scanner<'_>, &[u8]) -> Result<(), String> + 'a;
+
+/// Called with `(index, byte offset, bytes)` of each element; false stops the scan.
+pub(crate) type ItemFn<'a> = dyn FnMut(usize, u64, &[u8]) -> bool + 'a;
 
 /// Walks the members of the top-level object, calling `member(scanner, raw key)` positioned
 /// before each value; `member` must consume the value.
-fn walk_object(s: &mut Scanner, member: &mut MemberFn<'_>) -> Result<(), String> {
+fn walk_object(s: &mut Scanner<'_>, member: &mut MemberFn<'_>) -> Result<(), String> {
     s.expect(b'{')?;
     if s.ws()? == Some(b'}') {
         return Ok(());
@@ -246,7 +260,7 @@ fn walk_object(s: &mut Scanner, member: &mut MemberFn<'_>) -> Result<(), String>
     }
 }
 
-fn array(s: &mut Scanner, each: &mut dyn FnMut(usize, u64, &[u8])) -> Result<(), String> {
+fn array(s: &mut Scanner<'_>, each: &mut ItemFn<'_>) -> Result<(), String> {
     s.expect(b'[')?;
     if s.ws()? == Some(b']') {
         s.bump();
@@ -258,7 +272,9 @@ fn array(s: &mut Scanner, each: &mut dyn FnMut(usize, u64, &[u8])) -> Result<(),
         let start = s.pos;
         buf.clear();
         s.value(Some(&mut buf))?;
-        each(index, start, &buf);
+        if !each(index, start, &buf) {
+            return Ok(());
+        }
         match s.ws()? {
             Some(b',') => s.bump(),
             Some(b']') => {
@@ -279,23 +295,32 @@ fn array(s: &mut Scanner, each: &mut dyn FnMut(usize, u64, &[u8])) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-
-    fn file(text: &str) -> tempfile::NamedTempFile {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(text.as_bytes()).unwrap();
-        f
-    }
 
     type Found = Vec<(usize, u64, String)>;
 
     fn collect(text: &str) -> (Result<(), String>, Found) {
-        let f = file(text);
         let mut got = Vec::new();
-        let res = items(f.path(), &mut |i, at, b| {
-            got.push((i, at, String::from_utf8(b.to_vec()).unwrap()))
+        let res = items(&mut text.as_bytes(), u64::MAX, &mut |i, at, b| {
+            got.push((i, at, String::from_utf8(b.to_vec()).unwrap()));
+            true
         });
         (res, got)
+    }
+
+    fn probe_text(text: &str) -> (Probe, Option<String>) {
+        probe(&mut text.as_bytes(), u64::MAX)
+    }
+
+    #[test]
+    fn an_item_larger_than_the_cap_ends_the_scan_naming_it() {
+        let text = r#"{"items":[{"a":1},{"b":"0123456789"}]}"#;
+        let mut got = 0;
+        let res = items(&mut text.as_bytes(), 10, &mut |_, _, _| {
+            got += 1;
+            true
+        });
+        assert_eq!(got, 1);
+        assert!(res.unwrap_err().contains("max_file_bytes = 10 bytes"));
     }
 
     #[test]
@@ -306,7 +331,7 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].2, r#"{"a":"x]}\"y"}"#);
         assert_eq!(&text[got[1].1 as usize..][..got[1].2.len()], got[1].2);
-        let (p, err) = probe(file(text).path());
+        let (p, err) = probe_text(text);
         assert_eq!(err, None);
         assert!(p.is_list());
         assert_eq!(p.kind.as_deref(), Some("List"));
@@ -314,7 +339,7 @@ mod tests {
 
     #[test]
     fn single_object_is_not_a_list() {
-        let (p, _) = probe(file(r#"{"kind":"Pod","metadata":{"name":"a"}}"#).path());
+        let (p, _) = probe_text(r#"{"kind":"Pod","metadata":{"name":"a"}}"#);
         assert!(!p.is_list());
     }
 

@@ -1,8 +1,10 @@
 //! Integration tests of lockgate-blocks: one binary, one module per area.
 
 mod blocks;
+mod confine;
 mod fixtures;
 mod hooks;
 mod input;
 mod ordered;
 mod pool;
+mod scope;
