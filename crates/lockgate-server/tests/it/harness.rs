@@ -37,6 +37,7 @@ impl TestServer {
             listen: "127.0.0.1:0".parse().unwrap(),
             policy_file: config,
             tls: None,
+            hardening: Default::default(),
         };
         let server = Server::open(config).expect("server opens");
         let url = format!("http://{}", server.local_addr());
