@@ -457,13 +457,17 @@ mod tests {
         };
         w.commit(&batch).unwrap();
         w.flush().unwrap();
-        let on_disk = read_watermark(&dir.path().join(WATERMARK_FILE)).unwrap().unwrap();
+        let on_disk = read_watermark(&dir.path().join(WATERMARK_FILE))
+            .unwrap()
+            .unwrap();
         assert_eq!(on_disk.event_seq, 5);
         assert_eq!(on_disk.store_id, mark.store_id);
         // An older mark is never written over a newer one.
         w.shared.state.lock().unwrap().mark.event_seq = 2;
         w.shared.write();
-        let on_disk = read_watermark(&dir.path().join(WATERMARK_FILE)).unwrap().unwrap();
+        let on_disk = read_watermark(&dir.path().join(WATERMARK_FILE))
+            .unwrap()
+            .unwrap();
         assert_eq!(on_disk.event_seq, 5);
     }
 }

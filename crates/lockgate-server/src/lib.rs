@@ -144,7 +144,8 @@ impl Server {
         let lock = datadir::DataDirLock::acquire(dir)?;
         let mut store = SqliteStore::open(&dir.join("lockgate.db"))?;
         let mut loaded = store.load()?;
-        let mark = datadir::check_store(dir, &mut store, &mut loaded, config.hardening.start_fresh)?;
+        let mark =
+            datadir::check_store(dir, &mut store, &mut loaded, config.hardening.start_fresh)?;
         let (policy, source) = match &config.policy_file {
             Some(path) => {
                 let shown = path.display().to_string();
@@ -349,9 +350,13 @@ impl Server {
             shutdown: stop_rx.clone(),
             ready: ready.clone(),
         };
-        let app = http::router(state).merge(backup_routes).layer(
-            axum::middleware::from_fn_with_state(space.clone(), space::refuse_new_submits),
-        );
+        let app =
+            http::router(state)
+                .merge(backup_routes)
+                .layer(axum::middleware::from_fn_with_state(
+                    space.clone(),
+                    space::refuse_new_submits,
+                ));
         space.spawn_timer(stop_rx.clone());
         let serve_stop = stop_rx.clone();
 

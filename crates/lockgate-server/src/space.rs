@@ -152,8 +152,12 @@ pub async fn refuse_new_submits(
 ) -> Response {
     if is_new_submit(&req) {
         if let Some(message) = watch.refusal() {
-            return ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage", message)
-                .into_response();
+            return ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "insufficient_storage",
+                message,
+            )
+            .into_response();
         }
     }
     next.run(req).await
@@ -176,7 +180,13 @@ mod tests {
         std::fs::write(dir.path().join("lockgate.db"), vec![0u8; 4096]).unwrap();
         let w = SpaceWatch::new(dir.path(), Some(0), Some(1000));
         let why = w.refusal().expect("refused");
-        assert!(why.contains("4096 bytes") && why.contains("--store-quota"), "{why}");
-        assert_eq!(SpaceWatch::new(dir.path(), Some(0), Some(5000)).refusal(), None);
+        assert!(
+            why.contains("4096 bytes") && why.contains("--store-quota"),
+            "{why}"
+        );
+        assert_eq!(
+            SpaceWatch::new(dir.path(), Some(0), Some(5000)).refusal(),
+            None
+        );
     }
 }
