@@ -61,11 +61,15 @@ pub enum ErrorCode {
     Internal,
     /// 503: the server is shutting down (or not ready); try again.
     Unavailable,
+    /// 507: free space is below the watermark (or the store is over its quota): new
+    /// submits are refused until space returns; heartbeats, finishes, cancels and reads
+    /// go on.
+    InsufficientStorage,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::BadRequest,
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
@@ -88,6 +92,7 @@ impl ErrorCode {
         ErrorCode::UnsupportedMediaType,
         ErrorCode::Internal,
         ErrorCode::Unavailable,
+        ErrorCode::InsufficientStorage,
     ];
 
     /// The wire name (`lease_lost`).
@@ -115,6 +120,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::Internal => "internal",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::InsufficientStorage => "insufficient_storage",
         }
     }
 
@@ -145,6 +151,7 @@ impl ErrorCode {
             ErrorCode::InvalidField | ErrorCode::InvalidPolicy | ErrorCode::InvalidInput => 422,
             ErrorCode::Internal => 500,
             ErrorCode::Unavailable => 503,
+            ErrorCode::InsufficientStorage => 507,
         }
     }
 }

@@ -30,6 +30,11 @@ pub mod policy;
 pub mod protocol;
 pub mod schedules;
 pub mod tokens;
+// Issue 10, items 6-9: data-dir lock and watermark, free-space watch, serving loop.
+pub mod datadir;
+pub mod hardening;
+pub mod listener;
+pub mod space;
 
 use auth::{Principal, Tokens};
 use event_loop::{wall_ms, Loop};
@@ -43,7 +48,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
 
 /// How the server is started.
@@ -57,6 +61,8 @@ pub struct Config {
     pub policy_file: Option<PathBuf>,
     /// `--tls-cert` and `--tls-key` (PEM).
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Data-dir guards, disk watermark, connection limits ([`hardening::Hardening`]).
+    pub hardening: hardening::Hardening,
 }
 
 /// Why the server could not start.
@@ -95,6 +101,9 @@ pub enum ServerError {
     /// TLS files could not be loaded.
     #[error("TLS: {0}")]
     Tls(String),
+    /// The data dir is in use, or its store is behind what it acknowledged.
+    #[error(transparent)]
+    Guard(#[from] datadir::GuardError),
 }
 
 /// A server ready to serve: store open, engine rebuilt, admin token written, address bound.
@@ -109,6 +118,10 @@ pub struct Server {
     reload_on_hup: bool,
     data_dir: PathBuf,
     item_block_workers: usize,
+    // Issue 10: held for the server's life; the watch and limits used by `run`.
+    lock: datadir::DataDirLock,
+    space: Arc<space::SpaceWatch>,
+    limits: listener::Limits,
 }
 
 fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
@@ -130,22 +143,6 @@ pub fn default_data_dir() -> PathBuf {
     PathBuf::from("lockgate-data")
 }
 
-fn write_secret(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.write_all(b"\n")?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
-
 impl Server {
     /// Opens the store (migrating it), reads the policy, rebuilds the engine (every lease
     /// gets a fresh TTL), writes `admin.token` when there is no admin token yet, and binds.
@@ -157,8 +154,11 @@ impl Server {
         let dir = &config.data_dir;
         std::fs::create_dir_all(dir).map_err(|e| data_dir_err(dir, e))?;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        let lock = datadir::DataDirLock::acquire(dir)?;
         let mut store = SqliteStore::open(&dir.join("lockgate.db"))?;
-        let loaded = store.load()?;
+        let mut loaded = store.load()?;
+        let mark =
+            datadir::check_store(dir, &mut store, &mut loaded, config.hardening.start_fresh)?;
         let (policy, source) = match &config.policy_file {
             Some(path) => {
                 let shown = path.display().to_string();
@@ -230,14 +230,14 @@ impl Server {
                 },
             );
             let path = dir.join("admin.token");
-            write_secret(&path, &token).map_err(|e| data_dir_err(&path, e))?;
+            datadir::write_admin_token(&path, &token).map_err(|e| data_dir_err(&path, e))?;
             admin_token = Some(token);
         }
 
         let (events, _) = broadcast::channel(4096);
         let mut looper = Loop::new(
             engine,
-            Box::new(store),
+            Box::new(datadir::Watermarked::new(store, dir, mark)),
             tokens.clone(),
             source,
             events.clone(),
@@ -264,7 +264,20 @@ impl Server {
             addr: config.listen,
             message: e.to_string(),
         })?;
+        let h = &config.hardening;
+        let fd_limit = listener::raise_fd_limit();
+        let limits = listener::Limits {
+            header_read_timeout: h.header_read_timeout,
+            idle_timeout: h.idle_timeout,
+            max_connections: h
+                .max_connections
+                .unwrap_or_else(|| listener::default_max_connections(fd_limit)),
+        };
+        let space = space::SpaceWatch::new(dir, h.min_free_space, h.store_quota);
         Ok(Server {
+            lock,
+            space,
+            limits,
             looper,
             listener,
             addr,
@@ -314,6 +327,9 @@ impl Server {
             reload_on_hup,
             data_dir,
             item_block_workers,
+            lock,
+            space,
+            limits,
             ..
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
@@ -340,11 +356,18 @@ impl Server {
             lp: lp.clone(),
             tokens,
             events,
-            shutdown: stop_rx,
+            shutdown: stop_rx.clone(),
             ready: ready.clone(),
         };
-        let app = http::router(state).merge(backup_routes);
-        let handle = axum_server::Handle::new();
+        let app =
+            http::router(state)
+                .merge(backup_routes)
+                .layer(axum::middleware::from_fn_with_state(
+                    space.clone(),
+                    space::refuse_new_submits,
+                ));
+        space.spawn_timer(stop_rx.clone());
+        let serve_stop = stop_rx.clone();
 
         // SIGHUP re-reads the --config file; without one it is logged and ignored (never the
         // default action, which would end the server).
@@ -367,12 +390,10 @@ impl Server {
             });
         }
 
-        let h = handle.clone();
         let stopper = lp;
         tokio::spawn(async move {
             shutdown.await;
             let _ = stop_tx.send(true);
-            h.graceful_shutdown(Some(Duration::from_secs(10)));
             let _ = stopper.ask(Principal::system(), Op::Shutdown).await;
         });
         ready.store(true, Ordering::Release);
@@ -380,31 +401,17 @@ impl Server {
             "lockgate server listening on {addr}{}",
             if tls.is_some() { " (TLS)" } else { "" }
         );
-        let served = match tls {
-            Some((cert, key)) => {
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                let cfg = axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)
-                    .await
-                    .map_err(|e| {
-                        ServerError::Tls(format!("{} / {}: {e}", cert.display(), key.display()))
-                    })?;
-                axum_server::from_tcp_rustls(listener, cfg)
-                    .handle(handle)
-                    .serve(app.into_make_service())
-                    .await
-            }
-            None => {
-                axum_server::from_tcp(listener)
-                    .handle(handle)
-                    .serve(app.into_make_service())
-                    .await
-            }
+        let tls = match tls {
+            Some((cert, key)) => Some(listener::load_tls(&cert, &key).map_err(ServerError::Tls)?),
+            None => None,
         };
+        let served = listener::serve(listener, app, tls, limits, serve_stop).await;
         if let Err(e) = served {
             tracing::error!("serving stopped: {e}");
         }
         let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
         let _ = tokio::task::spawn_blocking(move || backups.shutdown()).await;
+        drop(lock);
         Ok(())
     }
 }

@@ -124,6 +124,51 @@ impl SqliteStore {
             .map_err(io("read version"))
     }
 
+    /// The store's identity: a random id the server stored in it the first time it used
+    /// it (`None` for a new or emptied database). The server keeps the same id beside the
+    /// store (`lockgate.watermark`), so a database file replaced by another one is told
+    /// apart from the one it acknowledged writes to.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    pub fn identity(&self) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(io("read identity"))
+    }
+
+    /// Stores `candidate` as the identity unless the store has one already; returns the
+    /// identity it has now.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    pub fn claim_identity(&mut self, candidate: &str) -> Result<String, StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?1)",
+                [candidate],
+            )
+            .map_err(io("write identity"))?;
+        Ok(self.identity()?.unwrap_or_else(|| candidate.to_string()))
+    }
+
+    /// Raises the stored highest job id and last event sequence to at least these values
+    /// (never lowers them), so a store started fresh after damage never reissues an id or
+    /// an event number that was acknowledged before.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    pub fn raise_counters(&mut self, max_job_id: u64, event_seq: u64) -> Result<(), StoreError> {
+        let err = io("raise counters");
+        let tx = self.conn.transaction().map_err(&err)?;
+        bump(&tx, "max_job_id", max_job_id).map_err(&err)?;
+        bump(&tx, "event_seq", event_seq).map_err(&err)?;
+        tx.commit().map_err(&err)
+    }
+
     fn meta(&self, key: &str) -> Result<u64, StoreError> {
         let v: Option<String> = self
             .conn
@@ -402,6 +447,19 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_is_claimed_once_and_counters_only_rise() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        assert_eq!(s.identity().unwrap(), None);
+        assert_eq!(s.claim_identity("a").unwrap(), "a");
+        assert_eq!(s.claim_identity("b").unwrap(), "a");
+        s.raise_counters(7, 9).unwrap();
+        s.raise_counters(3, 4).unwrap();
+        let l = s.load().unwrap();
+        assert_eq!((l.max_job_id, l.last_event_seq), (7, 9));
+    }
 
     #[test]
     fn opens_migrates_and_refuses_a_newer_schema() {

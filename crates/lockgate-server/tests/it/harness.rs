@@ -32,11 +32,21 @@ impl TestServer {
 
     /// A server on `dir`, with a `--config` file when given.
     pub fn open(dir: &Path, config: Option<PathBuf>) -> TestServer {
+        TestServer::open_with(dir, config, Default::default())
+    }
+
+    /// A server on `dir` with hardening settings.
+    pub fn open_with(
+        dir: &Path,
+        config: Option<PathBuf>,
+        hardening: lockgate_server::hardening::Hardening,
+    ) -> TestServer {
         let config = Config {
             data_dir: dir.to_path_buf(),
             listen: "127.0.0.1:0".parse().unwrap(),
             policy_file: config,
             tls: None,
+            hardening,
         };
         let server = Server::open(config).expect("server opens");
         let url = format!("http://{}", server.local_addr());

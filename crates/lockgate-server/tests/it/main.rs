@@ -5,6 +5,7 @@ mod api;
 mod backups;
 mod durability;
 mod errors;
+mod hardening;
 mod harness;
 mod longpoll;
 mod schedules;

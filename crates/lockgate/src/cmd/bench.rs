@@ -50,6 +50,7 @@ impl Bench {
             listen: "127.0.0.1:0".parse()?,
             policy_file: None,
             tls: None,
+            hardening: Default::default(),
         })?;
         let url = format!("http://{}", server.local_addr());
         let token = std::fs::read_to_string(dir.join("admin.token"))?

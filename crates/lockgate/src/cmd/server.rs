@@ -32,6 +32,51 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = lockgate_server::backups::DEFAULT_WORKERS as u16,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub item_block_workers: u16,
+    #[command(flatten)]
+    pub hardening: Hardening,
+}
+
+/// Flags of the server's self-protection (defaults and trade-offs:
+/// `lockgate_server::hardening::Hardening`).
+#[derive(Debug, clap::Args)]
+pub struct Hardening {
+    /// Start even though the store is empty, replaced or behind what this data dir
+    /// acknowledged (lockgate.watermark). The store is taken as it is; ids continue above
+    /// the acknowledged ones; a stale admin.token is moved aside, never overwritten.
+    #[arg(long)]
+    pub start_fresh: bool,
+    /// Refuse new submits (507) below this many free bytes on the data dir's filesystem.
+    /// Default: the smaller of 1% of the filesystem and 256 MiB; 0 turns it off.
+    #[arg(long, value_name = "BYTES")]
+    pub min_free_space: Option<u64>,
+    /// Refuse new submits (507) while lockgate.db and its WAL are above this many bytes.
+    /// Default: no quota.
+    #[arg(long, value_name = "BYTES")]
+    pub store_quota: Option<u64>,
+    /// Close a connection that has not sent a complete request head (TLS handshake
+    /// included) within this long.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::flags::duration)]
+    pub header_read_timeout: std::time::Duration,
+    /// Close a keep-alive connection with no request in flight after this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::flags::duration)]
+    pub idle_timeout: std::time::Duration,
+    /// At most this many open connections; at the cap the oldest ones without a request
+    /// are closed first. Default: the fd limit (raised to the hard limit) minus 256.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+}
+
+impl From<Hardening> for lockgate_server::hardening::Hardening {
+    fn from(h: Hardening) -> Self {
+        lockgate_server::hardening::Hardening {
+            start_fresh: h.start_fresh,
+            min_free_space: h.min_free_space,
+            store_quota: h.store_quota,
+            header_read_timeout: h.header_read_timeout,
+            idle_timeout: h.idle_timeout,
+            max_connections: h.max_connections,
+        }
+    }
 }
 
 /// Runs the server until SIGTERM or SIGINT.
@@ -51,6 +96,7 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         listen: args.listen,
         policy_file: args.config,
         tls: args.tls_cert.zip(args.tls_key),
+        hardening: args.hardening.into(),
     };
     let mut server =
         lockgate_server::Server::open(config).context("lockgate server cannot start")?;

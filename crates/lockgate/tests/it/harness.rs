@@ -68,6 +68,11 @@ impl Srv {
 
     /// Starts the server process and waits until `/readyz` answers.
     pub fn spawn(&mut self) {
+        self.spawn_with(&[]);
+    }
+
+    /// [`Srv::spawn`] with more `lockgate server` flags.
+    pub fn spawn_with(&mut self, extra: &[&str]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -89,6 +94,7 @@ impl Srv {
             .arg(self.path("data"))
             .arg("--config")
             .arg(self.path("lockgate.toml"))
+            .args(extra)
             .env("LOCKGATE_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -1,0 +1,375 @@
+//! The serving loop: accept, TLS, HTTP/1 (hyper), with a connection cap and timeouts.
+//!
+//! # Invariants
+//! - **A connection that never sends a request goes away.** Until its first complete
+//!   request head (TLS handshake included) it lives at most the header-read timeout; with
+//!   no request in flight after that, at most the idle timeout. A long-poll or an SSE
+//!   stream has a request in flight (until its response body is dropped) and is never
+//!   idle.
+//! - **Idle sockets cannot starve clients.** At most [`Limits::max_connections`] are open;
+//!   a connection accepted at the cap first evicts the oldest connection that has not
+//!   sent a complete request, else the oldest idle keep-alive one; only when every
+//!   connection has a request in flight is the new one closed at once.
+//! - **An idle socket costs a socket and a task.** The HTTP machinery (and its buffers)
+//!   is created only once the first byte arrives.
+//! - **Shutdown is graceful**: when `stop` turns true nothing more is accepted, idle
+//!   connections close, in-flight requests finish (the event loop answers its long-polls
+//!   at shutdown), and [`serve`] returns when all are gone or after [`SHUTDOWN_GRACE`].
+
+use axum::body::Body;
+use axum::Router;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Notify};
+use tower_service::Service;
+
+/// File descriptors kept out of the default connection cap: the store, backup archives
+/// and inputs, hook processes, logs.
+pub const FD_RESERVE: u64 = 256;
+/// At shutdown, connections get this long to finish their requests.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The listen backlog (the kernel caps it at `net.core.somaxconn`).
+const BACKLOG: i32 = 4096;
+
+/// Connection limits (defaults and trade-offs: [`crate::hardening::Hardening`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Until the first complete request head.
+    pub header_read_timeout: Duration,
+    /// With no request in flight, after the first.
+    pub idle_timeout: Duration,
+    /// Open connections at most.
+    pub max_connections: usize,
+}
+
+/// Raises the fd soft limit to the hard limit; returns the soft limit now in force.
+pub fn raise_fd_limit() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let cur = getrlimit(Resource::Nofile);
+    if cur.current != cur.maximum {
+        let want = Rlimit {
+            current: cur.maximum,
+            maximum: cur.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, want) {
+            tracing::warn!("cannot raise the fd limit to the hard limit: {e}");
+        }
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
+
+/// The default connection cap for an fd limit: the limit minus [`FD_RESERVE`] (half the
+/// limit when it is below twice the reserve).
+pub fn default_max_connections(fd_limit: u64) -> usize {
+    let cap = if fd_limit >= 2 * FD_RESERVE {
+        fd_limit - FD_RESERVE
+    } else {
+        fd_limit / 2
+    };
+    cap.clamp(1, 1 << 22) as usize
+}
+
+/// One connection's state, shared by its task, its requests and the registry.
+#[derive(Debug)]
+struct Conn {
+    /// Sent at least one complete request head.
+    requested: AtomicBool,
+    /// Requests whose response body is not yet dropped.
+    inflight: AtomicUsize,
+    /// Milliseconds after the registry's epoch when it last became idle (or was accepted).
+    idle_since: AtomicU64,
+    /// Something above changed: recompute the deadline.
+    changed: Notify,
+    /// Close now (chosen by the cap).
+    evict: Notify,
+}
+
+/// The open connections, oldest first (ids increase).
+#[derive(Debug)]
+struct Registry {
+    epoch: Instant,
+    next: AtomicU64,
+    conns: Mutex<BTreeMap<u64, Arc<Conn>>>,
+}
+
+impl Registry {
+    fn ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn len(&self) -> usize {
+        self.conns.lock().expect("not poisoned").len()
+    }
+
+    fn add(&self) -> (u64, Arc<Conn>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            requested: AtomicBool::new(false),
+            inflight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(self.ms()),
+            changed: Notify::new(),
+            evict: Notify::new(),
+        });
+        self.conns
+            .lock()
+            .expect("not poisoned")
+            .insert(id, conn.clone());
+        (id, conn)
+    }
+
+    fn remove(&self, id: u64) {
+        self.conns.lock().expect("not poisoned").remove(&id);
+    }
+
+    /// Evicts the oldest connection without a complete request, else the oldest idle one.
+    /// `false`: every connection has a request in flight.
+    fn evict_one(&self) -> bool {
+        let mut conns = self.conns.lock().expect("not poisoned");
+        let idle = |c: &Arc<Conn>| c.inflight.load(Ordering::Acquire) == 0;
+        let pick = conns
+            .iter()
+            .find(|(_, c)| idle(c) && !c.requested.load(Ordering::Acquire))
+            .or_else(|| conns.iter().find(|(_, c)| idle(c)))
+            .map(|(id, _)| *id);
+        match pick.and_then(|id| conns.remove(&id)) {
+            Some(c) => {
+                c.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Marks a request in flight on its connection until dropped (with the response body).
+struct Busy {
+    conn: Arc<Conn>,
+    registry: Arc<Registry>,
+}
+
+impl Busy {
+    fn start(conn: &Arc<Conn>, registry: &Arc<Registry>) -> Busy {
+        conn.inflight.fetch_add(1, Ordering::AcqRel);
+        conn.requested.store(true, Ordering::Release);
+        conn.changed.notify_one();
+        Busy {
+            conn: conn.clone(),
+            registry: registry.clone(),
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.conn
+            .idle_since
+            .store(self.registry.ms(), Ordering::Release);
+        self.conn.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.conn.changed.notify_one();
+    }
+}
+
+/// Loads a TLS certificate chain and key (PEM) into a server config (HTTP/1.1 only).
+///
+/// # Errors
+/// A message naming the file and what is wrong with it.
+pub fn load_tls(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<Arc<rustls::ServerConfig>, String> {
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let certs = rustls_pemfile::certs(&mut read(cert)?.as_slice())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    let key_der = rustls_pemfile::private_key(&mut read(key)?.as_slice())
+        .map_err(|e| format!("{}: {e}", key.display()))?
+        .ok_or_else(|| format!("{}: no private key found", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .map_err(|e| format!("{} / {}: {e}", cert.display(), key.display()))?;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(cfg))
+}
+
+/// Serves `app` on `listener` until `stop` turns true (see the module docs).
+///
+/// # Errors
+/// The listener could not be handed to the runtime.
+pub async fn serve(
+    listener: std::net::TcpListener,
+    app: Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let _ = rustix::net::listen(&listener, BACKLOG);
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+    let registry = Arc::new(Registry {
+        epoch: Instant::now(),
+        next: AtomicU64::new(0),
+        conns: Mutex::new(BTreeMap::new()),
+    });
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("accept: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if registry.len() >= limits.max_connections && !registry.evict_one() {
+            tracing::debug!("connection cap reached, every connection busy: closing a new one");
+            continue;
+        }
+        let (id, conn) = registry.add();
+        tokio::spawn(connection(
+            stream,
+            id,
+            conn,
+            registry.clone(),
+            app.clone(),
+            tls.clone(),
+            limits,
+            stop.clone(),
+        ));
+    }
+    drop(listener);
+    let deadline = Instant::now() + SHUTDOWN_GRACE;
+    while registry.len() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// One connection: wait for its first byte (or TLS handshake) within the header-read
+/// timeout, then serve HTTP/1 on it.
+#[allow(clippy::too_many_arguments)]
+async fn connection(
+    stream: TcpStream,
+    id: u64,
+    conn: Arc<Conn>,
+    registry: Arc<Registry>,
+    app: Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) {
+    enum Ready {
+        Plain(TcpStream),
+        Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    }
+    let _ = stream.set_nodelay(true);
+    let first = async {
+        match tls {
+            None => stream.readable().await.ok().map(|()| Ready::Plain(stream)),
+            Some(acceptor) => acceptor
+                .accept(stream)
+                .await
+                .ok()
+                .map(|s| Ready::Tls(Box::new(s))),
+        }
+    };
+    let ready = tokio::select! {
+        r = tokio::time::timeout(limits.header_read_timeout, first) => r.ok().flatten(),
+        () = conn.evict.notified() => None,
+        _ = stop.wait_for(|s| *s) => None,
+    };
+    match ready {
+        Some(Ready::Plain(s)) => http(TokioIo::new(s), &conn, &registry, app, limits, stop).await,
+        Some(Ready::Tls(s)) => http(TokioIo::new(s), &conn, &registry, app, limits, stop).await,
+        None => {}
+    }
+    registry.remove(id);
+}
+
+/// When the connection expires if nothing changes (`None`: a request is in flight).
+fn deadline(conn: &Conn, registry: &Registry, limits: &Limits) -> Option<Instant> {
+    if conn.inflight.load(Ordering::Acquire) > 0 {
+        return None;
+    }
+    let since = Duration::from_millis(conn.idle_since.load(Ordering::Acquire));
+    let timeout = if conn.requested.load(Ordering::Acquire) {
+        limits.idle_timeout
+    } else {
+        limits.header_read_timeout
+    };
+    Some(registry.epoch + since + timeout)
+}
+
+async fn http<I>(
+    io: I,
+    conn: &Arc<Conn>,
+    registry: &Arc<Registry>,
+    app: Router,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = {
+        let (conn, registry) = (conn.clone(), registry.clone());
+        hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+            let busy = Busy::start(&conn, &registry);
+            let mut app = app.clone();
+            async move {
+                let Ok(resp) = app.call(req).await;
+                // The response body carries the guard: a long-poll or a stream stays "in
+                // flight" until its body is done or dropped.
+                Ok::<_, Infallible>(resp.map(move |body| {
+                    Body::new(body.map_frame(move |frame| {
+                        let _in_flight = &busy;
+                        frame
+                    }))
+                }))
+            }
+        })
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    // Our own deadlines (above) replace hyper's header timer, which would also cut idle
+    // keep-alive connections at the header-read timeout.
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .keep_alive(true);
+    let served = builder.serve_connection(io, svc);
+    tokio::pin!(served);
+    let mut stopping = false;
+    loop {
+        let sleep = match deadline(conn, registry, &limits) {
+            Some(at) => tokio::time::sleep_until(at.into()),
+            None => tokio::time::sleep(Duration::from_secs(86_400)),
+        };
+        tokio::select! {
+            _ = &mut served => return,
+            () = conn.evict.notified() => return,
+            () = conn.changed.notified() => {}
+            () = sleep => {
+                if deadline(conn, registry, &limits).is_some_and(|at| at <= Instant::now()) {
+                    return;
+                }
+            }
+            _ = stop.wait_for(|s| *s), if !stopping => {
+                stopping = true;
+                served.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
