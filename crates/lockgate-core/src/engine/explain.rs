@@ -216,22 +216,7 @@ impl Engine {
                 "over_limit",
                 format!("{name}: {used}/{} over limit after a policy change; admits nothing until it drains", limit.unwrap_or(0)),
             ),
-            BlockKind::Conflict => {
-                let what = match &key {
-                    Some(ScopeKey::Conflict { parts, overlap, .. }) => {
-                        let mut kv: Vec<String> = parts.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                        if let Some((k, v)) = overlap {
-                            kv.push(if v.is_empty() || v == "*" { format!("{k} (all)") } else { format!("{k}={v}") });
-                        }
-                        kv.join(", ")
-                    }
-                    _ => name.clone(),
-                };
-                let who = holders.iter().map(|h| h.to_string()).collect::<Vec<_>>().join(", ");
-                let verb = if holders.len() == 1 { "holds" } else { "hold" };
-                let word = if holders.len() == 1 { "job" } else { "jobs" };
-                ("conflict", format!("conflict: {word} {who} {verb} {what}"))
-            }
+            BlockKind::Conflict => ("conflict", conflict_text(key.as_ref(), &name, &holders)),
             BlockKind::Reserved(r) => {
                 holders = vec![*r];
                 ("reserved", format!("{name}: reserved for job {r}"))
@@ -252,20 +237,7 @@ impl Engine {
                 "capacity",
                 format!("node-prepare:{node}: {used}/{} running, preparing or prepared", limit.unwrap_or(0)),
             ),
-            BlockKind::NoEligibleNode | BlockKind::NoRoom => {
-                let pk = block.scope.and_then(|s| self.placement.keys.get(&s));
-                let sel = pk.map(|k| k.selector.text().to_string()).unwrap_or_default();
-                let agent = pk
-                    .and_then(|k| k.agent_kind.clone())
-                    .map(|k| format!(" with an agent for kind {k}"))
-                    .unwrap_or_default();
-                let eligible = block.scope.map(|s| self.placement_candidates(s).count()).unwrap_or(0);
-                if block.kind == BlockKind::NoRoom {
-                    ("no_room", format!("no room: all {eligible} eligible nodes for selector \"{sel}\" are full"))
-                } else {
-                    ("no_eligible_node", format!("no eligible node: selector \"{sel}\" matches 0 ready nodes{agent}"))
-                }
-            }
+            BlockKind::NoEligibleNode | BlockKind::NoRoom => self.placement_text(&block),
             BlockKind::NotBefore(t) => ("not_before", format!("not before {}", rfc3339(*t))),
         };
         let scope = key
@@ -280,6 +252,61 @@ impl Engine {
             text,
         }
     }
+
+    /// A placement block (`NoEligibleNode` or `NoRoom`): kind and text, from the job's
+    /// placement key (selector, agent kind) and how many nodes are candidates.
+    fn placement_text(&self, block: &Block) -> (&'static str, String) {
+        let pk = block.scope.and_then(|s| self.placement.keys.get(&s));
+        let sel = pk
+            .map(|k| k.selector.text().to_string())
+            .unwrap_or_default();
+        let agent = pk
+            .and_then(|k| k.agent_kind.clone())
+            .map(|k| format!(" with an agent for kind {k}"))
+            .unwrap_or_default();
+        let eligible = block
+            .scope
+            .map(|s| self.placement_candidates(s).count())
+            .unwrap_or(0);
+        if block.kind == BlockKind::NoRoom {
+            (
+                "no_room",
+                format!("no room: all {eligible} eligible nodes for selector \"{sel}\" are full"),
+            )
+        } else {
+            (
+                "no_eligible_node",
+                format!("no eligible node: selector \"{sel}\" matches 0 ready nodes{agent}"),
+            )
+        }
+    }
+}
+
+/// `conflict: job 41 holds datastore=ds1, vm (all)`: the holders and the conflict's
+/// attributes (`name` when the key is not a conflict key).
+fn conflict_text(key: Option<&ScopeKey>, name: &str, holders: &[JobId]) -> String {
+    let what = match key {
+        Some(ScopeKey::Conflict { parts, overlap, .. }) => {
+            let mut kv: Vec<String> = parts.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            if let Some((k, v)) = overlap {
+                kv.push(if v.is_empty() || v == "*" {
+                    format!("{k} (all)")
+                } else {
+                    format!("{k}={v}")
+                });
+            }
+            kv.join(", ")
+        }
+        _ => name.to_string(),
+    };
+    let who = holders
+        .iter()
+        .map(|h| h.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let verb = if holders.len() == 1 { "holds" } else { "hold" };
+    let word = if holders.len() == 1 { "job" } else { "jobs" };
+    format!("conflict: {word} {who} {verb} {what}")
 }
 
 /// `1st`, `2nd`, `3rd`, `4th`, ...

@@ -78,116 +78,142 @@ impl Engine {
             .map(|e| (e.job.state, e.job.attempt, e.job.lease.map(|l| l.token)))
     }
 
+    /// Acts on one due timer, if the job (or node) is still where the timer was armed for;
+    /// returns whether anything may have changed.
     fn fire(&mut self, timer: Timer, now: Timestamp) -> bool {
         match timer {
-            Timer::Lease(id, token) => {
-                let Some((state, _, Some(t))) = self.state_of(id) else {
-                    return false;
-                };
-                if t != token || !state.is_admitted() {
-                    return false;
-                }
-                let expires = self.entries.get(id).job.lease.expect("admitted").expires_at;
-                if expires > now {
-                    self.timers.arm(expires, Timer::Lease(id, token));
-                    return false;
-                }
-                self.end_job(id, JobState::Lost, Some("lease expired".into()), now);
-                true
-            }
+            Timer::Lease(id, token) => self.lease_timer(id, token, now),
             Timer::NotBefore(id, attempt) => {
-                if self.state_of(id).map(|s| (s.0, s.1)) != Some((JobState::Queued, attempt)) {
+                if !self.queued_for(id, attempt) {
                     return false;
                 }
                 self.enqueue(id);
                 true
             }
             Timer::MaxWait(id, attempt) => {
-                if self.state_of(id).map(|s| (s.0, s.1)) != Some((JobState::Queued, attempt)) {
+                if !self.queued_for(id, attempt) {
                     return false;
                 }
-                let ms = self.entries.get(id).job.max_wait_ms.unwrap_or(0);
-                let msg = format!(
-                    "not admitted within max_wait ({})",
-                    crate::time::format_duration(std::time::Duration::from_millis(ms))
-                );
-                self.end_job(id, JobState::Expired, Some(msg), now);
+                self.expire_max_wait(id, now);
                 true
             }
             Timer::MaxRun(id, token) => {
-                let Some((state, _, Some(t))) = self.state_of(id) else {
-                    return false;
-                };
-                if t != token || !state.is_admitted() {
-                    return false;
+                if self.holds_lease(id, token) {
+                    self.request_max_run_cancel(id, token, now);
                 }
-                let e = self.entries.get_mut(id);
-                e.job.cancel_requested = true;
-                e.job.message = Some("max_run exceeded: cancellation requested".into());
-                self.emit(JobChange::CancelRequested, id);
-                let ttl = self.policy.leases.ttl;
-                self.timers
-                    .arm(now.plus(ttl), Timer::MaxRunRevoke(id, token));
                 false
             }
             Timer::MaxRunRevoke(id, token) => {
-                let Some((state, _, Some(t))) = self.state_of(id) else {
-                    return false;
-                };
-                if t != token || !state.is_admitted() {
+                if !self.holds_lease(id, token) {
                     return false;
                 }
                 self.end_job(id, JobState::Failed, Some("max_run exceeded".into()), now);
                 true
             }
-            Timer::PrepareTimeout(id, token) => {
-                let Some((state, _, t)) = self.state_of(id) else {
-                    return false;
-                };
-                if state != JobState::Preparing || t != Some(token) {
-                    return false;
-                }
-                self.end_job(
-                    id,
-                    JobState::Failed,
-                    Some("prepare timeout: not prepared in time".into()),
-                    now,
-                );
-                true
-            }
-            Timer::Retry(id, attempt) => {
-                let Some((state, a, _)) = self.state_of(id) else {
-                    return false;
-                };
-                if a != attempt || !matches!(state, JobState::Failed | JobState::Lost) {
-                    return false;
-                }
-                self.requeue(id, now);
-                true
-            }
+            Timer::PrepareTimeout(id, token) => self.prepare_timer(id, token, now),
+            Timer::Retry(id, attempt) => self.retry_timer(id, attempt, now),
             Timer::Reserve(id, attempt) => {
-                if self.state_of(id).map(|s| (s.0, s.1)) != Some((JobState::Queued, attempt)) {
+                if !self.queued_for(id, attempt) {
                     return false;
                 }
                 self.wake_class_of(id);
                 true
             }
-            Timer::NodeTtl(name) => {
-                let ttl = self.policy.nodes.ttl;
-                let Some(node) = self.nodes.get(&name) else {
-                    return false;
-                };
-                if node.state != super::NodeState::Ready {
-                    return false;
-                }
-                let due = node.last_seen.plus(ttl);
-                if due > now {
-                    self.timers.arm(due, Timer::NodeTtl(name));
-                    return false;
-                }
-                self.node_lost(&name, now);
-                true
-            }
+            Timer::NodeTtl(name) => self.node_ttl_timer(name, now),
         }
+    }
+
+    /// Whether the job is still queued, in this attempt.
+    fn queued_for(&self, id: JobId, attempt: u32) -> bool {
+        self.state_of(id).map(|s| (s.0, s.1)) == Some((JobState::Queued, attempt))
+    }
+
+    /// Whether the job is still admitted under the lease with this token.
+    fn holds_lease(&self, id: JobId, token: u64) -> bool {
+        matches!(self.state_of(id), Some((state, _, Some(t))) if t == token && state.is_admitted())
+    }
+
+    /// The lease timer: re-arms itself at the lease's current expiry if it was renewed,
+    /// otherwise the job is lost.
+    fn lease_timer(&mut self, id: JobId, token: u64, now: Timestamp) -> bool {
+        if !self.holds_lease(id, token) {
+            return false;
+        }
+        let expires = self.entries.get(id).job.lease.expect("admitted").expires_at;
+        if expires > now {
+            self.timers.arm(expires, Timer::Lease(id, token));
+            return false;
+        }
+        self.end_job(id, JobState::Lost, Some("lease expired".into()), now);
+        true
+    }
+
+    /// Ends a queued job whose `max_wait` passed.
+    fn expire_max_wait(&mut self, id: JobId, now: Timestamp) {
+        let ms = self.entries.get(id).job.max_wait_ms.unwrap_or(0);
+        let msg = format!(
+            "not admitted within max_wait ({})",
+            crate::time::format_duration(std::time::Duration::from_millis(ms))
+        );
+        self.end_job(id, JobState::Expired, Some(msg), now);
+    }
+
+    /// `max_run` passed: asks the holder to cancel and arms the revoke one lease TTL later.
+    fn request_max_run_cancel(&mut self, id: JobId, token: u64, now: Timestamp) {
+        let e = self.entries.get_mut(id);
+        e.job.cancel_requested = true;
+        e.job.message = Some("max_run exceeded: cancellation requested".into());
+        self.emit(JobChange::CancelRequested, id);
+        let ttl = self.policy.leases.ttl;
+        self.timers
+            .arm(now.plus(ttl), Timer::MaxRunRevoke(id, token));
+    }
+
+    /// `prepare_timeout`: fails the job if it is still preparing under this lease.
+    fn prepare_timer(&mut self, id: JobId, token: u64, now: Timestamp) -> bool {
+        let Some((state, _, t)) = self.state_of(id) else {
+            return false;
+        };
+        if state != JobState::Preparing || t != Some(token) {
+            return false;
+        }
+        self.end_job(
+            id,
+            JobState::Failed,
+            Some("prepare timeout: not prepared in time".into()),
+            now,
+        );
+        true
+    }
+
+    /// A retry: requeues the job if this attempt is still the failed or lost one.
+    fn retry_timer(&mut self, id: JobId, attempt: u32, now: Timestamp) -> bool {
+        let Some((state, a, _)) = self.state_of(id) else {
+            return false;
+        };
+        if a != attempt || !matches!(state, JobState::Failed | JobState::Lost) {
+            return false;
+        }
+        self.requeue(id, now);
+        true
+    }
+
+    /// A node's TTL: re-arms at `last_seen + ttl` if the node was seen since, otherwise the
+    /// node is lost.
+    fn node_ttl_timer(&mut self, name: String, now: Timestamp) -> bool {
+        let ttl = self.policy.nodes.ttl;
+        let Some(node) = self.nodes.get(&name) else {
+            return false;
+        };
+        if node.state != super::NodeState::Ready {
+            return false;
+        }
+        let due = node.last_seen.plus(ttl);
+        if due > now {
+            self.timers.arm(due, Timer::NodeTtl(name));
+            return false;
+        }
+        self.node_lost(&name, now);
+        true
     }
 }
