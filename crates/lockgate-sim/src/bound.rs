@@ -142,7 +142,22 @@ pub fn lower_bound(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) ->
         .iter()
         .map(|j| Shape::of(policy, nodes, &numbers, j))
         .collect();
+    let (mut resources, impossible) = scope_resources(policy, &shapes);
+    add_star_holders(&mut resources);
+    add_node_sets(
+        policy,
+        nodes,
+        &numbers,
+        &shapes,
+        &impossible,
+        &mut resources,
+    );
+    largest(&shapes, &impossible, resources)
+}
 
+/// The capacity-scope resources of every job that can run, and which jobs cannot (a
+/// refused job, one with no eligible node, one taking more than a scope holds).
+fn scope_resources(policy: &Policy, shapes: &[Shape]) -> (BTreeMap<String, Resource>, Vec<bool>) {
     let mut resources: BTreeMap<String, Resource> = BTreeMap::new();
     let mut impossible = vec![false; shapes.len()];
     let mut job_uses: Vec<Vec<ScopeUse>> = Vec::with_capacity(shapes.len());
@@ -167,11 +182,21 @@ pub fn lower_bound(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) ->
             res.uses.push(u.uses);
         }
     }
+    (resources, impossible)
+}
 
-    add_star_holders(&mut resources);
-
-    // Node sets: group the jobs by eligible set once, then every set takes the groups whose
-    // set it contains (few distinct sets in practice, many jobs).
+/// The run-slot and prepare resources of every node set `E` (the distinct eligible sets).
+///
+/// Groups the jobs by eligible set once, then every set takes the groups whose set it
+/// contains (few distinct sets in practice, many jobs).
+fn add_node_sets(
+    policy: &Policy,
+    nodes: &[NodeSpec],
+    numbers: &[Option<u64>],
+    shapes: &[Shape],
+    impossible: &[bool],
+    resources: &mut BTreeMap<String, Resource>,
+) {
     let mut groups: BTreeMap<&BTreeSet<usize>, Vec<&Shape>> = BTreeMap::new();
     for (i, s) in shapes.iter().enumerate() {
         if let Some(e) = s
@@ -191,35 +216,41 @@ pub fn lower_bound(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) ->
                 .flat_map(|(_, g)| g.iter().copied())
         };
         let run_cap: Option<u64> = set.iter().map(|&i| numbers[i]).sum();
-        if let Some(cap) = run_cap {
-            let uses = inside()
-                .map(|s| (s.job.at_ms() + s.prep, s.run, 1))
-                .collect();
-            resources.insert(
-                format!("run slots of {}", names.join(", ")),
-                Resource {
-                    capacity: cap,
-                    uses,
-                },
-            );
-            let prep_cap = cap + u64::from(policy.nodes.prepare_queue) * set.len() as u64;
-            let uses: Vec<Use> = inside()
-                .filter(|s| s.two_stage)
-                .map(|s| (s.job.at_ms(), s.prep + s.run, 1))
-                .collect();
-            if uses.is_empty() {
-                continue;
-            }
-            resources.insert(
-                format!("prepare bound of {}", names.join(", ")),
-                Resource {
-                    capacity: prep_cap,
-                    uses,
-                },
-            );
+        let Some(cap) = run_cap else { continue };
+        let uses = inside()
+            .map(|s| (s.job.at_ms() + s.prep, s.run, 1))
+            .collect();
+        resources.insert(
+            format!("run slots of {}", names.join(", ")),
+            Resource {
+                capacity: cap,
+                uses,
+            },
+        );
+        let prep_cap = cap + u64::from(policy.nodes.prepare_queue) * set.len() as u64;
+        let uses: Vec<Use> = inside()
+            .filter(|s| s.two_stage)
+            .map(|s| (s.job.at_ms(), s.prep + s.run, 1))
+            .collect();
+        if uses.is_empty() {
+            continue;
         }
+        resources.insert(
+            format!("prepare bound of {}", names.join(", ")),
+            Resource {
+                capacity: prep_cap,
+                uses,
+            },
+        );
     }
+}
 
+/// The largest of every runnable job's `at + prepare + run` and every resource's bound.
+fn largest(
+    shapes: &[Shape],
+    impossible: &[bool],
+    resources: BTreeMap<String, Resource>,
+) -> LowerBound {
     let mut best = (0, "empty workload".to_string());
     for (i, s) in shapes.iter().enumerate() {
         let end = s.job.at_ms() + s.prep + s.run;

@@ -215,28 +215,17 @@ impl Report {
         let mut out = String::new();
         let mut columns: Vec<(&str, &Summary)> = vec![("lockgate", &self.lockgate)];
         columns.extend(self.compare.iter().map(|(k, v)| (k.as_str(), v)));
-        let _ = writeln!(
-            out,
-            "{:<22}{}",
-            "",
-            columns
-                .iter()
-                .map(|(n, _)| format!("{n:>12}"))
-                .collect::<String>()
-        );
-        let row = |out: &mut String, label: &str, f: &dyn Fn(&Summary) -> String| {
-            let cells: String = columns
-                .iter()
-                .map(|(_, s)| format!("{:>12}", f(s)))
-                .collect();
-            let _ = writeln!(out, "{label:<22}{cells}");
-        };
-        row(&mut out, "jobs", &|s| s.jobs.to_string());
-        row(&mut out, "unfinished", &|s| s.unfinished.to_string());
-        row(&mut out, "makespan", &|s| secs(s.makespan_s));
-        row(&mut out, "wait p50", &|s| secs(s.wait_s.p50));
-        row(&mut out, "wait p95", &|s| secs(s.wait_s.p95));
-        row(&mut out, "wait max", &|s| secs(s.wait_s.max));
+        write_summaries(&mut out, &columns);
+        self.write_bound(&mut out);
+        for (name, s) in &columns {
+            write_nodes(&mut out, name, s);
+            write_scopes(&mut out, name, s);
+        }
+        out
+    }
+
+    /// The bound, what sets it, and every makespan against it and against lockgate's.
+    fn write_bound(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "\nlower bound: {} ({}); lockgate's makespan is {:.2}x the bound",
@@ -253,49 +242,81 @@ impl Report {
                 );
             }
         }
-        for (name, s) in &columns {
-            let _ = writeln!(out, "\n{name}: nodes");
-            let _ = writeln!(
-                out,
-                "  {:<28}{:>7}{:>7}{:>12}{:>7}",
-                "NODE", "SLOTS", "JOBS", "RUN", "BUSY"
-            );
-            for n in &s.nodes {
-                let slots = n.slots.map_or("-".to_string(), |s| s.to_string());
-                let _ = writeln!(
-                    out,
-                    "  {:<28}{slots:>7}{:>7}{:>12}{:>6.0}%",
-                    n.node,
-                    n.jobs,
-                    secs(n.run_s),
-                    n.busy * 100.0
-                );
-            }
-            let _ = writeln!(out, "{name}: scopes (peak/limit)");
-            let (conflicts, others): (Vec<&ScopePeak>, Vec<&ScopePeak>) = s
-                .scopes
-                .iter()
-                .partition(|p| p.scope.starts_with("conflict:"));
-            for p in others {
-                let limit = p.limit.map_or("-".to_string(), |l| l.to_string());
-                let flag = if p.limit.is_some_and(|l| p.peak > l) {
-                    "  OVER LIMIT"
-                } else {
-                    ""
-                };
-                let _ = writeln!(out, "  {:<48}{:>6}/{limit}{flag}", p.scope, p.peak);
-            }
-            if !conflicts.is_empty() {
-                let max = conflicts.iter().map(|p| p.peak).max().unwrap_or(0);
-                let _ = writeln!(
-                    out,
-                    "  {:<48}{:>6}",
-                    format!("conflict keys: {} (highest peak)", conflicts.len()),
-                    max
-                );
-            }
-        }
-        out
+    }
+}
+
+/// One column per scheduler: job counts, makespan and waits.
+fn write_summaries(out: &mut String, columns: &[(&str, &Summary)]) {
+    let _ = writeln!(
+        out,
+        "{:<22}{}",
+        "",
+        columns
+            .iter()
+            .map(|(n, _)| format!("{n:>12}"))
+            .collect::<String>()
+    );
+    let row = |out: &mut String, label: &str, f: &dyn Fn(&Summary) -> String| {
+        let cells: String = columns
+            .iter()
+            .map(|(_, s)| format!("{:>12}", f(s)))
+            .collect();
+        let _ = writeln!(out, "{label:<22}{cells}");
+    };
+    row(out, "jobs", &|s| s.jobs.to_string());
+    row(out, "unfinished", &|s| s.unfinished.to_string());
+    row(out, "makespan", &|s| secs(s.makespan_s));
+    row(out, "wait p50", &|s| secs(s.wait_s.p50));
+    row(out, "wait p95", &|s| secs(s.wait_s.p95));
+    row(out, "wait max", &|s| secs(s.wait_s.max));
+}
+
+/// One scheduler's nodes: slots, jobs, run time and how busy each was.
+fn write_nodes(out: &mut String, name: &str, s: &Summary) {
+    let _ = writeln!(out, "\n{name}: nodes");
+    let _ = writeln!(
+        out,
+        "  {:<28}{:>7}{:>7}{:>12}{:>7}",
+        "NODE", "SLOTS", "JOBS", "RUN", "BUSY"
+    );
+    for n in &s.nodes {
+        let slots = n.slots.map_or("-".to_string(), |s| s.to_string());
+        let _ = writeln!(
+            out,
+            "  {:<28}{slots:>7}{:>7}{:>12}{:>6.0}%",
+            n.node,
+            n.jobs,
+            secs(n.run_s),
+            n.busy * 100.0
+        );
+    }
+}
+
+/// One scheduler's scope peaks against their limits; conflict keys as one line (how many,
+/// and the highest peak).
+fn write_scopes(out: &mut String, name: &str, s: &Summary) {
+    let _ = writeln!(out, "{name}: scopes (peak/limit)");
+    let (conflicts, others): (Vec<&ScopePeak>, Vec<&ScopePeak>) = s
+        .scopes
+        .iter()
+        .partition(|p| p.scope.starts_with("conflict:"));
+    for p in others {
+        let limit = p.limit.map_or("-".to_string(), |l| l.to_string());
+        let flag = if p.limit.is_some_and(|l| p.peak > l) {
+            "  OVER LIMIT"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  {:<48}{:>6}/{limit}{flag}", p.scope, p.peak);
+    }
+    if !conflicts.is_empty() {
+        let max = conflicts.iter().map(|p| p.peak).max().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "  {:<48}{:>6}",
+            format!("conflict keys: {} (highest peak)", conflicts.len()),
+            max
+        );
     }
 }
 

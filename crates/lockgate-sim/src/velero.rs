@@ -92,7 +92,17 @@ struct Model<'a> {
 
 /// Runs the workload through the Velero model (see the module docs).
 pub fn simulate(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) -> Run {
-    let vnodes: Vec<VNode> = nodes
+    let mut m = Model::new(policy, nodes, jobs);
+    for (i, j) in jobs.iter().enumerate() {
+        m.schedule(j.at_ms(), Ev::Submit(i));
+    }
+    m.run_agenda();
+    m.into_run(u64::from(policy.nodes.prepare_queue))
+}
+
+/// One [`VNode`] per node, with its number from the policy's `[nodes]` section.
+fn vnodes(policy: &Policy, nodes: &[NodeSpec]) -> Vec<VNode> {
+    nodes
         .iter()
         .map(|n| VNode {
             name: n.name.clone(),
@@ -104,9 +114,13 @@ pub fn simulate(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) -> Ru
             used: false,
             waiting: BTreeSet::new(),
         })
-        .collect();
-    let eligible = jobs
-        .iter()
+        .collect()
+}
+
+/// Each job's eligible nodes: its pinned node, or the nodes with a non-zero number its
+/// selector matches (none for a bad selector or a job that runs on no node).
+fn eligible_nodes(nodes: &[NodeSpec], vnodes: &[VNode], jobs: &[WorkloadJob]) -> Vec<Vec<usize>> {
+    jobs.iter()
         .map(|j| match (&j.node, &j.node_selector) {
             (Some(n), _) => nodes
                 .iter()
@@ -121,79 +135,92 @@ pub fn simulate(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) -> Ru
             },
             (None, None) => Vec::new(),
         })
-        .collect();
-    let q = u64::from(policy.nodes.prepare_queue);
-    let mut m = Model {
-        jobs,
-        nodes: vnodes,
-        eligible,
-        prep_ms: jobs
-            .iter()
-            .map(|j| {
-                if j.two_stage
-                    .unwrap_or_else(|| policy.kind_two_stage(&j.kind))
-                {
-                    j.prepare_ms()
-                } else {
-                    0
-                }
-            })
-            .collect(),
-        records: jobs
-            .iter()
-            .map(|j| JobRecord {
-                submitted_ms: j.at_ms(),
-                ..JobRecord::default()
-            })
-            .collect(),
-        agenda: BTreeMap::new(),
-        seq: 0,
-        active: 0,
-        tick_at: None,
-        queue_len: (q > 0).then_some(q * nodes.len() as u64),
-        exposed: 0,
-        unexposed: VecDeque::new(),
-    };
-    for (i, j) in jobs.iter().enumerate() {
-        m.schedule(j.at_ms(), Ev::Submit(i));
-    }
-    while let Some(((now, _), ev)) = m.agenda.pop_first() {
-        if ev != Ev::Tick {
-            m.active -= 1;
-        }
-        match ev {
-            Ev::Submit(i) => m.submit(i, now),
-            Ev::Prepared(i) => m.prepared(i, now),
-            Ev::Finish(i) => m.finish(i, now),
-            Ev::Tick => m.tick(now),
+        .collect()
+}
+
+impl<'a> Model<'a> {
+    fn new(policy: &Policy, nodes: &[NodeSpec], jobs: &'a [WorkloadJob]) -> Self {
+        let vnodes = vnodes(policy, nodes);
+        let eligible = eligible_nodes(nodes, &vnodes, jobs);
+        let q = u64::from(policy.nodes.prepare_queue);
+        Model {
+            jobs,
+            nodes: vnodes,
+            eligible,
+            prep_ms: jobs
+                .iter()
+                .map(|j| {
+                    if j.two_stage
+                        .unwrap_or_else(|| policy.kind_two_stage(&j.kind))
+                    {
+                        j.prepare_ms()
+                    } else {
+                        0
+                    }
+                })
+                .collect(),
+            records: jobs
+                .iter()
+                .map(|j| JobRecord {
+                    submitted_ms: j.at_ms(),
+                    ..JobRecord::default()
+                })
+                .collect(),
+            agenda: BTreeMap::new(),
+            seq: 0,
+            active: 0,
+            tick_at: None,
+            queue_len: (q > 0).then_some(q * nodes.len() as u64),
+            exposed: 0,
+            unexposed: VecDeque::new(),
         }
     }
-    let mut scopes = Vec::new();
-    for n in m.nodes.iter().filter(|n| n.used) {
-        scopes.push(ScopePeak {
-            scope: format!("node:{}", n.name),
-            limit: n.slots.map(u64::from),
-            peak: u64::from(n.peak_running),
-        });
-        scopes.push(ScopePeak {
-            scope: format!("node-prepare:{}", n.name),
-            limit: n.slots.map(|s| u64::from(s) + q),
-            peak: u64::from(n.peak_pods),
-        });
+
+    /// Handles events in time order until the agenda is empty.
+    fn run_agenda(&mut self) {
+        while let Some(((now, _), ev)) = self.agenda.pop_first() {
+            if ev != Ev::Tick {
+                self.active -= 1;
+            }
+            match ev {
+                Ev::Submit(i) => self.submit(i, now),
+                Ev::Prepared(i) => self.prepared(i, now),
+                Ev::Finish(i) => self.finish(i, now),
+                Ev::Tick => self.tick(now),
+            }
+        }
     }
-    scopes.sort_by(|a, b| a.scope.cmp(&b.scope));
-    let nodes = m
-        .nodes
-        .iter()
-        .map(|n| NodeSlots {
-            name: n.name.clone(),
-            slots: n.slots,
-        })
-        .collect();
-    Run {
-        jobs: m.records,
-        scopes,
-        nodes,
+
+    /// The records, and the run and prepare peaks of every node used (`q`: the policy's
+    /// `prepare_queue`).
+    fn into_run(self, q: u64) -> Run {
+        let mut scopes = Vec::new();
+        for n in self.nodes.iter().filter(|n| n.used) {
+            scopes.push(ScopePeak {
+                scope: format!("node:{}", n.name),
+                limit: n.slots.map(u64::from),
+                peak: u64::from(n.peak_running),
+            });
+            scopes.push(ScopePeak {
+                scope: format!("node-prepare:{}", n.name),
+                limit: n.slots.map(|s| u64::from(s) + q),
+                peak: u64::from(n.peak_pods),
+            });
+        }
+        scopes.sort_by(|a, b| a.scope.cmp(&b.scope));
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| NodeSlots {
+                name: n.name.clone(),
+                slots: n.slots,
+            })
+            .collect();
+        Run {
+            jobs: self.records,
+            scopes,
+            nodes,
+        }
     }
 }
 
