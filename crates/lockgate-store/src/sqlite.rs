@@ -202,6 +202,109 @@ fn bump(tx: &rusqlite::Transaction<'_>, key: &str, value: u64) -> Result<(), rus
     Ok(())
 }
 
+/// Writes every part of `batch` inside `tx` (the caller commits).
+fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusqlite::Error> {
+    write_jobs(tx, batch)?;
+    write_events(tx, batch)?;
+    write_nodes(tx, batch)?;
+    write_tokens(tx, batch)?;
+    write_meta(tx, batch)?;
+    schedules::write(
+        tx,
+        &batch.schedules,
+        &batch.removed_schedules,
+        &batch.schedule_runs,
+    )?;
+    backups::write(tx, &batch.backups)
+}
+
+/// Puts every job of the batch whole, and raises `max_job_id`.
+fn write_jobs(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusqlite::Error> {
+    let mut put = tx.prepare_cached(
+        "INSERT OR REPLACE INTO jobs (id, owner, kind, state, node, idempotency_key, live, finished_at, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?;
+    let mut max_id = 0;
+    for (job, live) in &batch.jobs {
+        let body = serde_json::to_string(job).expect("jobs serialize");
+        put.execute(params![
+            job.id as i64,
+            job.owner,
+            job.kind,
+            job.state.as_str(),
+            job.node(),
+            job.idempotency_key,
+            *live as i64,
+            job.finished_at.map(|t| t.0 as i64),
+            body
+        ])?;
+        max_id = max_id.max(job.id);
+    }
+    if max_id > 0 {
+        bump(tx, "max_job_id", max_id)?;
+    }
+    Ok(())
+}
+
+/// Appends the batch's events, and raises `event_seq` to the last one.
+fn write_events(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusqlite::Error> {
+    let mut ev = tx.prepare_cached("INSERT INTO events (seq, at, data) VALUES (?1, ?2, ?3)")?;
+    for e in &batch.events {
+        ev.execute(params![e.seq as i64, e.at.0 as i64, e.data])?;
+    }
+    if let Some(last) = batch.events.last() {
+        bump(tx, "event_seq", last.seq)?;
+    }
+    Ok(())
+}
+
+/// Puts the batch's nodes, then deletes its removed ones.
+fn write_nodes(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusqlite::Error> {
+    for n in &batch.nodes {
+        let body = serde_json::to_string(n).expect("nodes serialize");
+        tx.prepare_cached("INSERT OR REPLACE INTO nodes (name, body) VALUES (?1, ?2)")?
+            .execute(params![n.registration.name, body])?;
+    }
+    for name in &batch.removed_nodes {
+        tx.prepare_cached("DELETE FROM nodes WHERE name = ?1")?
+            .execute([name])?;
+    }
+    Ok(())
+}
+
+/// Puts the batch's tokens, then deletes its revoked ones.
+fn write_tokens(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusqlite::Error> {
+    for t in &batch.tokens {
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO tokens (name, role, node, hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![
+            t.name,
+            t.role.as_str(),
+            t.node,
+            t.hash,
+            t.created_at.0 as i64
+        ])?;
+    }
+    for name in &batch.revoked_tokens {
+        tx.prepare_cached("DELETE FROM tokens WHERE name = ?1")?
+            .execute([name])?;
+    }
+    Ok(())
+}
+
+/// The policy text and `max_token`, when the batch changes them.
+fn write_meta(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusqlite::Error> {
+    if let Some(p) = &batch.policy {
+        tx.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES ('policy', ?1)")?
+            .execute([p])?;
+    }
+    if let Some(t) = batch.max_token {
+        bump(tx, "max_token", t)?;
+    }
+    Ok(())
+}
+
 impl Store for SqliteStore {
     fn load(&mut self) -> Result<Loaded, StoreError> {
         let live_jobs =
@@ -274,94 +377,7 @@ impl Store for SqliteStore {
         }
         let err = io("commit");
         let tx = self.conn.transaction().map_err(&err)?;
-        {
-            let mut put = tx
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO jobs (id, owner, kind, state, node, idempotency_key, live, finished_at, body)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )
-                .map_err(&err)?;
-            let mut max_id = 0;
-            for (job, live) in &batch.jobs {
-                let body = serde_json::to_string(job).expect("jobs serialize");
-                put.execute(params![
-                    job.id as i64,
-                    job.owner,
-                    job.kind,
-                    job.state.as_str(),
-                    job.node(),
-                    job.idempotency_key,
-                    *live as i64,
-                    job.finished_at.map(|t| t.0 as i64),
-                    body
-                ])
-                .map_err(&err)?;
-                max_id = max_id.max(job.id);
-            }
-            if max_id > 0 {
-                bump(&tx, "max_job_id", max_id).map_err(&err)?;
-            }
-            let mut ev = tx
-                .prepare_cached("INSERT INTO events (seq, at, data) VALUES (?1, ?2, ?3)")
-                .map_err(&err)?;
-            for e in &batch.events {
-                ev.execute(params![e.seq as i64, e.at.0 as i64, e.data])
-                    .map_err(&err)?;
-            }
-            if let Some(last) = batch.events.last() {
-                bump(&tx, "event_seq", last.seq).map_err(&err)?;
-            }
-            for n in &batch.nodes {
-                let body = serde_json::to_string(n).expect("nodes serialize");
-                tx.prepare_cached("INSERT OR REPLACE INTO nodes (name, body) VALUES (?1, ?2)")
-                    .map_err(&err)?
-                    .execute(params![n.registration.name, body])
-                    .map_err(&err)?;
-            }
-            for name in &batch.removed_nodes {
-                tx.prepare_cached("DELETE FROM nodes WHERE name = ?1")
-                    .map_err(&err)?
-                    .execute([name])
-                    .map_err(&err)?;
-            }
-            for t in &batch.tokens {
-                tx.prepare_cached(
-                    "INSERT OR REPLACE INTO tokens (name, role, node, hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .map_err(&err)?
-                .execute(params![
-                    t.name,
-                    t.role.as_str(),
-                    t.node,
-                    t.hash,
-                    t.created_at.0 as i64
-                ])
-                .map_err(&err)?;
-            }
-            for name in &batch.revoked_tokens {
-                tx.prepare_cached("DELETE FROM tokens WHERE name = ?1")
-                    .map_err(&err)?
-                    .execute([name])
-                    .map_err(&err)?;
-            }
-            if let Some(p) = &batch.policy {
-                tx.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES ('policy', ?1)")
-                    .map_err(&err)?
-                    .execute([p])
-                    .map_err(&err)?;
-            }
-            if let Some(t) = batch.max_token {
-                bump(&tx, "max_token", t).map_err(&err)?;
-            }
-            schedules::write(
-                &tx,
-                &batch.schedules,
-                &batch.removed_schedules,
-                &batch.schedule_runs,
-            )
-            .map_err(&err)?;
-            backups::write(&tx, &batch.backups).map_err(&err)?;
-        }
+        write_batch(&tx, batch).map_err(&err)?;
         tx.commit().map_err(&err)
     }
 
