@@ -6,7 +6,8 @@
 //! of the plan in plan order. Both are serialized straight from the plan and the run state.
 
 use crate::archive::{self, PendingUpload, Tar};
-use crate::backup::Backup;
+use crate::backup::{Backup, RunState};
+use crate::plan::Plan;
 use crate::result::{BackupResult, Counts, ItemResult, ItemStatus, Phase};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
@@ -38,6 +39,43 @@ pub(crate) fn finish_uploads(backup: &Backup, pending: Vec<PendingUpload>) {
 pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
     let st = backup.state();
     let plan = &backup.plan;
+    let (items, not_completed) = item_results(plan, &st);
+    let blocks = block_counts(plan, &st);
+    let input_errors: Vec<String> = plan.input_errors().iter().map(|e| e.to_string()).collect();
+    let mut refused = plan.refused().to_vec();
+    refused.extend(st.refused.iter().cloned());
+    let canceled = backup.is_canceled();
+    let reasons = reasons(&st, canceled, &items, input_errors.len(), refused.len());
+    let phase = if canceled || st.fatal.is_some() {
+        Phase::Failed
+    } else if reasons.is_empty() {
+        Phase::Completed
+    } else {
+        Phase::PartiallyFailed
+    };
+    BackupResult {
+        name: backup.config.name.clone(),
+        phase,
+        reasons,
+        started_at: rfc3339(backup.started),
+        finished_at: rfc3339(now),
+        duration_ms: now
+            .duration_since(backup.started)
+            .map_or(0, |d| d.as_millis() as u64),
+        blocks,
+        item_counts: items,
+        items: not_completed,
+        hooks: st.hooks.clone(),
+        uploads: st.uploads.clone(),
+        input_errors,
+        warnings: st.warnings.clone(),
+        refused,
+    }
+}
+
+/// Item counts, and one [`ItemResult`] per item that did not complete, in plan order (an
+/// item still pending at the end counts, and is reported, as failed).
+fn item_results(plan: &Plan, st: &RunState) -> (Counts, Vec<ItemResult>) {
     let mut items = Counts {
         total: plan.item_count(),
         ..Counts::default()
@@ -64,6 +102,12 @@ pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
             });
         }
     }
+    (items, not_completed)
+}
+
+/// Block counts: a block that never started is skipped, one with an item that did not
+/// complete failed.
+fn block_counts(plan: &Plan, st: &RunState) -> Counts {
     let mut blocks = Counts {
         total: plan.block_count(),
         ..Counts::default()
@@ -80,9 +124,19 @@ pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
             blocks.failed += 1;
         }
     }
-    let input_errors: Vec<String> = plan.input_errors().iter().map(|e| e.to_string()).collect();
+    blocks
+}
+
+/// Why the phase is not `Completed`: the fatal error and the cancel first, then the run's
+/// own reasons, then the failed, skipped, bad and refused counts.
+fn reasons(
+    st: &RunState,
+    canceled: bool,
+    items: &Counts,
+    input_errors: usize,
+    refused: usize,
+) -> Vec<String> {
     let mut reasons = st.reasons.clone();
-    let canceled = backup.is_canceled();
     if canceled {
         reasons.insert(0, "backup canceled".to_string());
     }
@@ -98,45 +152,15 @@ pub(crate) fn result(backup: &Backup, now: SystemTime) -> BackupResult {
             items.skipped, items.total
         ));
     }
-    if !input_errors.is_empty() {
+    if input_errors > 0 {
+        reasons.push(format!("{input_errors} bad items or files in the input"));
+    }
+    if refused > 0 {
         reasons.push(format!(
-            "{} bad items or files in the input",
-            input_errors.len()
+            "{refused} items or hooks refused by the backup's confinement (see refused)"
         ));
     }
-    let mut refused = plan.refused().to_vec();
-    refused.extend(st.refused.iter().cloned());
-    if !refused.is_empty() {
-        reasons.push(format!(
-            "{} items or hooks refused by the backup's confinement (see refused)",
-            refused.len()
-        ));
-    }
-    let phase = if canceled || st.fatal.is_some() {
-        Phase::Failed
-    } else if reasons.is_empty() {
-        Phase::Completed
-    } else {
-        Phase::PartiallyFailed
-    };
-    BackupResult {
-        name: backup.config.name.clone(),
-        phase,
-        reasons,
-        started_at: rfc3339(backup.started),
-        finished_at: rfc3339(now),
-        duration_ms: now
-            .duration_since(backup.started)
-            .map_or(0, |d| d.as_millis() as u64),
-        blocks,
-        item_counts: items,
-        items: not_completed,
-        hooks: st.hooks.clone(),
-        uploads: st.uploads.clone(),
-        input_errors,
-        warnings: st.warnings.clone(),
-        refused,
-    }
+    reasons
 }
 
 /// Writes `metadata/blocks.json` and `metadata/result.json`.
