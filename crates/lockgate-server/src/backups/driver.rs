@@ -14,7 +14,7 @@ use crate::jobs::JobOp;
 use lockgate_api::{
     time, BackupCounts, BackupProgress, BackupState, BackupView, ErrorCode, FinishRequest, JobView,
 };
-use lockgate_blocks::{BackupConfig, BackupResult, Counts, Phase, Plan, Progress};
+use lockgate_blocks::{BackupConfig, BackupHandle, BackupResult, Counts, Phase, Plan, Progress};
 use lockgate_core::policy::BlocksPolicy;
 use lockgate_core::{JobState, Outcome};
 use std::sync::Arc;
@@ -116,7 +116,35 @@ async fn execute(
         .ok_or_else(|| ApiError::internal("an admitted job without a lease"))?;
     let token = lease.token;
     let ttl = Duration::from_secs_f64(lease.ttl_s.max(0.3));
-    let (ptx, mut prx) = watch::channel(Progress::default());
+    let (started, prx) = start_on_pool(b, run, view, plan, &blocks);
+    let handle = match started {
+        Ok(h) => h,
+        Err(e) => return fail_to_start(b, run, view, token, &e).await,
+    };
+    *run.handle.lock().expect("handle lock") = Some(handle.clone());
+    view.state = BackupState::Running;
+    view.started_at = Some(now());
+    put(b, run, view).await?;
+    if run.is_cancelled() {
+        b.cancel_running(run).await;
+    }
+    let lease_lost = hold_lease(b, run, token, ttl, prx).await?;
+    let result = tokio::task::spawn_blocking(move || handle.wait())
+        .await
+        .map_err(|e| ApiError::internal(format!("backup result: {e}")))?;
+    finish(b, run, view, &result, token, lease_lost).await
+}
+
+/// Starts the plan on the shared pool (sets the view's totals first); the receiver sees
+/// the pool's progress reports.
+fn start_on_pool(
+    b: &Backups,
+    run: &Arc<Running>,
+    view: &mut BackupView,
+    plan: Plan,
+    blocks: &BlocksPolicy,
+) -> (Result<BackupHandle, String>, watch::Receiver<Progress>) {
+    let (ptx, prx) = watch::channel(Progress::default());
     let mut config = BackupConfig::new(
         view.name.clone(),
         b.archive_path(&view.name),
@@ -136,32 +164,41 @@ async fn execute(
         Some(pool) => pool.start(plan, config).map_err(|e| e.to_string()),
         None => Err("the server is shutting down".to_string()),
     };
-    let handle = match started {
-        Ok(h) => h,
-        Err(e) => {
-            let finish = FinishRequest {
-                token,
-                outcome: Outcome::Failed,
-                message: Some(format!("the backup could not start: {e}")),
-            };
-            let _ =
-                b.lp.ask(run.principal.clone(), |r| JobOp::Finish(run.job, finish, r))
-                    .await;
-            view.state = BackupState::Finished;
-            view.phase = Some("Failed".into());
-            view.reasons = vec![format!("the backup could not start: {e}")];
-            view.finished_at = Some(now());
-            return put(b, run, view).await;
-        }
-    };
-    *run.handle.lock().expect("handle lock") = Some(handle.clone());
-    view.state = BackupState::Running;
-    view.started_at = Some(now());
-    put(b, run, view).await?;
-    if run.is_cancelled() {
-        b.cancel_running(run).await;
-    }
+    (started, prx)
+}
 
+/// The pool refused the backup: fails its job and writes the final record.
+async fn fail_to_start(
+    b: &Backups,
+    run: &Running,
+    view: &mut BackupView,
+    token: u64,
+    e: &str,
+) -> Result<(), ApiError> {
+    let finish = FinishRequest {
+        token,
+        outcome: Outcome::Failed,
+        message: Some(format!("the backup could not start: {e}")),
+    };
+    let _ =
+        b.lp.ask(run.principal.clone(), |r| JobOp::Finish(run.job, finish, r))
+            .await;
+    view.state = BackupState::Finished;
+    view.phase = Some("Failed".into());
+    view.reasons = vec![format!("the backup could not start: {e}")];
+    view.finished_at = Some(now());
+    put(b, run, view).await
+}
+
+/// Renews the lease every TTL/3 until the pool reports the end; a `cancel_requested` on
+/// the job, or a lost lease, cancels the backup. Returns why the lease was lost, if it was.
+async fn hold_lease(
+    b: &Backups,
+    run: &Running,
+    token: u64,
+    ttl: Duration,
+    mut prx: watch::Receiver<Progress>,
+) -> Result<Option<String>, ApiError> {
     let mut lease_lost = None;
     let mut beat = tokio::time::interval(ttl / 3);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -190,10 +227,7 @@ async fn execute(
             }
         }
     }
-    let result = tokio::task::spawn_blocking(move || handle.wait())
-        .await
-        .map_err(|e| ApiError::internal(format!("backup result: {e}")))?;
-    finish(b, run, view, &result, token, lease_lost).await
+    Ok(lease_lost)
 }
 
 async fn finish(

@@ -207,6 +207,17 @@ impl Loop {
             .iter()
             .map(|s| (s.name.as_str(), s))
             .collect();
+        self.drop_gone_schedules(&wanted, &mut stored);
+        self.follow_policy_schedules(&wanted, &mut stored, &zone, now);
+        self.recheck_api_schedules(&policy, &zone, now);
+    }
+
+    /// Removes the policy schedules (loaded or stored) the policy no longer has.
+    fn drop_gone_schedules(
+        &mut self,
+        wanted: &BTreeMap<&str, &ScheduleSpec>,
+        stored: &mut BTreeMap<String, Sched>,
+    ) {
         let gone: Vec<String> = self
             .schedules
             .by_name
@@ -226,8 +237,19 @@ impl Loop {
             tracing::info!("schedule {name:?} left the policy");
             self.batch.removed_schedules.push(name);
         }
-        for (name, spec) in wanted {
-            let runner = match Runner::new(spec.clone(), &zone) {
+    }
+
+    /// Adds the policy's new schedules (with their stored state, if any) and gives changed
+    /// ones their new expression; an unchanged schedule is left as it is.
+    fn follow_policy_schedules(
+        &mut self,
+        wanted: &BTreeMap<&str, &ScheduleSpec>,
+        stored: &mut BTreeMap<String, Sched>,
+        zone: &str,
+        now: Timestamp,
+    ) {
+        for (&name, &spec) in wanted {
+            let runner = match Runner::new(spec.clone(), zone) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!("schedule {name:?}: {e}");
@@ -255,13 +277,18 @@ impl Loop {
                 self.batch.schedules.push(s.record(name));
             }
         }
+    }
+
+    /// Validates every API schedule again under `policy`: suspends those that no longer
+    /// validate, resumes those that do again (planning from now, no catch-up).
+    fn recheck_api_schedules(&mut self, policy: &Policy, zone: &str, now: Timestamp) {
         for (name, s) in self.schedules.by_name.iter_mut() {
             let Some(req) = s.request.as_ref().filter(|_| s.source == Source::Api) else {
                 continue;
             };
-            match crate::schedules::validate(req, &policy)
+            match crate::schedules::validate(req, policy)
                 .map_err(|e| e.message)
-                .and_then(|spec| Runner::new(spec, &zone).map_err(|e| e.to_string()))
+                .and_then(|spec| Runner::new(spec, zone).map_err(|e| e.to_string()))
             {
                 Ok(runner) => {
                     if s.runner.is_none() && s.error.is_some() {
