@@ -10,7 +10,7 @@ use super::session;
 use crate::GlobalArgs;
 use anyhow::{bail, Context};
 use lockgate_api::{BackupCounts, BackupProgress, BackupRequest, BackupState, BackupView};
-use lockgate_blocks::{BackupResult, ItemResult, Plan};
+use lockgate_blocks::{BackupResult, HookResult, ItemResult, Plan, UploadResult};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -317,15 +317,7 @@ fn counts(c: Option<BackupCounts>, p: &str) -> String {
 fn describe(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
     let client = session::client(global)?;
     let view = client.backup(name)?;
-    let result = if view.is_finished() {
-        match client.backup_result::<ResultDoc>(name) {
-            Ok(r) => Some(r),
-            Err(e) if e.status() == Some(404) => None,
-            Err(e) => bail!(e),
-        }
-    } else {
-        None
-    };
+    let result = finished_result(&client, name, &view)?;
     if output::json(global) {
         match &result {
             Some(r) => print_json(r),
@@ -333,6 +325,32 @@ fn describe(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    print_summary(name, &view);
+    if let Some(doc) = result {
+        print_result(&doc);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The backup's `metadata/result.json` once it has finished; `None` while it runs or when
+/// the server has no result for it (404).
+fn finished_result(
+    client: &lockgate_client::Client,
+    name: &str,
+    view: &BackupView,
+) -> anyhow::Result<Option<ResultDoc>> {
+    if !view.is_finished() {
+        return Ok(None);
+    }
+    match client.backup_result::<ResultDoc>(name) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.status() == Some(404) => Ok(None),
+        Err(e) => bail!(e),
+    }
+}
+
+/// The `Field:  value` lines of `describe`, from the server's view of the backup.
+fn print_summary(name: &str, view: &BackupView) {
     let field = |k: &str, v: String| println!("{k:<12} {v}");
     field("Name:", view.name.clone());
     field("State:", view.state.to_string());
@@ -364,12 +382,32 @@ fn describe(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
     for (i, r) in view.reasons.iter().enumerate() {
         field(if i == 0 { "Reasons:" } else { "" }, r.clone());
     }
-    let Some(doc) = result else {
-        return Ok(ExitCode::SUCCESS);
-    };
+}
+
+/// The tables of a finished backup: items, then hooks and uploads when there were any,
+/// then input errors and warnings.
+fn print_result(doc: &ResultDoc) {
     println!();
-    let rows: Vec<Vec<String>> = doc
-        .item_status
+    print_items(&doc.item_status);
+    let r = &doc.result;
+    if !r.hooks.is_empty() {
+        println!();
+        print_hooks(&r.hooks);
+    }
+    if !r.uploads.is_empty() {
+        println!();
+        print_uploads(&r.uploads);
+    }
+    for e in &r.input_errors {
+        println!("input error: {e}");
+    }
+    for w in &r.warnings {
+        println!("warning: {w}");
+    }
+}
+
+fn print_items(items: &[ItemResult]) {
+    let rows: Vec<Vec<String>> = items
         .iter()
         .map(|i| {
             vec![
@@ -383,56 +421,46 @@ fn describe(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
         })
         .collect();
     table(&["ITEM", "STATUS", "ERROR/NOTE"], &rows);
-    let r = &doc.result;
-    if !r.hooks.is_empty() {
-        println!();
-        let rows: Vec<Vec<String>> = r
-            .hooks
-            .iter()
-            .map(|h| {
-                vec![
-                    h.block.to_string(),
-                    h.pod.clone(),
-                    format!("{:?}", h.phase).to_lowercase(),
-                    h.container.clone(),
-                    or_dash(h.exit_code),
-                    format!("{}ms", h.duration_ms),
-                    h.error.clone().unwrap_or_default(),
-                ]
-            })
-            .collect();
-        table(
-            &["BLOCK", "POD", "HOOK", "CONTAINER", "EXIT", "TIME", "ERROR"],
-            &rows,
-        );
-    }
-    if !r.uploads.is_empty() {
-        println!();
-        let ms = |v: Option<u64>| v.map(|v| format!("{v}ms"));
-        let rows: Vec<Vec<String>> = r
-            .uploads
-            .iter()
-            .map(|u| {
-                vec![
-                    u.item.clone(),
-                    u.kind.clone(),
-                    or_dash(u.volume.as_ref()),
-                    or_dash(ms(u.snapshot_ms)),
-                    or_dash(ms(u.finished_ms)),
-                    u.error.clone().unwrap_or_default(),
-                ]
-            })
-            .collect();
-        table(
-            &["ITEM", "KIND", "VOLUME", "SNAPSHOT", "FINISHED", "ERROR"],
-            &rows,
-        );
-    }
-    for e in &r.input_errors {
-        println!("input error: {e}");
-    }
-    for w in &r.warnings {
-        println!("warning: {w}");
-    }
-    Ok(ExitCode::SUCCESS)
+}
+
+fn print_hooks(hooks: &[HookResult]) {
+    let rows: Vec<Vec<String>> = hooks
+        .iter()
+        .map(|h| {
+            vec![
+                h.block.to_string(),
+                h.pod.clone(),
+                format!("{:?}", h.phase).to_lowercase(),
+                h.container.clone(),
+                or_dash(h.exit_code),
+                format!("{}ms", h.duration_ms),
+                h.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(
+        &["BLOCK", "POD", "HOOK", "CONTAINER", "EXIT", "TIME", "ERROR"],
+        &rows,
+    );
+}
+
+fn print_uploads(uploads: &[UploadResult]) {
+    let ms = |v: Option<u64>| v.map(|v| format!("{v}ms"));
+    let rows: Vec<Vec<String>> = uploads
+        .iter()
+        .map(|u| {
+            vec![
+                u.item.clone(),
+                u.kind.clone(),
+                or_dash(u.volume.as_ref()),
+                or_dash(ms(u.snapshot_ms)),
+                or_dash(ms(u.finished_ms)),
+                u.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(
+        &["ITEM", "KIND", "VOLUME", "SNAPSHOT", "FINISHED", "ERROR"],
+        &rows,
+    );
 }

@@ -4,6 +4,7 @@ use super::output::{self, or_dash, print_json, render_table, table};
 use super::{flags, session};
 use crate::GlobalArgs;
 use lockgate_api::{ExplainView, JobQuery, JobView, SubmitRequest};
+use lockgate_client::Client;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -151,58 +152,8 @@ fn show(global: &GlobalArgs, job: &JobView) {
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let client = session::client(global)?;
     match args.command {
-        Sub::Submit(a) => {
-            let executor = a.shape.executor();
-            let j = a.shape;
-            let req = SubmitRequest {
-                kind: j.kind,
-                attrs: j.job.attr_map(),
-                priority: j.job.priority,
-                cost: j.job.cost_map(),
-                node: j.job.node,
-                node_selector: j.node_selector,
-                executor,
-                two_stage: j.two_stage.then_some(true),
-                not_before: a.not_before,
-                max_wait_s: a.max_wait.map(|d| d.as_secs_f64()),
-                max_run_s: j.max_run.map(|d| d.as_secs_f64()),
-                idempotency_key: a.idempotency_key,
-            };
-            let (job, created) = client.submit(&req)?;
-            if !created && !output::json(global) {
-                eprintln!("lockgate: an existing job has this idempotency key");
-            }
-            show(global, &job);
-        }
-        Sub::Ls(a) => {
-            let mut q = JobQuery {
-                state: a.state,
-                kind: a.kind,
-                owner: a.owner,
-                node: a.node,
-                limit: Some(a.limit),
-                after: a.after,
-            };
-            let mut jobs = Vec::new();
-            let mut next;
-            loop {
-                let page = client.jobs(&q)?;
-                jobs.extend(page.jobs);
-                next = page.next;
-                match next {
-                    Some(n) if a.all => q.after = Some(n),
-                    _ => break,
-                }
-            }
-            if output::json(global) {
-                print_json(&lockgate_api::JobList { jobs, next });
-            } else {
-                table(HEADER, &job_rows(&jobs));
-                if let Some(n) = next {
-                    eprintln!("more: --after {n} (or --all)");
-                }
-            }
-        }
+        Sub::Submit(a) => submit(global, &client, a)?,
+        Sub::Ls(a) => ls(global, &client, a)?,
         Sub::Show { id } => show(global, &client.job(id)?),
         Sub::Explain { id } => {
             let ex = client.explain(id)?;
@@ -212,34 +163,102 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 print!("{}", render_explain(id, &ex));
             }
         }
-        Sub::Wait { id, from, timeout } => {
-            let start = Instant::now();
-            let limit = timeout.unwrap_or(Duration::MAX);
-            let from = match from {
-                Some(f) => Some(
-                    lockgate_core::JobState::parse(&f)
-                        .ok_or_else(|| anyhow::anyhow!("--from: unknown state {f:?}"))?,
-                ),
-                None => None,
-            };
-            let mut job = client.job(id)?;
-            loop {
-                let done = match from {
-                    Some(f) => job.state != f,
-                    None => job.is_final(),
-                };
-                let left = limit.saturating_sub(start.elapsed());
-                if done || left.is_zero() {
-                    break;
-                }
-                let secs = left.as_secs().clamp(1, 30);
-                job = client.wait(id, job.state, secs)?;
-            }
-            show(global, &job);
-        }
+        Sub::Wait { id, from, timeout } => wait(global, &client, id, from, timeout)?,
         Sub::Cancel { id, force } => show(global, &client.cancel(id, force)?),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `job submit`: the request from the flags, then the job as the server took it.
+fn submit(global: &GlobalArgs, client: &Client, a: SubmitArgs) -> anyhow::Result<()> {
+    let executor = a.shape.executor();
+    let j = a.shape;
+    let req = SubmitRequest {
+        kind: j.kind,
+        attrs: j.job.attr_map(),
+        priority: j.job.priority,
+        cost: j.job.cost_map(),
+        node: j.job.node,
+        node_selector: j.node_selector,
+        executor,
+        two_stage: j.two_stage.then_some(true),
+        not_before: a.not_before,
+        max_wait_s: a.max_wait.map(|d| d.as_secs_f64()),
+        max_run_s: j.max_run.map(|d| d.as_secs_f64()),
+        idempotency_key: a.idempotency_key,
+    };
+    let (job, created) = client.submit(&req)?;
+    if !created && !output::json(global) {
+        eprintln!("lockgate: an existing job has this idempotency key");
+    }
+    show(global, &job);
+    Ok(())
+}
+
+/// `job ls`: one page, or every page with `--all`.
+fn ls(global: &GlobalArgs, client: &Client, a: LsArgs) -> anyhow::Result<()> {
+    let mut q = JobQuery {
+        state: a.state,
+        kind: a.kind,
+        owner: a.owner,
+        node: a.node,
+        limit: Some(a.limit),
+        after: a.after,
+    };
+    let mut jobs = Vec::new();
+    let mut next;
+    loop {
+        let page = client.jobs(&q)?;
+        jobs.extend(page.jobs);
+        next = page.next;
+        match next {
+            Some(n) if a.all => q.after = Some(n),
+            _ => break,
+        }
+    }
+    if output::json(global) {
+        print_json(&lockgate_api::JobList { jobs, next });
+    } else {
+        table(HEADER, &job_rows(&jobs));
+        if let Some(n) = next {
+            eprintln!("more: --after {n} (or --all)");
+        }
+    }
+    Ok(())
+}
+
+/// `job wait`: long-polls until the job ends (or leaves `from`) or `timeout` passes.
+fn wait(
+    global: &GlobalArgs,
+    client: &Client,
+    id: u64,
+    from: Option<String>,
+    timeout: Option<Duration>,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let limit = timeout.unwrap_or(Duration::MAX);
+    let from = match from {
+        Some(f) => Some(
+            lockgate_core::JobState::parse(&f)
+                .ok_or_else(|| anyhow::anyhow!("--from: unknown state {f:?}"))?,
+        ),
+        None => None,
+    };
+    let mut job = client.job(id)?;
+    loop {
+        let done = match from {
+            Some(f) => job.state != f,
+            None => job.is_final(),
+        };
+        let left = limit.saturating_sub(start.elapsed());
+        if done || left.is_zero() {
+            break;
+        }
+        let secs = left.as_secs().clamp(1, 30);
+        job = client.wait(id, job.state, secs)?;
+    }
+    show(global, &job);
+    Ok(())
 }
 
 #[cfg(test)]

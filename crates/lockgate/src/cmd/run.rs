@@ -309,35 +309,9 @@ fn run_admitted(
 ) -> anyhow::Result<ExitCode> {
     let id = lease.job_id();
     let token = lease.token();
-    let child = {
-        let mut phase = shared.phase.lock().expect("phase lock");
-        if *phase != Phase::Waiting(id) {
-            // Interrupted: the signal thread cancels and exits.
-            drop(phase);
-            park_forever();
-        }
-        let spawned = child::Launcher::current_exe()?
-            .command(&args.command)
-            .env("LOCKGATE_JOB_ID", id.to_string())
-            .spawn();
-        match spawned {
-            Ok(c) => {
-                *phase = Phase::Running(id, c.id() as i32);
-                c
-            }
-            Err(e) => {
-                drop(phase);
-                eprintln!("lockgate: cannot start {:?}: {e}", args.command[0]);
-                let _ = shared.client.finish_job(
-                    id,
-                    token,
-                    Outcome::Failed,
-                    Some(format!("cannot start: {e}")),
-                );
-                shared.final_report(id);
-                return Ok(exit(EXIT_NOT_RUN));
-            }
-        }
+    let child = match start_child(shared, args, id, token)? {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
     };
     let mut child = Supervised::new(child);
     let held = hold(&mut child, &mut lease, args.grace, &mut Say { id });
@@ -346,29 +320,17 @@ fn run_admitted(
     }
     let status = held.status;
     let code = child::exit_code(status);
-    let (outcome, message) = match held.ending {
-        Ending::Lost(_) => {
-            eprintln!("lockgate: job {id}: lease lost; the command was stopped");
-            shared.final_report(id);
-            return Ok(exit(EXIT_NOT_RUN));
-        }
-        Ending::Cancelled => (
-            Outcome::Cancelled,
-            format!("cancel requested; command exited with {}", describe(status)),
-        ),
-        Ending::Exited | Ending::Stopped if status.success() => {
-            (Outcome::Succeeded, "exit status 0".to_string())
-        }
-        Ending::Exited | Ending::Stopped => (
-            Outcome::Failed,
-            format!("command exited with {}", describe(status)),
-        ),
+    let Some((outcome, message)) = finish_outcome(&held.ending, status) else {
+        eprintln!("lockgate: job {id}: lease lost; the command was stopped");
+        shared.final_report(id);
+        return Ok(exit(EXIT_NOT_RUN));
     };
-    match retrying(lease.ttl(), || {
+    let finished = retrying(lease.ttl(), || {
         shared
             .client
             .finish_job(id, token, outcome, Some(message.clone()))
-    }) {
+    });
+    match finished {
         Ok(j) => shared.write_report(Some(&j)),
         Err(e) => {
             if let Some(e) = e {
@@ -382,6 +344,64 @@ fn run_admitted(
         return Ok(exit(EXIT_NOT_RUN));
     }
     Ok(exit(code.clamp(0, 255) as u8))
+}
+
+/// Spawns the command while the phase is still `Waiting` (an interrupt came first: parks,
+/// the signal thread exits). A command that cannot start fails the job: `Err` holds the
+/// exit code then.
+fn start_child(
+    shared: &Shared,
+    args: &Args,
+    id: u64,
+    token: u64,
+) -> anyhow::Result<Result<std::process::Child, ExitCode>> {
+    let mut phase = shared.phase.lock().expect("phase lock");
+    if *phase != Phase::Waiting(id) {
+        // Interrupted: the signal thread cancels and exits.
+        drop(phase);
+        park_forever();
+    }
+    let spawned = child::Launcher::current_exe()?
+        .command(&args.command)
+        .env("LOCKGATE_JOB_ID", id.to_string())
+        .spawn();
+    match spawned {
+        Ok(c) => {
+            *phase = Phase::Running(id, c.id() as i32);
+            Ok(Ok(c))
+        }
+        Err(e) => {
+            drop(phase);
+            eprintln!("lockgate: cannot start {:?}: {e}", args.command[0]);
+            let _ = shared.client.finish_job(
+                id,
+                token,
+                Outcome::Failed,
+                Some(format!("cannot start: {e}")),
+            );
+            shared.final_report(id);
+            Ok(Err(exit(EXIT_NOT_RUN)))
+        }
+    }
+}
+
+/// The outcome and message to finish the job with, from how the hold ended; `None` when
+/// the lease was lost (there is nothing left to finish).
+fn finish_outcome(ending: &Ending, status: std::process::ExitStatus) -> Option<(Outcome, String)> {
+    Some(match ending {
+        Ending::Lost(_) => return None,
+        Ending::Cancelled => (
+            Outcome::Cancelled,
+            format!("cancel requested; command exited with {}", describe(status)),
+        ),
+        Ending::Exited | Ending::Stopped if status.success() => {
+            (Outcome::Succeeded, "exit status 0".to_string())
+        }
+        Ending::Exited | Ending::Stopped => (
+            Outcome::Failed,
+            format!("command exited with {}", describe(status)),
+        ),
+    })
 }
 
 /// The signal thread owns the exit from here on.

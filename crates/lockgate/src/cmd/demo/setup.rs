@@ -172,6 +172,15 @@ pub struct Planned {
 /// (movable, two pairs in the same group: a conflict), 4 file-system backups pinned to
 /// `node-c`; submitted in three waves.
 pub fn workload(p: &Paths) -> Vec<Planned> {
+    let mut out = uploads(p);
+    out.extend(verifies(p));
+    out.extend(fs_backups(p));
+    out.sort_by(|a, b| a.at.total_cmp(&b.at));
+    out
+}
+
+/// 24 two-stage data uploads over `ds-fast` and `ds-slow`, 14 at once and 10 at 1.5 s.
+fn uploads(p: &Paths) -> Vec<Planned> {
     let path = |rel: String| p.at(&rel).display().to_string();
     let mut out = Vec::new();
     for i in 0..24usize {
@@ -204,6 +213,13 @@ pub fn workload(p: &Paths) -> Vec<Planned> {
             },
         });
     }
+    out
+}
+
+/// 8 verifies on `ds-slow`, two per VM group (pairs conflict), 4 at once and 4 at 3 s.
+fn verifies(p: &Paths) -> Vec<Planned> {
+    let path = |rel: String| p.at(&rel).display().to_string();
+    let mut out = Vec::new();
     for i in 0..8usize {
         let attrs = BTreeMap::from([
             ("datastore".to_string(), "ds-slow".to_string()),
@@ -227,6 +243,13 @@ pub fn workload(p: &Paths) -> Vec<Planned> {
             },
         });
     }
+    out
+}
+
+/// 4 file-system backups pinned to `node-c`, all at once.
+fn fs_backups(p: &Paths) -> Vec<Planned> {
+    let path = |rel: String| p.at(&rel).display().to_string();
+    let mut out = Vec::new();
     for i in 0..4usize {
         let attrs = BTreeMap::from([
             ("datastore".to_string(), "ds-fast".to_string()),
@@ -250,7 +273,6 @@ pub fn workload(p: &Paths) -> Vec<Planned> {
             },
         });
     }
-    out.sort_by(|a, b| a.at.total_cmp(&b.at));
     out
 }
 
