@@ -57,6 +57,10 @@ pub struct Config {
     pub policy_file: Option<PathBuf>,
     /// `--tls-cert` and `--tls-key` (PEM).
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// `--backup-input-root DIR` (repeatable): directories a non-admin's backup input must
+    /// lie in, unioned with `[blocks] input_roots`. Each must be an existing directory.
+    /// Default none: only admins may back up from the server's file system.
+    pub backup_input_roots: Vec<PathBuf>,
 }
 
 /// Why the server could not start.
@@ -95,6 +99,9 @@ pub enum ServerError {
     /// TLS files could not be loaded.
     #[error("TLS: {0}")]
     Tls(String),
+    /// A `--backup-input-root` is not an existing directory (given as an absolute path).
+    #[error("--backup-input-root: {0}")]
+    InputRoot(#[from] lockgate_blocks::RootError),
 }
 
 /// A server ready to serve: store open, engine rebuilt, admin token written, address bound.
@@ -109,6 +116,7 @@ pub struct Server {
     reload_on_hup: bool,
     data_dir: PathBuf,
     item_block_workers: usize,
+    backup_input_roots: Vec<PathBuf>,
 }
 
 fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
@@ -179,6 +187,9 @@ impl Server {
                 None => (Policy::unlimited(), PolicySource::Store),
             },
         };
+        lockgate_blocks::InputRoots::new(&config.backup_input_roots)?;
+        let policy_file = config.policy_file.as_ref().map(|p| p.display().to_string());
+        backups::check_policy_roots(&policy, policy_file.as_deref())?;
         let snapshot = Snapshot {
             next_id: loaded.max_job_id + 1,
             next_token: loaded.max_token + 1,
@@ -275,6 +286,7 @@ impl Server {
             reload_on_hup: config.policy_file.is_some(),
             data_dir: config.data_dir,
             item_block_workers: backups::DEFAULT_WORKERS,
+            backup_input_roots: config.backup_input_roots,
         })
     }
 
@@ -314,6 +326,7 @@ impl Server {
             reload_on_hup,
             data_dir,
             item_block_workers,
+            backup_input_roots,
             ..
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
@@ -334,6 +347,7 @@ impl Server {
             lp.clone(),
             data_dir,
             item_block_workers,
+            backup_input_roots,
         ));
         let backup_routes = backups::routes::router(tokens.clone(), backups.clone());
         let state = http::AppState {

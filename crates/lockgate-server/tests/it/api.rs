@@ -96,6 +96,7 @@ fn a_config_file_is_the_source_of_truth() {
         listen: "127.0.0.1:0".parse().unwrap(),
         policy_file: Some(file.clone()),
         tls: None,
+        backup_input_roots: Vec::new(),
     })
     .err()
     .expect("refused");

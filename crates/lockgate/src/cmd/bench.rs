@@ -50,6 +50,7 @@ impl Bench {
             listen: "127.0.0.1:0".parse()?,
             policy_file: None,
             tls: None,
+            backup_input_roots: Vec::new(),
         })?;
         let url = format!("http://{}", server.local_addr());
         let token = std::fs::read_to_string(dir.join("admin.token"))?
