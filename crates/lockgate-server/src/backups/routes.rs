@@ -147,6 +147,23 @@ async fn plan(
     Ok(plan)
 }
 
+/// The dry run's answer: the blocks, the refused items and the notes.
+fn dry_run_answer(plan: &Plan, refused: Vec<lockgate_api::BackupRefusal>) -> BackupDryRun {
+    let report = plan.dry_run_report();
+    BackupDryRun {
+        blocks: report
+            .blocks
+            .iter()
+            .map(|d| BackupDryBlock {
+                index: d.index,
+                items: d.items.iter().map(|s| s.to_string()).collect(),
+            })
+            .collect(),
+        refused,
+        warnings: report.warnings.to_vec(),
+    }
+}
+
 // The body is read after the caller is known: a bad token wins over a bad body.
 async fn create(
     State(api): State<Api>,
@@ -182,20 +199,7 @@ async fn create(
     let plan = plan(b, &p, &req, &scope).await?;
     let refused = super::confine::refusals(plan.refused());
     if req.dry_run {
-        let report = plan.dry_run_report();
-        let answer = BackupDryRun {
-            blocks: report
-                .blocks
-                .iter()
-                .map(|d| BackupDryBlock {
-                    index: d.index,
-                    items: d.items.iter().map(|s| s.to_string()).collect(),
-                })
-                .collect(),
-            refused,
-            warnings: report.warnings.to_vec(),
-        };
-        return Ok(Json(answer).into_response());
+        return Ok(Json(dry_run_answer(&plan, refused)).into_response());
     }
     let blocks = scope.blocks;
     let view = BackupView {
