@@ -27,6 +27,11 @@ pub enum ErrorCode {
     InvalidPolicy,
     /// 422: a backup's input on the server's filesystem cannot be read or planned.
     InvalidInput,
+    /// 403: a non-admin's backup input is not an existing path inside a backup input root
+    /// (one answer whether or not the path exists), or the server has no input roots.
+    InputNotAllowed,
+    /// 422: a backup's input exceeds a `[blocks]` cap; the message names the cap.
+    InputTooLarge,
     /// 401: no token, a malformed header or an unknown token.
     Unauthorized,
     /// 403: the token's role may not do this.
@@ -69,12 +74,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::BadRequest,
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::InvalidPolicy,
         ErrorCode::InvalidInput,
+        ErrorCode::InputNotAllowed,
+        ErrorCode::InputTooLarge,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
@@ -103,6 +110,8 @@ impl ErrorCode {
             ErrorCode::InvalidField => "invalid_field",
             ErrorCode::InvalidPolicy => "invalid_policy",
             ErrorCode::InvalidInput => "invalid_input",
+            ErrorCode::InputNotAllowed => "input_not_allowed",
+            ErrorCode::InputTooLarge => "input_too_large",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not_found",
@@ -134,7 +143,7 @@ impl ErrorCode {
         match self {
             ErrorCode::BadRequest | ErrorCode::MalformedJson => 400,
             ErrorCode::Unauthorized => 401,
-            ErrorCode::Forbidden => 403,
+            ErrorCode::Forbidden | ErrorCode::InputNotAllowed => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::LeaseLost
@@ -148,7 +157,10 @@ impl ErrorCode {
             | ErrorCode::NotFinished => 409,
             ErrorCode::StalePolicy => 412,
             ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::InvalidField | ErrorCode::InvalidPolicy | ErrorCode::InvalidInput => 422,
+            ErrorCode::InvalidField
+            | ErrorCode::InvalidPolicy
+            | ErrorCode::InvalidInput
+            | ErrorCode::InputTooLarge => 422,
             ErrorCode::Internal => 500,
             ErrorCode::Unavailable => 503,
             ErrorCode::InsufficientStorage => 507,

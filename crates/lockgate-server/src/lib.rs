@@ -63,6 +63,10 @@ pub struct Config {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Data-dir guards, disk watermark, connection limits ([`hardening::Hardening`]).
     pub hardening: hardening::Hardening,
+    /// `--backup-input-root DIR` (repeatable): directories a non-admin's backup input must
+    /// lie in, unioned with `[blocks] input_roots`. Each must be an existing directory.
+    /// Default none: only admins may back up from the server's file system.
+    pub backup_input_roots: Vec<PathBuf>,
 }
 
 /// Why the server could not start.
@@ -104,6 +108,9 @@ pub enum ServerError {
     /// The data dir is in use, or its store is behind what it acknowledged.
     #[error(transparent)]
     Guard(#[from] datadir::GuardError),
+    /// A `--backup-input-root` is not an existing directory (given as an absolute path).
+    #[error("--backup-input-root: {0}")]
+    InputRoot(#[from] lockgate_blocks::RootError),
 }
 
 /// A server ready to serve: store open, engine rebuilt, admin token written, address bound.
@@ -122,6 +129,7 @@ pub struct Server {
     lock: datadir::DataDirLock,
     space: Arc<space::SpaceWatch>,
     limits: listener::Limits,
+    backup_input_roots: Vec<PathBuf>,
 }
 
 fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
@@ -179,6 +187,9 @@ impl Server {
                 None => (Policy::unlimited(), PolicySource::Store),
             },
         };
+        lockgate_blocks::InputRoots::new(&config.backup_input_roots)?;
+        let policy_file = config.policy_file.as_ref().map(|p| p.display().to_string());
+        backups::check_policy_roots(&policy, policy_file.as_deref())?;
         let snapshot = Snapshot {
             next_id: loaded.max_job_id + 1,
             next_token: loaded.max_token + 1,
@@ -288,6 +299,7 @@ impl Server {
             reload_on_hup: config.policy_file.is_some(),
             data_dir: config.data_dir,
             item_block_workers: backups::DEFAULT_WORKERS,
+            backup_input_roots: config.backup_input_roots,
         })
     }
 
@@ -330,6 +342,7 @@ impl Server {
             lock,
             space,
             limits,
+            backup_input_roots,
             ..
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
@@ -350,6 +363,7 @@ impl Server {
             lp.clone(),
             data_dir,
             item_block_workers,
+            backup_input_roots,
         ));
         let backup_routes = backups::routes::router(tokens.clone(), backups.clone());
         let state = http::AppState {

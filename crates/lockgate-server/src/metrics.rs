@@ -71,6 +71,8 @@ pub struct Metrics {
     pub commit: Histogram,
     /// Jobs written by commits.
     pub committed_jobs: u64,
+    /// Backup plans by outcome (`made`, `refused`, `too_large`, `canceled`, `failed`).
+    pub backup_plans: BTreeMap<&'static str, u64>,
 }
 
 impl Metrics {
@@ -106,6 +108,7 @@ impl Default for Metrics {
             wait: Histogram::new(WAIT_BOUNDS),
             commit: Histogram::new(COMMIT_BOUNDS),
             committed_jobs: 0,
+            backup_plans: BTreeMap::new(),
         }
     }
 }
@@ -204,6 +207,13 @@ impl Metrics {
         );
         out.push_str("# HELP lockgate_event_seq Sequence number of the last event.\n# TYPE lockgate_event_seq gauge\n");
         let _ = writeln!(out, "lockgate_event_seq {last_seq}");
+        out.push_str("# HELP lockgate_backup_plans_total Backup plans by outcome (canceled: the client went away while it was planned).\n# TYPE lockgate_backup_plans_total counter\n");
+        for (outcome, n) in &self.backup_plans {
+            let _ = writeln!(
+                out,
+                "lockgate_backup_plans_total{{outcome=\"{outcome}\"}} {n}"
+            );
+        }
         out
     }
 }

@@ -2,6 +2,7 @@
 //! error table (line, field and text of every rule), diffs, and snapshots of what users
 //! see (error texts, `policy show` of the examples).
 
+mod confinement;
 mod diff;
 mod errors;
 mod parse;

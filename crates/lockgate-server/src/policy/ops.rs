@@ -58,6 +58,7 @@ impl Loop {
             }
         }
         self.check_schedule_names(&policy)?;
+        crate::backups::check_policy_roots(&policy, None).map_err(policy_error)?;
         let digest = policy_digest(&policy);
         let diff = self.engine.policy().diff(&policy);
         if dry_run {
@@ -103,6 +104,10 @@ impl Loop {
             policy_error(e)
         })?;
         self.check_schedule_names(&policy)?;
+        crate::backups::check_policy_roots(&policy, Some(&shown)).map_err(|e| {
+            tracing::error!("{e}; the active policy stays");
+            policy_error(e)
+        })?;
         let digest = policy_digest(&policy);
         if digest == self.digest {
             return Ok(PolicyAnswer {

@@ -97,6 +97,7 @@ fn a_config_file_is_the_source_of_truth() {
         policy_file: Some(file.clone()),
         tls: None,
         hardening: Default::default(),
+        backup_input_roots: Vec::new(),
     })
     .err()
     .expect("refused");

@@ -32,7 +32,10 @@ impl TestServer {
 
     /// A server on `dir`, with a `--config` file when given.
     pub fn open(dir: &Path, config: Option<PathBuf>) -> TestServer {
-        TestServer::open_with(dir, config, Default::default())
+        TestServer::with_config(Config {
+            policy_file: config,
+            ..TestServer::config(dir)
+        })
     }
 
     /// A server on `dir` with hardening settings.
@@ -41,13 +44,28 @@ impl TestServer {
         config: Option<PathBuf>,
         hardening: lockgate_server::hardening::Hardening,
     ) -> TestServer {
-        let config = Config {
+        TestServer::with_config(Config {
+            policy_file: config,
+            hardening,
+            ..TestServer::config(dir)
+        })
+    }
+
+    /// The configuration of a server on `dir` with every default.
+    pub fn config(dir: &Path) -> Config {
+        Config {
             data_dir: dir.to_path_buf(),
             listen: "127.0.0.1:0".parse().unwrap(),
-            policy_file: config,
+            policy_file: None,
             tls: None,
-            hardening,
-        };
+            hardening: Default::default(),
+            backup_input_roots: Vec::new(),
+        }
+    }
+
+    /// A server started with `config` (its data dir holds `admin.token`).
+    pub fn with_config(config: Config) -> TestServer {
+        let dir = config.data_dir.clone();
         let server = Server::open(config).expect("server opens");
         let url = format!("http://{}", server.local_addr());
         let admin = std::fs::read_to_string(dir.join("admin.token"))

@@ -3,6 +3,7 @@
 
 mod api;
 mod backups;
+mod confinement;
 mod durability;
 mod errors;
 mod hardening;

@@ -32,6 +32,11 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = lockgate_server::backups::DEFAULT_WORKERS as u16,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub item_block_workers: u16,
+    /// A directory non-admin tokens may back up from (repeatable; added to the policy's
+    /// `[blocks] input_roots`). A submitter's `--from` must resolve inside one; with none,
+    /// only admins may create backups from the server's file system. Must exist.
+    #[arg(long, value_name = "DIR")]
+    pub backup_input_root: Vec<PathBuf>,
     #[command(flatten)]
     pub hardening: Hardening,
 }
@@ -97,6 +102,7 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         policy_file: args.config,
         tls: args.tls_cert.zip(args.tls_key),
         hardening: args.hardening.into(),
+        backup_input_roots: args.backup_input_root,
     };
     let mut server =
         lockgate_server::Server::open(config).context("lockgate server cannot start")?;
