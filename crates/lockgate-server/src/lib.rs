@@ -109,6 +109,7 @@ pub struct Server {
     reload_on_hup: bool,
     data_dir: PathBuf,
     item_block_workers: usize,
+    metrics_auth: bool,
 }
 
 fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
@@ -192,6 +193,13 @@ impl Server {
         let mut admin_token = None;
         let mut has_admin = false;
         for t in &loaded.tokens {
+            if let Some(prefix) = auth::reserved_prefix(&t.name) {
+                tracing::warn!(
+                    "token {:?} is not loaded: the prefix {prefix:?} is reserved for the server's own principals; revoke it",
+                    t.name
+                );
+                continue;
+            }
             has_admin |= t.role == Role::Admin;
             tokens.insert(
                 t.hash.clone(),
@@ -275,6 +283,7 @@ impl Server {
             reload_on_hup: config.policy_file.is_some(),
             data_dir: config.data_dir,
             item_block_workers: backups::DEFAULT_WORKERS,
+            metrics_auth: false,
         })
     }
 
@@ -288,6 +297,14 @@ impl Server {
     /// more hooks and snapshot waits; each holds one block's manifests in memory.
     pub fn set_item_block_workers(&mut self, workers: usize) {
         self.item_block_workers = workers.max(1);
+    }
+
+    /// `--metrics-auth`: `/metrics` answers 401 without a valid token of any role. Off by
+    /// default, as Prometheus scrapes without one; turn it on when attribute values in
+    /// metric labels (repository paths, datastore names) must not be readable by anyone
+    /// who can reach the port.
+    pub fn set_metrics_auth(&mut self, on: bool) {
+        self.metrics_auth = on;
     }
 
     /// The admin token written at this start (first start only).
@@ -314,6 +331,7 @@ impl Server {
             reload_on_hup,
             data_dir,
             item_block_workers,
+            metrics_auth,
             ..
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
@@ -342,8 +360,9 @@ impl Server {
             events,
             shutdown: stop_rx,
             ready: ready.clone(),
+            metrics_auth,
         };
-        let app = http::router(state).merge(backup_routes);
+        let app = http::shaped(http::router(state).merge(backup_routes));
         let handle = axum_server::Handle::new();
 
         // SIGHUP re-reads the --config file; without one it is logged and ignored (never the

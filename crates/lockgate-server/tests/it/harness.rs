@@ -32,13 +32,23 @@ impl TestServer {
 
     /// A server on `dir`, with a `--config` file when given.
     pub fn open(dir: &Path, config: Option<PathBuf>) -> TestServer {
+        TestServer::open_set(dir, config, |_| {})
+    }
+
+    /// A server on `dir`, set up by `set` before it serves.
+    pub fn open_set(
+        dir: &Path,
+        config: Option<PathBuf>,
+        set: impl FnOnce(&mut Server),
+    ) -> TestServer {
         let config = Config {
             data_dir: dir.to_path_buf(),
             listen: "127.0.0.1:0".parse().unwrap(),
             policy_file: config,
             tls: None,
         };
-        let server = Server::open(config).expect("server opens");
+        let mut server = Server::open(config).expect("server opens");
+        set(&mut server);
         let url = format!("http://{}", server.local_addr());
         let admin = std::fs::read_to_string(dir.join("admin.token"))
             .expect("admin token")

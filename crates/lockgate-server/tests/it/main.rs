@@ -4,6 +4,7 @@
 mod api;
 mod backups;
 mod durability;
+mod edges;
 mod errors;
 mod harness;
 mod longpoll;
