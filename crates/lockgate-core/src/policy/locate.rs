@@ -207,9 +207,10 @@ pub(crate) fn read_toml(text: &str, file: Option<&str>) -> Result<RawPolicy, Pol
 pub(crate) fn read_json(text: &str) -> Result<RawPolicy, PolicyError> {
     // serde reads a struct from a sequence too: `[]` would be the empty policy.
     if let Some(kind) = not_an_object(text) {
+        let start = text.len() - text.trim_start().len();
         return Err(PolicyError {
             file: None,
-            line: None,
+            line: Some(text[..start].matches('\n').count() + 1),
             field: String::new(),
             message: format!("the policy document is {kind}, expected a table (a JSON object)"),
         });
