@@ -60,8 +60,18 @@ pub enum ErrorCode {
     NotFinished,
     /// 412: `If-Match` does not match the active policy's digest.
     StalePolicy,
-    /// 415: the policy's `Content-Type` is neither TOML nor JSON.
+    /// 415: the policy's `Content-Type` is neither TOML nor JSON, or a JSON body was sent
+    /// with a type that is not JSON.
     UnsupportedMediaType,
+    /// 413: the request body is larger than the server accepts.
+    PayloadTooLarge,
+    /// 414: the request target (path and query) is longer than the server accepts.
+    UriTooLong,
+    /// 431: the request's headers are larger than the server accepts.
+    HeadersTooLarge,
+    /// 422: a `PUT /v1/policy` would remove every limit; send `?allow_unlimited=true` to
+    /// mean it.
+    RemovesAllLimits,
     /// 500: the server failed (its store, or writing the policy file).
     Internal,
     /// 503: the server is shutting down (or not ready); try again.
@@ -74,7 +84,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::BadRequest,
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
@@ -97,6 +107,10 @@ impl ErrorCode {
         ErrorCode::NotFinished,
         ErrorCode::StalePolicy,
         ErrorCode::UnsupportedMediaType,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UriTooLong,
+        ErrorCode::HeadersTooLarge,
+        ErrorCode::RemovesAllLimits,
         ErrorCode::Internal,
         ErrorCode::Unavailable,
         ErrorCode::InsufficientStorage,
@@ -127,6 +141,10 @@ impl ErrorCode {
             ErrorCode::NotFinished => "not_finished",
             ErrorCode::StalePolicy => "stale_policy",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UriTooLong => "uri_too_long",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
+            ErrorCode::RemovesAllLimits => "removes_all_limits",
             ErrorCode::Internal => "internal",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::InsufficientStorage => "insufficient_storage",
@@ -156,11 +174,15 @@ impl ErrorCode {
             | ErrorCode::NoConfig
             | ErrorCode::NotFinished => 409,
             ErrorCode::StalePolicy => 412,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UriTooLong => 414,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::InvalidField
             | ErrorCode::InvalidPolicy
             | ErrorCode::InvalidInput
-            | ErrorCode::InputTooLarge => 422,
+            | ErrorCode::InputTooLarge
+            | ErrorCode::RemovesAllLimits => 422,
+            ErrorCode::HeadersTooLarge => 431,
             ErrorCode::Internal => 500,
             ErrorCode::Unavailable => 503,
             ErrorCode::InsufficientStorage => 507,

@@ -458,6 +458,27 @@ impl Policy {
         Policy::from_toml("", None).expect("the empty policy is valid")
     }
 
+    /// Whether anything bounds how many jobs hold slots at once. "Every limit" is exactly
+    /// this list: a `[global]` `max_running` or `prepare_queue`; a `[[limit]]` with a
+    /// `max` or a per-value number; a `[nodes]` `max_running`; a `[[nodes.rule]]`; a
+    /// pool in `[resources]` or `[nodes.resources]`; a `[[conflict]]`. Priorities, owner
+    /// caps on priority, fair share, leases and schedules do not count: they order or time
+    /// the work, they do not bound it. The server refuses a `PUT /v1/policy` that turns
+    /// this from true to false unless asked to (`removes_all_limits`).
+    pub fn limits_anything(&self) -> bool {
+        self.global.max_running.is_some()
+            || self.global.prepare_queue.is_some()
+            || self
+                .limits
+                .iter()
+                .any(|l| l.max.is_some() || !l.values.is_empty())
+            || self.nodes.max_running.is_some()
+            || !self.nodes.rules.is_empty()
+            || !self.resources.is_empty()
+            || !self.nodes.resources.is_empty()
+            || !self.conflicts.is_empty()
+    }
+
     /// The kind's settings, if the policy has a `[kinds.<kind>]` table.
     pub fn kind(&self, kind: &str) -> Option<&KindPolicy> {
         self.kinds.get(kind)

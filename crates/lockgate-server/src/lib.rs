@@ -130,6 +130,7 @@ pub struct Server {
     space: Arc<space::SpaceWatch>,
     limits: listener::Limits,
     backup_input_roots: Vec<PathBuf>,
+    metrics_auth: bool,
 }
 
 fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
@@ -203,6 +204,13 @@ impl Server {
         let mut admin_token = None;
         let mut has_admin = false;
         for t in &loaded.tokens {
+            if let Some(prefix) = auth::reserved_prefix(&t.name) {
+                tracing::warn!(
+                    "token {:?} is not loaded: the prefix {prefix:?} is reserved for the server's own principals; revoke it",
+                    t.name
+                );
+                continue;
+            }
             has_admin |= t.role == Role::Admin;
             tokens.insert(
                 t.hash.clone(),
@@ -300,6 +308,7 @@ impl Server {
             data_dir: config.data_dir,
             item_block_workers: backups::DEFAULT_WORKERS,
             backup_input_roots: config.backup_input_roots,
+            metrics_auth: false,
         })
     }
 
@@ -313,6 +322,14 @@ impl Server {
     /// more hooks and snapshot waits; each holds one block's manifests in memory.
     pub fn set_item_block_workers(&mut self, workers: usize) {
         self.item_block_workers = workers.max(1);
+    }
+
+    /// `--metrics-auth`: `/metrics` answers 401 without a valid token of any role. Off by
+    /// default, as Prometheus scrapes without one; turn it on when attribute values in
+    /// metric labels (repository paths, datastore names) must not be readable by anyone
+    /// who can reach the port.
+    pub fn set_metrics_auth(&mut self, on: bool) {
+        self.metrics_auth = on;
     }
 
     /// The admin token written at this start (first start only).
@@ -343,6 +360,7 @@ impl Server {
             space,
             limits,
             backup_input_roots,
+            metrics_auth,
             ..
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
@@ -372,14 +390,11 @@ impl Server {
             events,
             shutdown: stop_rx.clone(),
             ready: ready.clone(),
+            metrics_auth,
         };
-        let app =
-            http::router(state)
-                .merge(backup_routes)
-                .layer(axum::middleware::from_fn_with_state(
-                    space.clone(),
-                    space::refuse_new_submits,
-                ));
+        let app = http::shaped(http::router(state).merge(backup_routes)).layer(
+            axum::middleware::from_fn_with_state(space.clone(), space::refuse_new_submits),
+        );
         space.spawn_timer(stop_rx.clone());
         let serve_stop = stop_rx.clone();
 

@@ -598,11 +598,25 @@ fn schedule(s: &RawSchedule, pools: &Pools<'_>, p: &FieldPath) -> Checked<Schedu
             "expected a calendar event or cron expression (such as \"mon..fri 02:00\" or \"30 2 * * 1-5\"), got an empty string",
         );
     }
-    if let Err(e) = crate::calendar::validate_expression(s.when.trim()) {
-        return bad(
-            &p.key("when"),
-            format!("invalid schedule {:?}: {e}", s.when.trim()),
-        );
+    match crate::calendar::Schedule::parse(s.when.trim()) {
+        Err(e) => {
+            return bad(
+                &p.key("when"),
+                format!("invalid schedule {:?}: {e}", s.when.trim()),
+            )
+        }
+        // No clock here: a time after 1970 at all (a date in the past is the server's
+        // check, which knows now). The zone hardly matters for whether a day exists.
+        Ok(expr) if !matches!(expr.next_after(0, "UTC"), Ok(Some(_))) => {
+            return bad(
+                &p.key("when"),
+                format!(
+                    "schedule {:?} never elapses: no date matches it (such as February 30), expected an expression with a future time",
+                    s.when.trim()
+                ),
+            )
+        }
+        Ok(_) => {}
     }
     let duplicates = match s.duplicates.as_deref() {
         None | Some("skip") => Duplicates::Skip,

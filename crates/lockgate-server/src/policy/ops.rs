@@ -19,13 +19,27 @@ impl Loop {
                 self.answer(reply, Ok(view));
             }
             PolicyOp::Put {
+                allow_unlimited,
                 policy,
                 text,
                 if_match,
                 dry_run,
                 reply,
             } => {
-                let r = self.policy_put(p, *policy, text, if_match, dry_run, now);
+                let r = if !allow_unlimited
+                    && self.engine.policy().limits_anything()
+                    && !policy.limits_anything()
+                {
+                    Err(ApiError::new(
+                        ErrorCode::RemovesAllLimits,
+                        "this policy limits nothing (no global, limit, node, pool or conflict \
+                         rule) and would remove every limit of the active one: send \
+                         ?allow_unlimited=true (lockgate policy apply --allow-unlimited) if you \
+                         mean it",
+                    ))
+                } else {
+                    self.policy_put(p, *policy, text, if_match, dry_run, now)
+                };
                 self.answer(reply, r);
             }
             PolicyOp::Reload(reply) => {

@@ -32,10 +32,7 @@ impl TestServer {
 
     /// A server on `dir`, with a `--config` file when given.
     pub fn open(dir: &Path, config: Option<PathBuf>) -> TestServer {
-        TestServer::with_config(Config {
-            policy_file: config,
-            ..TestServer::config(dir)
-        })
+        TestServer::open_set(dir, config, |_| {})
     }
 
     /// A server on `dir` with hardening settings.
@@ -49,6 +46,19 @@ impl TestServer {
             hardening,
             ..TestServer::config(dir)
         })
+    }
+
+    /// A server on `dir`, set up by `set` before it serves.
+    pub fn open_set(
+        dir: &Path,
+        config: Option<PathBuf>,
+        set: impl FnOnce(&mut Server),
+    ) -> TestServer {
+        let config = Config {
+            policy_file: config,
+            ..TestServer::config(dir)
+        };
+        TestServer::with_config_set(config, set)
     }
 
     /// The configuration of a server on `dir` with every default.
@@ -65,8 +75,14 @@ impl TestServer {
 
     /// A server started with `config` (its data dir holds `admin.token`).
     pub fn with_config(config: Config) -> TestServer {
+        TestServer::with_config_set(config, |_| {})
+    }
+
+    /// A server started with `config`, set up by `set` before it serves.
+    pub fn with_config_set(config: Config, set: impl FnOnce(&mut Server)) -> TestServer {
         let dir = config.data_dir.clone();
-        let server = Server::open(config).expect("server opens");
+        let mut server = Server::open(config).expect("server opens");
+        set(&mut server);
         let url = format!("http://{}", server.local_addr());
         let admin = std::fs::read_to_string(dir.join("admin.token"))
             .expect("admin token")

@@ -5,6 +5,7 @@ mod api;
 mod backups;
 mod confinement;
 mod durability;
+mod edges;
 mod errors;
 mod hardening;
 mod harness;
