@@ -18,9 +18,9 @@
 #![warn(missing_docs)]
 
 mod backup;
+mod error;
 mod error_body;
 mod event;
-mod error;
 mod job;
 mod node;
 mod policy;
@@ -29,9 +29,9 @@ pub mod time;
 mod token;
 
 pub use backup::*;
+pub use error::ErrorCode;
 pub use error_body::*;
 pub use event::*;
-pub use error::ErrorCode;
 pub use job::*;
 pub use node::*;
 pub use policy::*;

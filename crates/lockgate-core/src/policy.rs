@@ -16,11 +16,13 @@
 //!   `node`;
 //! - every selector parsed (label selectors for node rules, job selectors for `match`);
 //! - every pool named in a `cost` is declared in `[resources]` or `[nodes.resources]`;
-//! - owner weights are at least 1.
+//! - owner weights are at least 1;
+//! - `[quotas]` numbers are at least 1 (`max_attrs` at least 0).
 
 mod diff;
 mod document;
 mod locate;
+mod quotas;
 pub mod raw;
 mod validate;
 mod write;
@@ -30,6 +32,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub use quotas::{
+    QuotasPolicy, DEFAULT_MAX_ATTRS, DEFAULT_MAX_ATTR_VALUE_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_QUEUED_PER_OWNER,
+};
 pub use validate::PolicyError;
 
 /// Default lease TTL (`[leases].ttl`).
@@ -72,6 +78,8 @@ pub struct Policy {
     pub schedules: Vec<ScheduleSpec>,
     /// `[blocks]`.
     pub blocks: BlocksPolicy,
+    /// `[quotas]`.
+    pub quotas: QuotasPolicy,
     /// The raw document this policy was validated from (for `policy show` and diffs).
     pub raw: raw::RawPolicy,
 }
