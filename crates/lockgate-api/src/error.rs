@@ -57,6 +57,8 @@ pub enum ErrorCode {
     StalePolicy,
     /// 415: the policy's `Content-Type` is neither TOML nor JSON.
     UnsupportedMediaType,
+    /// 429: a `[quotas]` bound would be passed (the message names the quota and its value).
+    QuotaExceeded,
     /// 500: the server failed (its store, or writing the policy file).
     Internal,
     /// 503: the server is shutting down (or not ready); try again.
@@ -65,7 +67,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::BadRequest,
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
@@ -86,6 +88,7 @@ impl ErrorCode {
         ErrorCode::NotFinished,
         ErrorCode::StalePolicy,
         ErrorCode::UnsupportedMediaType,
+        ErrorCode::QuotaExceeded,
         ErrorCode::Internal,
         ErrorCode::Unavailable,
     ];
@@ -113,6 +116,7 @@ impl ErrorCode {
             ErrorCode::NotFinished => "not_finished",
             ErrorCode::StalePolicy => "stale_policy",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Internal => "internal",
             ErrorCode::Unavailable => "unavailable",
         }
@@ -143,6 +147,7 @@ impl ErrorCode {
             ErrorCode::StalePolicy => 412,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::InvalidField | ErrorCode::InvalidPolicy | ErrorCode::InvalidInput => 422,
+            ErrorCode::QuotaExceeded => 429,
             ErrorCode::Internal => 500,
             ErrorCode::Unavailable => 503,
         }

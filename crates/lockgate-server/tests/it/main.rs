@@ -7,5 +7,6 @@ mod durability;
 mod errors;
 mod harness;
 mod longpoll;
+mod quotas;
 mod schedules;
 mod snapshots;
