@@ -72,6 +72,8 @@ pub enum ErrorCode {
     /// 422: a `PUT /v1/policy` would remove every limit; send `?allow_unlimited=true` to
     /// mean it.
     RemovesAllLimits,
+    /// 429: a `[quotas]` bound would be passed (the message names the quota and its value).
+    QuotaExceeded,
     /// 500: the server failed (its store, or writing the policy file).
     Internal,
     /// 503: the server is shutting down (or not ready); try again.
@@ -84,7 +86,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 29] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::BadRequest,
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
@@ -111,6 +113,7 @@ impl ErrorCode {
         ErrorCode::UriTooLong,
         ErrorCode::HeadersTooLarge,
         ErrorCode::RemovesAllLimits,
+        ErrorCode::QuotaExceeded,
         ErrorCode::Internal,
         ErrorCode::Unavailable,
         ErrorCode::InsufficientStorage,
@@ -145,6 +148,7 @@ impl ErrorCode {
             ErrorCode::UriTooLong => "uri_too_long",
             ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::RemovesAllLimits => "removes_all_limits",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Internal => "internal",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::InsufficientStorage => "insufficient_storage",
@@ -183,6 +187,7 @@ impl ErrorCode {
             | ErrorCode::InputTooLarge
             | ErrorCode::RemovesAllLimits => 422,
             ErrorCode::HeadersTooLarge => 431,
+            ErrorCode::QuotaExceeded => 429,
             ErrorCode::Internal => 500,
             ErrorCode::Unavailable => 503,
             ErrorCode::InsufficientStorage => 507,

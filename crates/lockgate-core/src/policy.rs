@@ -19,10 +19,12 @@
 //! - owner weights are at least 1;
 //! - `[blocks] input_roots` are absolute, `backup_namespaces` are namespace names, and the
 //!   `[blocks]` caps are at least 1.
+//! - `[quotas]` numbers are at least 1 (`max_attrs` at least 0).
 
 mod diff;
 mod document;
 mod locate;
+mod quotas;
 pub mod raw;
 mod validate;
 mod write;
@@ -33,6 +35,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use quotas::{
+    QuotasPolicy, DEFAULT_MAX_ATTRS, DEFAULT_MAX_ATTR_VALUE_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_QUEUED_PER_OWNER,
+};
 pub use validate::PolicyError;
 
 /// Default lease TTL (`[leases].ttl`).
@@ -75,6 +81,8 @@ pub struct Policy {
     pub schedules: Vec<ScheduleSpec>,
     /// `[blocks]`.
     pub blocks: BlocksPolicy,
+    /// `[quotas]`.
+    pub quotas: QuotasPolicy,
     /// The raw document this policy was validated from (for `policy show` and diffs).
     pub raw: raw::RawPolicy,
 }

@@ -145,6 +145,15 @@ pub(crate) const ROOT: &[Key] = &[
             ),
         ]),
     ),
+    key(
+        "quotas",
+        Shape::Section(&[
+            value("max_attrs"),
+            value("max_attr_value_bytes"),
+            value("max_message_bytes"),
+            value("max_queued_per_owner"),
+        ]),
+    ),
 ];
 
 /// `retry = { times = 3, interval = "30s" }`.
@@ -314,6 +323,12 @@ mod tests {
                 max_items: Some(1),
                 max_entries: Some(1),
                 rule: vec![RawBlockRule::default()],
+            }),
+            quotas: Some(RawQuotas {
+                max_attrs: Some(1),
+                max_attr_value_bytes: Some(1),
+                max_message_bytes: Some(1),
+                max_queued_per_owner: Some(1),
             }),
         };
         all_described(ROOT, &serde_json::to_value(&doc).unwrap(), "");

@@ -55,6 +55,9 @@ pub struct RawPolicy {
     /// `[blocks]` with `[[blocks.rule]]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<RawBlocks>,
+    /// `[quotas]`: what one submitter may put into the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotas: Option<RawQuotas>,
 }
 
 /// `[global]`.
@@ -346,6 +349,28 @@ pub struct RawBlockRule {
     pub r#match: String,
     /// `label:<name>` or `field:<dotted.path>` entries (required, non-empty).
     pub group_by: Vec<String>,
+}
+
+/// `[quotas]` (docs `security.md`, "Quotas"): bounds on what a submitter may store.
+/// Smaller numbers bound the server's memory, disk and answers more tightly, at the price
+/// of refusing larger jobs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawQuotas {
+    /// Attributes per job. Default 32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attrs: Option<i64>,
+    /// Bytes per attribute value. Default 1024.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attr_value_bytes: Option<i64>,
+    /// Bytes of a holder's message (finish); longer ones are cut, with a marker. Default
+    /// 65536.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<i64>,
+    /// Jobs a submitter token's owner may have that have not ended (queued or admitted);
+    /// admin tokens and the server's own owners are exempt. Default 10000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queued_per_owner: Option<i64>,
 }
 
 impl RawPolicy {

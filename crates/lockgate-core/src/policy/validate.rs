@@ -17,6 +17,8 @@ use crate::selector::Selector;
 use crate::time::parse_duration;
 use std::collections::BTreeSet;
 
+mod quotas;
+
 /// Why a policy document was rejected. Displays as `lockgate.toml:12: limit[1].max:
 /// expected a whole number >= 0, got -1` (missing parts are left out).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -309,6 +311,10 @@ fn validate(raw: &RawPolicy) -> Checked<Policy> {
         blocks: match &raw.blocks {
             None => BlocksPolicy::default(),
             Some(b) => blocks::blocks_policy(b, &root.key("blocks"))?,
+        },
+        quotas: match &raw.quotas {
+            None => QuotasPolicy::default(),
+            Some(q) => quotas::quotas_policy(q, &root.key("quotas"))?,
         },
         nodes,
         resources,

@@ -112,6 +112,12 @@ two_stage = false
 prepare_timeout = "10m"
 cost = { gpus = 1 }
 
+[quotas]
+max_attrs = 8
+max_attr_value_bytes = 256
+max_message_bytes = 4096
+max_queued_per_owner = 100
+
 [retention]
 days = 30
 

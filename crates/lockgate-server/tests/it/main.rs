@@ -10,5 +10,6 @@ mod errors;
 mod hardening;
 mod harness;
 mod longpoll;
+mod quotas;
 mod schedules;
 mod snapshots;
