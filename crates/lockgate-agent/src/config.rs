@@ -4,6 +4,7 @@
 //! [handlers.data-upload]                 # one table per job kind this agent runs
 //! prepare = ["/usr/lib/lockgate/expose-snapshot", "{attr.pvc}"]   # two-stage kinds only
 //! run = ["kopia", "snapshot", "create", "/mnt/{attr.pvc}"]
+//! # allow_dash_values = false          # a value like "--remove-files" may not begin an argument
 //! [handlers.verify]
 //! run = ["proxmox-backup-client", "verify", "{attr.group}"]
 //!
@@ -45,6 +46,9 @@ pub struct RawHandler {
     pub prepare: Option<Spanned<Vec<String>>>,
     /// The run step (required).
     pub run: Option<Spanned<Vec<String>>>,
+    /// See [`Handler::allow_dash_values`]. Default false.
+    #[serde(default)]
+    pub allow_dash_values: bool,
 }
 
 /// `[agent]` as written.
@@ -67,6 +71,10 @@ pub struct Handler {
     pub prepare: Option<Vec<Template>>,
     /// The run step.
     pub run: Vec<Template>,
+    /// An attribute value may begin an argument with `-` (default false: such a job fails
+    /// unstarted, since the command could read the value as an option). Set it only for a
+    /// command that takes such values safely, e.g. after a `--`.
+    pub allow_dash_values: bool,
 }
 
 /// The two steps of a job.
@@ -269,6 +277,7 @@ impl AgentConfig {
             let handler = Handler {
                 run: argv("run", run)?,
                 prepare: h.prepare.as_ref().map(|p| argv("prepare", p)).transpose()?,
+                allow_dash_values: h.allow_dash_values,
             };
             cfg.handlers.insert(kind, handler);
         }

@@ -8,7 +8,13 @@
 //!   placeholders, and any lone brace, is refused when the configuration is loaded, so a
 //!   typo never reaches a job;
 //! - a job that lacks an attribute its handler names fails with a message naming the
-//!   attribute ([`RenderError`]); the handler is not started with an empty argument.
+//!   attribute ([`RenderError`]); the handler is not started with an empty argument;
+//! - an attribute value never begins an argument with `-` (where the command would read it
+//!   as an option: `tar -cf OUT /data {attr.path}` with `path=--remove-files`) unless the
+//!   handler sets `allow_dash_values = true`: the job fails with
+//!   [`RenderError::DashValue`], naming the attribute and the handler, and nothing runs.
+//!   Inside an argument (`/mnt/{attr.pvc}`, `--group={attr.group}`) a `-` is harmless and
+//!   allowed.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -62,6 +68,21 @@ pub enum RenderError {
         /// The template argument.
         arg: String,
     },
+    /// An attribute value starting with `-` would begin an argument, where the command
+    /// could take it for an option. Permanent for this job.
+    #[error(
+        "attribute {name:?} is {value:?}, which starts with '-' and would begin the argument {arg:?} of [handlers.{handler}], where the command could read it as an option; the command was not run (set allow_dash_values = true in [handlers.{handler}] if the command takes such values safely)"
+    )]
+    DashValue {
+        /// The attribute's name.
+        name: String,
+        /// Its value (at most 80 characters of it).
+        value: String,
+        /// The template argument.
+        arg: String,
+        /// The handler (the job's kind).
+        handler: String,
+    },
 }
 
 /// What a template is filled in with.
@@ -75,6 +96,8 @@ pub struct Context<'a> {
     pub node: &'a str,
     /// The job's attributes.
     pub attrs: &'a BTreeMap<String, String>,
+    /// The handler's `allow_dash_values`: an attribute value may begin an argument with `-`.
+    pub allow_dash_values: bool,
 }
 
 impl Template {
@@ -157,7 +180,9 @@ impl Template {
     /// Fills the argument in for a job.
     ///
     /// # Errors
-    /// [`RenderError::MissingAttr`] when the job lacks a named attribute.
+    /// [`RenderError::MissingAttr`] when the job lacks a named attribute;
+    /// [`RenderError::DashValue`] when a value starting with `-` would begin the argument
+    /// and the handler does not allow it.
     pub fn render(&self, cx: &Context<'_>) -> Result<String, RenderError> {
         let mut out = String::new();
         for p in &self.pieces {
@@ -167,6 +192,14 @@ impl Template {
                 Piece::JobKind => out.push_str(cx.kind),
                 Piece::Node => out.push_str(cx.node),
                 Piece::Attr(a) => match cx.attrs.get(a) {
+                    Some(v) if out.is_empty() && v.starts_with('-') && !cx.allow_dash_values => {
+                        return Err(RenderError::DashValue {
+                            name: a.clone(),
+                            value: v.chars().take(80).collect(),
+                            arg: self.source.clone(),
+                            handler: cx.kind.to_string(),
+                        })
+                    }
                     Some(v) => out.push_str(v),
                     None => {
                         return Err(RenderError::MissingAttr {
@@ -220,6 +253,7 @@ mod tests {
             kind: "data-upload",
             node: "node-1",
             attrs,
+            allow_dash_values: false,
         }
     }
 
@@ -265,6 +299,43 @@ mod tests {
                 arg: "/mnt/{attr.pvc}".into()
             }
         );
+    }
+
+    #[rstest]
+    #[case("{attr.path}", "--remove-files", true)]
+    #[case("{attr.empty}{attr.path}", "--remove-files", true)]
+    #[case("{attr.path}", "-rf", true)]
+    #[case("/data/{attr.path}", "--remove-files", false)]
+    #[case("--file={attr.path}", "-x", false)]
+    #[case("{attr.path}", "data-1", false)]
+    fn a_dash_value_cannot_begin_an_argument(
+        #[case] arg: &str,
+        #[case] value: &str,
+        #[case] refused: bool,
+    ) {
+        let attrs = BTreeMap::from([
+            ("path".to_string(), value.to_string()),
+            ("empty".to_string(), String::new()),
+        ]);
+        let t = Template::parse(arg).unwrap();
+        match t.render(&cx(&attrs)) {
+            Err(e @ RenderError::DashValue { .. }) => {
+                assert!(refused, "{arg} with {value} refused: {e}");
+                let text = e.to_string();
+                assert!(
+                    text.contains("\"path\"") && text.contains("[handlers.data-upload]"),
+                    "{text}"
+                );
+                assert!(text.contains("allow_dash_values = true"), "{text}");
+            }
+            Err(e) => panic!("{e}"),
+            Ok(out) => assert!(!refused, "{arg} with {value} rendered {out:?}"),
+        }
+        let allowed = Context {
+            allow_dash_values: true,
+            ..cx(&attrs)
+        };
+        assert!(t.render(&allowed).is_ok(), "the handler opted in");
     }
 
     #[rstest]

@@ -41,7 +41,8 @@ pub struct BackupRequest {
     /// Item names (`pods/ns/name`) whose blocks run first, one at a time, in this order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ordered: Vec<String>,
-    /// Run nothing; answer the blocks (the JSON of `metadata/blocks.json`, without times).
+    /// Run nothing; answer a [`BackupDryRun`]: the blocks (the JSON of
+    /// `metadata/blocks.json`, without times), the refused items and the notes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
 }
@@ -139,6 +140,46 @@ pub struct BackupView {
     pub cancel_requested: bool,
     /// The request it was created from.
     pub request: BackupRequest,
+    /// Items the backup's confinement refused (a non-admin's backup: namespaces its owner
+    /// may not back up, hooks it may not run). Known at creation, from the plan.
+    #[serde(default)]
+    pub refused: Vec<BackupRefusal>,
+}
+
+/// One item a confined backup did not take, or whose manifest hooks it did not run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupRefusal {
+    /// Item name (`pods/kube-system/etcd-0`).
+    pub item: String,
+    /// Kind (`Pod`).
+    pub kind: String,
+    /// Namespace, `null` for a cluster-scoped item.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+    /// `namespace_not_allowed`, `cluster_scoped_not_allowed` or `hooks_not_allowed` (the
+    /// pod itself is backed up, its hooks are not run).
+    pub reason: String,
+}
+
+/// The answer of `POST /v1/backups` with `dry_run`: nothing is run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupDryRun {
+    /// The blocks in start order: `{index, items: [item names]}`.
+    pub blocks: Vec<BackupDryBlock>,
+    /// Items the confinement refused (see [`BackupView::refused`]).
+    pub refused: Vec<BackupRefusal>,
+    /// Notes about the input (special files skipped, ordered items not found).
+    pub warnings: Vec<String>,
+}
+
+/// One block of a [`BackupDryRun`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupDryBlock {
+    /// Position in start order.
+    pub index: usize,
+    /// Item names, in backup order.
+    pub items: Vec<String>,
 }
 
 impl BackupView {

@@ -27,6 +27,11 @@ pub enum ErrorCode {
     InvalidPolicy,
     /// 422: a backup's input on the server's filesystem cannot be read or planned.
     InvalidInput,
+    /// 403: a non-admin's backup input is not an existing path inside a backup input root
+    /// (one answer whether or not the path exists), or the server has no input roots.
+    InputNotAllowed,
+    /// 422: a backup's input exceeds a `[blocks]` cap; the message names the cap.
+    InputTooLarge,
     /// 401: no token, a malformed header or an unknown token.
     Unauthorized,
     /// 403: the token's role may not do this.
@@ -55,8 +60,20 @@ pub enum ErrorCode {
     NotFinished,
     /// 412: `If-Match` does not match the active policy's digest.
     StalePolicy,
-    /// 415: the policy's `Content-Type` is neither TOML nor JSON.
+    /// 415: the policy's `Content-Type` is neither TOML nor JSON, or a JSON body was sent
+    /// with a type that is not JSON.
     UnsupportedMediaType,
+    /// 413: the request body is larger than the server accepts.
+    PayloadTooLarge,
+    /// 414: the request target (path and query) is longer than the server accepts.
+    UriTooLong,
+    /// 431: the request's headers are larger than the server accepts.
+    HeadersTooLarge,
+    /// 422: a `PUT /v1/policy` would remove every limit; send `?allow_unlimited=true` to
+    /// mean it.
+    RemovesAllLimits,
+    /// 429: a `[quotas]` bound would be passed (the message names the quota and its value).
+    QuotaExceeded,
     /// 500: the server failed (its store, or writing the policy file).
     Internal,
     /// 503: the server is shutting down (or not ready); try again.
@@ -69,12 +86,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::BadRequest,
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
         ErrorCode::InvalidPolicy,
         ErrorCode::InvalidInput,
+        ErrorCode::InputNotAllowed,
+        ErrorCode::InputTooLarge,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
@@ -90,6 +109,11 @@ impl ErrorCode {
         ErrorCode::NotFinished,
         ErrorCode::StalePolicy,
         ErrorCode::UnsupportedMediaType,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UriTooLong,
+        ErrorCode::HeadersTooLarge,
+        ErrorCode::RemovesAllLimits,
+        ErrorCode::QuotaExceeded,
         ErrorCode::Internal,
         ErrorCode::Unavailable,
         ErrorCode::InsufficientStorage,
@@ -103,6 +127,8 @@ impl ErrorCode {
             ErrorCode::InvalidField => "invalid_field",
             ErrorCode::InvalidPolicy => "invalid_policy",
             ErrorCode::InvalidInput => "invalid_input",
+            ErrorCode::InputNotAllowed => "input_not_allowed",
+            ErrorCode::InputTooLarge => "input_too_large",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not_found",
@@ -118,6 +144,11 @@ impl ErrorCode {
             ErrorCode::NotFinished => "not_finished",
             ErrorCode::StalePolicy => "stale_policy",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UriTooLong => "uri_too_long",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
+            ErrorCode::RemovesAllLimits => "removes_all_limits",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Internal => "internal",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::InsufficientStorage => "insufficient_storage",
@@ -134,7 +165,7 @@ impl ErrorCode {
         match self {
             ErrorCode::BadRequest | ErrorCode::MalformedJson => 400,
             ErrorCode::Unauthorized => 401,
-            ErrorCode::Forbidden => 403,
+            ErrorCode::Forbidden | ErrorCode::InputNotAllowed => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::LeaseLost
@@ -147,8 +178,16 @@ impl ErrorCode {
             | ErrorCode::NoConfig
             | ErrorCode::NotFinished => 409,
             ErrorCode::StalePolicy => 412,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UriTooLong => 414,
             ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::InvalidField | ErrorCode::InvalidPolicy | ErrorCode::InvalidInput => 422,
+            ErrorCode::InvalidField
+            | ErrorCode::InvalidPolicy
+            | ErrorCode::InvalidInput
+            | ErrorCode::InputTooLarge
+            | ErrorCode::RemovesAllLimits => 422,
+            ErrorCode::HeadersTooLarge => 431,
+            ErrorCode::QuotaExceeded => 429,
             ErrorCode::Internal => 500,
             ErrorCode::Unavailable => 503,
             ErrorCode::InsufficientStorage => 507,

@@ -285,6 +285,15 @@ mod tests {
         assert!(c.is_canceled());
     }
 
+    /// The policy's `[blocks]` defaults (in lockgate-core, which cannot see this crate) are
+    /// these defaults.
+    #[test]
+    fn the_policy_defaults_are_the_input_limits_defaults() {
+        let policy = lockgate_core::policy::BlocksPolicy::default();
+        let options = crate::PlanOptions::from_policy(&policy);
+        assert_eq!(options.limits, InputLimits::default());
+    }
+
     #[test]
     fn sizes_read_as_units() {
         assert_eq!(size(64 << 20), "64 MiB");

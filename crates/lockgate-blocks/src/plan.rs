@@ -78,12 +78,20 @@ impl Default for PlanOptions {
 }
 
 impl PlanOptions {
-    /// The rules and volume-group label of a validated `[blocks]` policy; no filters, no
-    /// ordered items.
+    /// The rules, volume-group label and input caps (`max_file_bytes`, `max_total_bytes`,
+    /// `max_items`, `max_entries`) of a validated `[blocks]` policy; no filters, no ordered
+    /// items, unconfined.
     pub fn from_policy(policy: &BlocksPolicy) -> PlanOptions {
+        let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         PlanOptions {
             rules: policy.rules.clone(),
             volume_group_label: policy.volume_group_label.clone(),
+            limits: InputLimits {
+                max_file_bytes: policy.max_file_bytes,
+                max_total_bytes: policy.max_total_bytes,
+                max_items: count(policy.max_items),
+                max_entries: count(policy.max_entries),
+            },
             ..PlanOptions::default()
         }
     }

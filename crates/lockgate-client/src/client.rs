@@ -12,6 +12,7 @@ mod events;
 mod jobs;
 mod nodes;
 mod policy;
+pub use policy::PolicyPut;
 mod schedules;
 mod tokens;
 

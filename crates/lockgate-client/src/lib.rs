@@ -24,7 +24,7 @@ pub mod hold;
 pub mod lease;
 
 pub use backoff::{retry, Backoff, RetryError};
-pub use client::{encode, Client, CALL_TIMEOUT};
+pub use client::{encode, Client, PolicyPut, CALL_TIMEOUT};
 pub use error::ClientError;
 pub use hold::{hold, Ending, Held, Holder, JustHold};
 pub use lease::{LeaseKeeper, Renewal, WhileUnreachable};

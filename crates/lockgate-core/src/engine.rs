@@ -145,6 +145,9 @@ pub struct ApplyReport {
 pub struct ScopeUsage {
     /// Scope name (policy.md, "Scope names").
     pub scope: String,
+    /// The rule it partitions ([`crate::scope::ScopeKey::rule`]): scopes of one rule grow
+    /// with the values jobs bring, so a display bounds them per rule.
+    pub rule: String,
     /// Units in use.
     pub used: u64,
     /// Limit; `None` when unlimited.
@@ -262,8 +265,10 @@ impl Engine {
             })
             .map(|i| {
                 let s = &self.scopes.states[i];
+                let key = self.scopes.interner.key(i as ScopeId);
                 ScopeUsage {
-                    scope: self.scopes.interner.key(i as ScopeId).to_string(),
+                    scope: key.to_string(),
+                    rule: key.rule(),
                     used: s.used,
                     limit: s.limit,
                     peak: s.peak,
@@ -298,6 +303,12 @@ impl Engine {
             job: self.entries.get(id).job.clone(),
             existing: false,
         })
+    }
+
+    /// How many live jobs (not yet ended for good: queued, admitted or waiting for a retry)
+    /// `owner` has; O(1).
+    pub fn live_jobs_of(&self, owner: &str) -> usize {
+        self.entries.owned_by(owner)
     }
 
     /// The live job submitted by `owner` with idempotency key `key`, if any. Keys of jobs
@@ -372,7 +383,8 @@ impl Engine {
         Ok(self.entries.get(id).job.clone())
     }
 
-    /// The holder ends its job.
+    /// The holder ends its job. A `message` longer than `[quotas].max_message_bytes` is
+    /// cut, with a marker ([`crate::policy::QuotasPolicy::bound_message`]).
     ///
     /// # Errors
     /// [`LeaseError`] for a stale token or an expired lease.
@@ -386,6 +398,7 @@ impl Engine {
     ) -> Result<Job, LeaseError> {
         self.handle_timeout(now);
         self.holder(id, token)?;
+        let message = message.map(|m| self.policy.quotas.bound_message(m));
         let job = self.end_job(id, outcome.state(), message, now);
         self.run_pass(now);
         Ok(job)

@@ -7,10 +7,13 @@
 //! One definition of a valid job: [`JobSpec::check`] is the only place a submitted spec is
 //! checked and given its kind's defaults; the engine's submit, a schedule's job in the
 //! policy and the simulator's workload all go through it. Invariants of a [`Job`] that
-//! follow: its kind is non-empty without whitespace; no attribute is named `kind`, `owner`
-//! or `node`, and names hold no whitespace nor any of `,()=!`, values no whitespace; a
+//! follow: its kind and attribute names are in Kubernetes label-key syntax (so hold no
+//! whitespace, NUL, `=` or `,`); no attribute is named `kind`, `owner` or `node`; values
+//! hold no whitespace nor control character; the attributes fit `[quotas]` (see `check`); a
 //! movable job's selector is parsed (so placement never reads it again); every pool in its
 //! cost is declared in the policy it was checked against.
+
+mod check;
 
 use crate::policy::{Executor, Policy};
 use crate::selector::Selector;
@@ -221,26 +224,14 @@ impl JobSpec {
     /// stage) and the default executor (`agent` for a movable job, else `client`).
     ///
     /// # Errors
-    /// [`SubmitError::Invalid`] names the first offending field: an empty kind or one with
-    /// whitespace; a reserved attribute name (`kind`, `owner`, `node`), a name with
-    /// whitespace or one of `,()=!`, a value with whitespace; an empty node; both `node`
+    /// [`SubmitError::Invalid`] names the first offending field: a kind or attribute name
+    /// that is not in Kubernetes label-key syntax; a reserved attribute name (`kind`,
+    /// `owner`, `node`); a value with whitespace or a control character; more attributes or
+    /// a longer value than `[quotas]` allows; an empty node; both `node`
     /// and `node_selector`; an invalid selector; a pool the policy does not declare.
     pub fn check(self, policy: &Policy) -> Result<CheckedJob, SubmitError> {
-        if self.kind.trim().is_empty() {
-            return Err(invalid(
-                "kind",
-                "expected a job kind (such as \"backup\"), got an empty string",
-            ));
-        }
-        if self.kind.contains(char::is_whitespace) {
-            return Err(invalid(
-                "kind",
-                format!("expected a job kind without spaces, got {:?}", self.kind),
-            ));
-        }
-        for (k, v) in &self.attrs {
-            check_attr(k, v)?;
-        }
+        check::kind(&self.kind)?;
+        check::attrs(&self.attrs, &policy.quotas)?;
         let placement = match (self.node, self.node_selector) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
@@ -316,42 +307,6 @@ impl JobSpec {
             retry: self.retry.map(Box::new),
         }))
     }
-}
-
-/// One attribute: not a reserved name, a name a selector can spell, a value without
-/// whitespace.
-fn check_attr(k: &str, v: &str) -> Result<(), SubmitError> {
-    let reserved = match k {
-        "kind" => Some("set the kind with `kind`"),
-        "owner" => Some("the owner is the submitting principal"),
-        "node" => Some("pin the job with `node`"),
-        _ => None,
-    };
-    if let Some(hint) = reserved {
-        return Err(invalid(
-            format!("attrs.{k}"),
-            format!("`{k}` is reserved, expected another attribute name ({hint})"),
-        ));
-    }
-    if k.is_empty() {
-        return Err(invalid(
-            "attrs",
-            "expected an attribute name, got an empty string",
-        ));
-    }
-    if k.contains(|c: char| c.is_whitespace() || ",()=!".contains(c)) {
-        return Err(invalid(
-            format!("attrs.{k}"),
-            format!("expected an attribute name without whitespace or any of `,()=!`, got {k:?}"),
-        ));
-    }
-    if v.contains(char::is_whitespace) {
-        return Err(invalid(
-            format!("attrs.{k}"),
-            format!("attribute values may not contain whitespace, got {v:?}"),
-        ));
-    }
-    Ok(())
 }
 
 /// A spec that passed [`JobSpec::check`]: every default filled in, the selector parsed. It

@@ -16,20 +16,29 @@
 //!   `node`;
 //! - every selector parsed (label selectors for node rules, job selectors for `match`);
 //! - every pool named in a `cost` is declared in `[resources]` or `[nodes.resources]`;
-//! - owner weights are at least 1.
+//! - owner weights are at least 1;
+//! - `[blocks] input_roots` are absolute, `backup_namespaces` are namespace names, and the
+//!   `[blocks]` caps are at least 1.
+//! - `[quotas]` numbers are at least 1 (`max_attrs` at least 0).
 
 mod diff;
 mod document;
 mod locate;
+mod quotas;
 pub mod raw;
 mod validate;
 mod write;
 
 use crate::selector::Selector;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Duration;
 
+pub use quotas::{
+    QuotasPolicy, DEFAULT_MAX_ATTRS, DEFAULT_MAX_ATTR_VALUE_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_QUEUED_PER_OWNER,
+};
 pub use validate::PolicyError;
 
 /// Default lease TTL (`[leases].ttl`).
@@ -72,6 +81,8 @@ pub struct Policy {
     pub schedules: Vec<ScheduleSpec>,
     /// `[blocks]`.
     pub blocks: BlocksPolicy,
+    /// `[quotas]`.
+    pub quotas: QuotasPolicy,
     /// The raw document this policy was validated from (for `policy show` and diffs).
     pub raw: raw::RawPolicy,
 }
@@ -227,6 +238,11 @@ pub struct OwnerPolicy {
     pub weight: u32,
     /// Highest priority this owner may submit with; `None`: the role's default.
     pub max_priority: Option<i64>,
+    /// Whether this owner's backups (when it is not an admin) run manifest hooks (default
+    /// false: a hook is a command run with the server's credentials).
+    pub allow_hooks: bool,
+    /// Namespaces this owner's backups (when it is not an admin) may take (default none).
+    pub backup_namespaces: BTreeSet<String>,
 }
 
 impl Default for OwnerPolicy {
@@ -234,6 +250,8 @@ impl Default for OwnerPolicy {
         OwnerPolicy {
             weight: 1,
             max_priority: None,
+            allow_hooks: false,
+            backup_namespaces: BTreeSet::new(),
         }
     }
 }
@@ -385,6 +403,32 @@ pub struct BlocksPolicy {
     pub volume_group_label: String,
     /// Node selector of the data-upload jobs (default `""`: any node).
     pub data_upload_selector: String,
+    /// `input_roots`: absolute directories a non-admin's backup input must lie in, added to
+    /// the server's `--backup-input-root`s (default none). Whether they exist is checked by
+    /// the server, which reads files; the core reads none.
+    pub input_roots: Vec<PathBuf>,
+    /// Caps on reading one backup's input (defaults [`BlocksPolicy::DEFAULT_MAX_FILE_BYTES`]
+    /// and the others).
+    pub max_file_bytes: u64,
+    /// See [`BlocksPolicy::DEFAULT_MAX_TOTAL_BYTES`].
+    pub max_total_bytes: u64,
+    /// See [`BlocksPolicy::DEFAULT_MAX_ITEMS`].
+    pub max_items: u64,
+    /// See [`BlocksPolicy::DEFAULT_MAX_ENTRIES`].
+    pub max_entries: u64,
+}
+
+impl BlocksPolicy {
+    /// Default `max_file_bytes`, 64 MiB: a file read whole is held in memory while it is
+    /// indexed; a Kubernetes object is at most 1.5 MiB.
+    pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
+    /// Default `max_total_bytes`, 2 GiB (etcd's default space quota): bounds planning time.
+    pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 2 << 30;
+    /// Default `max_items`, 500,000: above Kubernetes' scalability envelope, about 100 MB
+    /// of plan.
+    pub const DEFAULT_MAX_ITEMS: u64 = 500_000;
+    /// Default `max_entries`, 1,000,000 directory entries examined.
+    pub const DEFAULT_MAX_ENTRIES: u64 = 1_000_000;
 }
 
 impl Default for BlocksPolicy {
@@ -407,6 +451,11 @@ impl Default for BlocksPolicy {
             .collect(),
             volume_group_label: "lockgate.io/volume-group".to_string(),
             data_upload_selector: String::new(),
+            input_roots: Vec::new(),
+            max_file_bytes: BlocksPolicy::DEFAULT_MAX_FILE_BYTES,
+            max_total_bytes: BlocksPolicy::DEFAULT_MAX_TOTAL_BYTES,
+            max_items: BlocksPolicy::DEFAULT_MAX_ITEMS,
+            max_entries: BlocksPolicy::DEFAULT_MAX_ENTRIES,
         }
     }
 }
@@ -415,6 +464,27 @@ impl Policy {
     /// The empty policy: no limits at all, every default.
     pub fn unlimited() -> Policy {
         Policy::from_toml("", None).expect("the empty policy is valid")
+    }
+
+    /// Whether anything bounds how many jobs hold slots at once. "Every limit" is exactly
+    /// this list: a `[global]` `max_running` or `prepare_queue`; a `[[limit]]` with a
+    /// `max` or a per-value number; a `[nodes]` `max_running`; a `[[nodes.rule]]`; a
+    /// pool in `[resources]` or `[nodes.resources]`; a `[[conflict]]`. Priorities, owner
+    /// caps on priority, fair share, leases and schedules do not count: they order or time
+    /// the work, they do not bound it. The server refuses a `PUT /v1/policy` that turns
+    /// this from true to false unless asked to (`removes_all_limits`).
+    pub fn limits_anything(&self) -> bool {
+        self.global.max_running.is_some()
+            || self.global.prepare_queue.is_some()
+            || self
+                .limits
+                .iter()
+                .any(|l| l.max.is_some() || !l.values.is_empty())
+            || self.nodes.max_running.is_some()
+            || !self.nodes.rules.is_empty()
+            || !self.resources.is_empty()
+            || !self.nodes.resources.is_empty()
+            || !self.conflicts.is_empty()
     }
 
     /// The kind's settings, if the policy has a `[kinds.<kind>]` table.

@@ -74,6 +74,26 @@ fn write_parts(f: &mut fmt::Formatter<'_>, parts: &[(String, String)]) -> fmt::R
     Ok(())
 }
 
+impl ScopeKey {
+    /// The policy rule this scope is a partition of, the same for every value a job can
+    /// bring: `global`, `global-prepare`, `limit:<name>`, `node`, `node-prepare`,
+    /// `pool:<pool>`, `pool:<pool>@node`, `conflict[<index>]` or `placement`. Whoever shows
+    /// scopes can bound how many it shows per rule (the metrics do).
+    pub fn rule(&self) -> String {
+        match self {
+            ScopeKey::Global => "global".into(),
+            ScopeKey::GlobalPrepare => "global-prepare".into(),
+            ScopeKey::Limit { name, .. } => format!("limit:{name}"),
+            ScopeKey::Node(_) => "node".into(),
+            ScopeKey::NodePrepare(_) => "node-prepare".into(),
+            ScopeKey::Pool(p) => format!("pool:{p}"),
+            ScopeKey::NodePool { pool, .. } => format!("pool:{pool}@node"),
+            ScopeKey::Conflict { index, .. } => format!("conflict[{index}]"),
+            ScopeKey::Placement(_) => "placement".into(),
+        }
+    }
+}
+
 impl fmt::Display for ScopeKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

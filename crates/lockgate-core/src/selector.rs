@@ -523,25 +523,7 @@ pub fn validate_label_key(key: &str) -> Result<(), String> {
                     .into(),
             );
         }
-        if prefix.len() > 253 {
-            return Err(format!(
-                "the prefix is {} characters long, expected at most 253",
-                prefix.len()
-            ));
-        }
-        for part in prefix.split('.') {
-            let ok = !part.is_empty()
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !part.starts_with('-')
-                && !part.ends_with('-');
-            if !ok {
-                return Err(format!(
-                    "the prefix {prefix:?} is not a DNS subdomain, expected lowercase letters, digits, '-' and '.', each dot-separated part beginning and ending with a letter or digit"
-                ));
-            }
-        }
+        validate_dns_subdomain(prefix).map_err(|m| format!("the prefix {prefix:?}: {m}"))?;
     }
     if name.is_empty() {
         return Err("the name is empty, expected 1 to 63 characters".into());
@@ -550,6 +532,39 @@ pub fn validate_label_key(key: &str) -> Result<(), String> {
         return Err("expected at most one '/' (between the prefix and the name)".into());
     }
     check_name(name, "the name")
+}
+
+/// Checks a DNS subdomain (RFC 1123, as Kubernetes names nodes and label-key prefixes): 1
+/// to 253 characters, lowercase letters, digits, '-' and '.', each dot-separated part
+/// beginning and ending with a letter or digit.
+///
+/// # Errors
+/// A message saying what was expected.
+pub fn validate_dns_subdomain(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("empty, expected a DNS subdomain such as \"node-1.example.com\"".into());
+    }
+    if name.len() > 253 {
+        return Err(format!(
+            "{} characters long, expected at most 253",
+            name.len()
+        ));
+    }
+    for part in name.split('.') {
+        let ok = !part.is_empty()
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !part.starts_with('-')
+            && !part.ends_with('-');
+        if !ok {
+            return Err(
+                "not a DNS subdomain, expected lowercase letters, digits, '-' and '.', each dot-separated part beginning and ending with a letter or digit"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Checks a Kubernetes label value (empty, or a name of at most 63 characters).

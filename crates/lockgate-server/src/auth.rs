@@ -76,6 +76,16 @@ impl Tokens {
     }
 }
 
+/// Name prefixes of the server's own principals: a schedule's runs are owned by
+/// `schedule:NAME`, a backup's jobs by `backup:NAME`. No token may carry one, or it could
+/// pre-submit a schedule's next run or cancel a backup's jobs.
+pub const RESERVED_PREFIXES: [&str; 2] = ["schedule:", "backup:"];
+
+/// The reserved prefix `name` starts with, if any.
+pub fn reserved_prefix(name: &str) -> Option<&'static str> {
+    RESERVED_PREFIXES.into_iter().find(|p| name.starts_with(p))
+}
+
 /// A new random token.
 pub fn new_token() -> String {
     let mut bytes = [0u8; 32];

@@ -14,7 +14,14 @@
 //! 4. PVC uploads and pod-volume backups are scheduler jobs (`mover.rs`): the pool's threads
 //!    submit them through the loop and block on long-polls of their state, never the loop.
 //!
+//! Who may back up what (`confine.rs`): an admin's backup is unconfined; anyone else's
+//! reads only inside the backup input roots, takes only its owner's `backup_namespaces`,
+//! and runs manifest hooks only when its owner has `allow_hooks`; refused items are named
+//! in the answer ([`BackupView::refused`]).
+//!
 //! Invariants:
+//! - a plan is made under the caller's confinement and the `[blocks]` caps, and stops when
+//!   the request goes away (the handler holds a `CancelOnDrop`);
 //! - a backup's blocks start only once its `resource-backup` job is admitted, and its
 //!   lease is held (renewed) until the result is known;
 //! - every state a user can see (`queued`, `running`, `finished`) is committed to the store
@@ -25,6 +32,7 @@
 //!   data-movement jobs and asks the admitted ones to stop, so blocks waiting for a
 //!   snapshot end at their next check.
 
+mod confine;
 pub(crate) mod driver;
 pub(crate) mod mover;
 mod ops;
@@ -44,6 +52,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub use confine::{check_policy_roots, BackupScope};
+
 /// The owner of a backup's jobs.
 pub fn backup_owner(name: &str) -> String {
     format!("backup:{name}")
@@ -52,8 +62,16 @@ pub fn backup_owner(name: &str) -> String {
 /// Backup operations of the loop (see `ops.rs`).
 #[derive(Debug)]
 pub enum BackupOp {
-    /// The active policy's validated `[blocks]` section.
-    Blocks(Reply<BlocksPolicy>),
+    /// The active policy's validated `[blocks]` section and the settings of one owner.
+    Scope {
+        /// The owner (the caller's principal name).
+        owner: String,
+        /// The answer.
+        reply: Reply<BackupScope>,
+    },
+    /// A plan ended (`made`, `refused`, `too_large`, `canceled`, `failed`): counted in
+    /// `/metrics` as `lockgate_backup_plans_total`.
+    Planned(&'static str, Reply<()>),
     /// A new backup: `409 already_exists` when the name is taken; else its job is
     /// submitted and the record (with `job` set) stored. Answers the record.
     Create(Box<BackupView>, Reply<BackupView>),
@@ -104,6 +122,8 @@ pub const DEFAULT_WORKERS: usize = 4;
 pub struct Backups {
     pub(crate) lp: LoopHandle,
     data_dir: PathBuf,
+    /// `--backup-input-root`s (checked at start), unioned with `[blocks] input_roots`.
+    input_roots: Vec<PathBuf>,
     pool: Mutex<Option<Arc<WorkerPool>>>,
     running: Mutex<HashMap<String, Arc<Running>>>,
 }
@@ -135,8 +155,14 @@ pub(crate) fn principal(name: &str) -> Principal {
 }
 
 impl Backups {
-    /// The manager, with a pool of `workers` threads.
-    pub fn new(lp: LoopHandle, data_dir: PathBuf, workers: usize) -> Backups {
+    /// The manager, with a pool of `workers` threads; non-admins read only inside
+    /// `input_roots` (and the policy's).
+    pub fn new(
+        lp: LoopHandle,
+        data_dir: PathBuf,
+        workers: usize,
+        input_roots: Vec<PathBuf>,
+    ) -> Backups {
         let workers = workers.max(1);
         let pool = WorkerPool::new(lockgate_blocks::PoolConfig {
             workers,
@@ -146,6 +172,7 @@ impl Backups {
             lp,
             // Archive paths in records and answers are absolute, whatever --data-dir was.
             data_dir: std::path::absolute(&data_dir).unwrap_or(data_dir),
+            input_roots,
             pool: Mutex::new(Some(Arc::new(pool))),
             running: Mutex::new(HashMap::new()),
         }
@@ -155,9 +182,24 @@ impl Backups {
         self.data_dir.join("backups").join(format!("{name}.tar.gz"))
     }
 
-    /// The active policy's `[blocks]` section.
-    pub(crate) async fn blocks_policy(&self) -> Result<BlocksPolicy, ApiError> {
-        self.lp.ask(Principal::system(), BackupOp::Blocks).await
+    /// The active policy's `[blocks]` section and `p`'s owner settings.
+    pub(crate) async fn scope(&self, p: &Principal) -> Result<BackupScope, ApiError> {
+        let owner = p.name.clone();
+        self.lp
+            .ask(Principal::system(), |reply| BackupOp::Scope {
+                owner,
+                reply,
+            })
+            .await
+    }
+
+    /// The confinement of a backup `p` creates under `scope`.
+    pub(crate) fn confinement(
+        &self,
+        p: &Principal,
+        scope: &BackupScope,
+    ) -> lockgate_blocks::Confinement {
+        confine::confinement(p, scope, &self.input_roots)
     }
 
     fn pool(&self) -> Option<Arc<WorkerPool>> {

@@ -1,6 +1,6 @@
 //! [`ApiError`]: every 4xx/5xx answer, as `{"error": {"code", "message", "field"}}`,
-//! and [`parse_json`], the one reading of a JSON body (400 `malformed_json`, 422
-//! `invalid_field` naming the field).
+//! and [`parse_json`], the one reading of a JSON body (400 `malformed_json`, also for
+//! trailing data after the value; 422 `invalid_field` naming the field).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -130,9 +130,14 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
             "the request body is empty: expected a JSON object",
         ));
     }
-    let de = &mut serde_json::Deserializer::from_slice(body);
-    match serde_path_to_error::deserialize::<_, T>(de) {
-        Ok(v) => Ok(v),
+    let mut de = serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Ok(v) => de.end().map(|()| v).map_err(|e| {
+            ApiError::new(
+                ErrorCode::MalformedJson,
+                format!("trailing data after the JSON value: {e}"),
+            )
+        }),
         Err(e) => {
             let path = e.path().to_string();
             let inner = e.into_inner();

@@ -256,7 +256,7 @@ impl Loop {
         while let Some(ev) = self.engine.poll_event() {
             let data = match &ev {
                 Event::Job { change, job } => {
-                    self.metrics.observe(*change, job);
+                    self.metrics.observe(*change, job, self.engine.policy());
                     self.track_offer(*change, job);
                     let view = self.view(job);
                     self.wake_waiters(job, &view);

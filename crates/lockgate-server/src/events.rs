@@ -8,6 +8,8 @@
 //!   carry only committed events.
 //! - A stream never repeats or skips an event it may see: it sends only sequence numbers
 //!   above the last one sent, and when the broadcast lags it catches up from the log.
+//! - A stream resumes only from a `Last-Event-ID` that is a sequence number given so far:
+//!   anything else is a 400, never a replay of the whole log.
 //! - Submitters see their own jobs' events, agents their node's, everyone the node and
 //!   policy events ([`visible`]).
 
@@ -33,6 +35,8 @@ pub enum EventOp {
         /// The page.
         reply: Reply<EventList>,
     },
+    /// The sequence number of the last event given (0 before the first).
+    LastSeq(Reply<u64>),
 }
 
 /// Whether `p` may see an event: submitters see their own jobs' events, agents their

@@ -6,7 +6,12 @@
 //! operation to the loop ([`LoopHandle::ask`]), pick the HTTP status and serialize the
 //! typed answer. Long-polls hold only a oneshot receiver; the loop answers it when the
 //! job changes (no polling). Every rejection is an [`ApiError`], so every error has the
-//! one `{"error": {...}}` shape.
+//! one `{"error": {...}}` shape, and what axum or hyper would answer on their own
+//! (a bad path encoding, a body over the limit, a long target) is reshaped by the layers
+//! of [`shape`].
+//!
+//! Every query is read with [`Q`] into a struct with `deny_unknown_fields`, or refused
+//! with [`NoQuery`] where an endpoint takes none: an unknown parameter is a 400 naming it.
 
 use crate::auth::{authenticate, Principal, Tokens};
 use crate::error::{parse_json, ApiError};
@@ -26,6 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
+pub mod shape;
+
 /// Longest long-poll a client may ask for.
 const MAX_POLL: Duration = Duration::from_secs(300);
 
@@ -42,6 +49,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The store is open, the engine rebuilt, the API serving.
     pub ready: Arc<AtomicBool>,
+    /// `--metrics-auth`: `/metrics` answers only a valid token (any role).
+    pub metrics_auth: bool,
 }
 
 /// What a JSON handler returns.
@@ -67,7 +76,8 @@ impl FromRequestParts<AppState> for Auth {
     }
 }
 
-/// A query string, rejected with our error format.
+/// A query string, rejected with our error format: 400 `bad_request` naming an unknown
+/// parameter, 422 `invalid_field` naming one with a bad value.
 pub struct Q<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
@@ -79,16 +89,35 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
         serde_path_to_error::deserialize(de).map(Q).map_err(|e| {
             let path = e.path().to_string();
             let msg = e.into_inner().to_string();
-            let field = msg
+            if let Some(name) = msg
                 .strip_prefix("unknown field `")
                 .and_then(|r| r.split('`').next())
-                .map(str::to_string)
-                .unwrap_or(path);
+            {
+                return ApiError::bad_request(format!("unknown query parameter {name:?}: {msg}"))
+                    .field(name);
+            }
             ApiError::invalid(
-                field.clone(),
-                format!("invalid query parameter {field}: {msg}"),
+                path.clone(),
+                format!("invalid query parameter {path}: {msg}"),
             )
         })
+    }
+}
+
+/// The query of an endpoint that takes no parameters: any parameter is a 400 naming it.
+pub struct NoQuery;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoParams {}
+
+impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Q::<NoParams>::from_request_parts(parts, state)
+            .await
+            .map(|_| NoQuery)
     }
 }
 
@@ -160,7 +189,10 @@ struct Status {
 /// The router: every feature's routes, plus health, readiness and metrics.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { Json(Status { status: "ok" }) }))
+        .route(
+            "/healthz",
+            get(|_: NoQuery| async { Json(Status { status: "ok" }) }),
+        )
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .merge(crate::jobs::routes())
@@ -179,7 +211,13 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn readyz(State(st): State<AppState>) -> Result<Json<Status>, ApiError> {
+/// `app` behind the layers of [`shape`]: every error in the one shape, 414 and 431 in it.
+pub fn shaped(app: Router) -> Router {
+    app.layer(axum::middleware::from_fn(shape::limit_request))
+        .layer(axum::middleware::map_response(shape::shape_errors))
+}
+
+async fn readyz(State(st): State<AppState>, _: NoQuery) -> Result<Json<Status>, ApiError> {
     if st.ready.load(Ordering::Acquire) && !*st.shutdown.borrow() {
         Ok(Json(Status { status: "ready" }))
     } else {
@@ -187,7 +225,16 @@ async fn readyz(State(st): State<AppState>) -> Result<Json<Status>, ApiError> {
     }
 }
 
-async fn metrics(State(st): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+/// The Prometheus text; with `--metrics-auth`, only for a valid token (any role).
+async fn metrics(
+    State(st): State<AppState>,
+    _: NoQuery,
+    headers: axum::http::HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    if st.metrics_auth {
+        let header = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+        authenticate(&st.tokens, header)?;
+    }
     let text = st.lp.ask(Principal::system(), Op::Metrics).await?;
     Ok((
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

@@ -63,6 +63,10 @@ pub struct Config {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Data-dir guards, disk watermark, connection limits ([`hardening::Hardening`]).
     pub hardening: hardening::Hardening,
+    /// `--backup-input-root DIR` (repeatable): directories a non-admin's backup input must
+    /// lie in, unioned with `[blocks] input_roots`. Each must be an existing directory.
+    /// Default none: only admins may back up from the server's file system.
+    pub backup_input_roots: Vec<PathBuf>,
 }
 
 /// Why the server could not start.
@@ -104,6 +108,9 @@ pub enum ServerError {
     /// The data dir is in use, or its store is behind what it acknowledged.
     #[error(transparent)]
     Guard(#[from] datadir::GuardError),
+    /// A `--backup-input-root` is not an existing directory (given as an absolute path).
+    #[error("--backup-input-root: {0}")]
+    InputRoot(#[from] lockgate_blocks::RootError),
 }
 
 /// A server ready to serve: store open, engine rebuilt, admin token written, address bound.
@@ -122,6 +129,8 @@ pub struct Server {
     lock: datadir::DataDirLock,
     space: Arc<space::SpaceWatch>,
     limits: listener::Limits,
+    backup_input_roots: Vec<PathBuf>,
+    metrics_auth: bool,
 }
 
 fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
@@ -179,6 +188,9 @@ impl Server {
                 None => (Policy::unlimited(), PolicySource::Store),
             },
         };
+        lockgate_blocks::InputRoots::new(&config.backup_input_roots)?;
+        let policy_file = config.policy_file.as_ref().map(|p| p.display().to_string());
+        backups::check_policy_roots(&policy, policy_file.as_deref())?;
         let snapshot = Snapshot {
             next_id: loaded.max_job_id + 1,
             next_token: loaded.max_token + 1,
@@ -192,6 +204,13 @@ impl Server {
         let mut admin_token = None;
         let mut has_admin = false;
         for t in &loaded.tokens {
+            if let Some(prefix) = auth::reserved_prefix(&t.name) {
+                tracing::warn!(
+                    "token {:?} is not loaded: the prefix {prefix:?} is reserved for the server's own principals; revoke it",
+                    t.name
+                );
+                continue;
+            }
             has_admin |= t.role == Role::Admin;
             tokens.insert(
                 t.hash.clone(),
@@ -288,6 +307,8 @@ impl Server {
             reload_on_hup: config.policy_file.is_some(),
             data_dir: config.data_dir,
             item_block_workers: backups::DEFAULT_WORKERS,
+            backup_input_roots: config.backup_input_roots,
+            metrics_auth: false,
         })
     }
 
@@ -301,6 +322,14 @@ impl Server {
     /// more hooks and snapshot waits; each holds one block's manifests in memory.
     pub fn set_item_block_workers(&mut self, workers: usize) {
         self.item_block_workers = workers.max(1);
+    }
+
+    /// `--metrics-auth`: `/metrics` answers 401 without a valid token of any role. Off by
+    /// default, as Prometheus scrapes without one; turn it on when attribute values in
+    /// metric labels (repository paths, datastore names) must not be readable by anyone
+    /// who can reach the port.
+    pub fn set_metrics_auth(&mut self, on: bool) {
+        self.metrics_auth = on;
     }
 
     /// The admin token written at this start (first start only).
@@ -330,6 +359,8 @@ impl Server {
             lock,
             space,
             limits,
+            backup_input_roots,
+            metrics_auth,
             ..
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
@@ -350,6 +381,7 @@ impl Server {
             lp.clone(),
             data_dir,
             item_block_workers,
+            backup_input_roots,
         ));
         let backup_routes = backups::routes::router(tokens.clone(), backups.clone());
         let state = http::AppState {
@@ -358,14 +390,11 @@ impl Server {
             events,
             shutdown: stop_rx.clone(),
             ready: ready.clone(),
+            metrics_auth,
         };
-        let app =
-            http::router(state)
-                .merge(backup_routes)
-                .layer(axum::middleware::from_fn_with_state(
-                    space.clone(),
-                    space::refuse_new_submits,
-                ));
+        let app = http::shaped(http::router(state).merge(backup_routes)).layer(
+            axum::middleware::from_fn_with_state(space.clone(), space::refuse_new_submits),
+        );
         space.spawn_timer(stop_rx.clone());
         let serve_stop = stop_rx.clone();
 

@@ -1,11 +1,61 @@
 //! `/metrics` in the Prometheus text format, written by hand (a few gauges, counters and
 //! two histograms do not need a crate).
+//!
+//! Invariant: no submitter can grow the label space without bound. A `kind` label is a
+//! kind the policy names (`[kinds.<kind>]`, a `[[schedule]]` job's kind, or a kind the
+//! server drives itself), every other kind is counted as `other`; a `scope` label shows at
+//! most [`MAX_SERIES_PER_RULE`] scopes of one policy rule (a limit's partitions, a
+//! conflict's keys, the nodes), the busiest first, and folds the rest into one
+//! `<rule>:other` series. So the series count is bounded by the policy, not by the jobs.
 
+use lockgate_core::engine::ScopeUsage;
 use lockgate_core::event::JobChange;
 use lockgate_core::job::Job;
-use lockgate_core::{Engine, JobState};
+use lockgate_core::policy::RESOURCE_BACKUP_KIND;
+use lockgate_core::{Engine, JobState, Policy};
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// Scopes shown per policy rule; the rest are summed into `<rule>:other`.
+pub const MAX_SERIES_PER_RULE: usize = 100;
+
+/// The `kind` label of a job of `kind`: the kind if the policy names it, else `other`.
+fn kind_label<'a>(policy: &Policy, kind: &'a str) -> &'a str {
+    let named = policy.kinds.contains_key(kind)
+        || kind == RESOURCE_BACKUP_KIND
+        || kind == "data-upload"
+        || policy.schedules.iter().any(|s| s.job.kind == kind);
+    if named {
+        kind
+    } else {
+        "other"
+    }
+}
+
+/// The scopes to show: per rule at most [`MAX_SERIES_PER_RULE`], busiest (then by name)
+/// first, and one `<rule>:other` scope summing the rest (no limit, the highest peak).
+fn bounded_scopes(usage: Vec<ScopeUsage>) -> Vec<ScopeUsage> {
+    let mut by_rule: BTreeMap<String, Vec<ScopeUsage>> = BTreeMap::new();
+    for u in usage {
+        by_rule.entry(u.rule.clone()).or_default().push(u);
+    }
+    let mut out = Vec::new();
+    for (rule, mut scopes) in by_rule {
+        scopes.sort_by(|a, b| b.used.cmp(&a.used).then_with(|| a.scope.cmp(&b.scope)));
+        let rest = scopes.split_off(scopes.len().min(MAX_SERIES_PER_RULE));
+        out.extend(scopes);
+        if !rest.is_empty() {
+            out.push(ScopeUsage {
+                scope: format!("{rule}:other"),
+                used: rest.iter().map(|u| u.used).sum(),
+                limit: None,
+                peak: rest.iter().map(|u| u.peak).max().unwrap_or(0),
+                rule,
+            });
+        }
+    }
+    out
+}
 
 /// A cumulative histogram with fixed bounds.
 #[derive(Debug, Clone)]
@@ -71,24 +121,28 @@ pub struct Metrics {
     pub commit: Histogram,
     /// Jobs written by commits.
     pub committed_jobs: u64,
+    /// Backup plans by outcome (`made`, `refused`, `too_large`, `canceled`, `failed`).
+    pub backup_plans: BTreeMap<&'static str, u64>,
 }
 
 impl Metrics {
     /// Counts one job change: an admission (and its wait), an end (and a lost lease).
-    pub fn observe(&mut self, change: JobChange, job: &Job) {
+    /// Kinds the policy does not name are counted as `other`.
+    pub fn observe(&mut self, change: JobChange, job: &Job, policy: &Policy) {
+        let kind = kind_label(policy, &job.kind);
         let admitted_at = match change {
             JobChange::AdmittedPrepare => job.prepare_started_at,
             JobChange::Started if job.prepare_started_at.is_none() => job.started_at,
             _ => None,
         };
         if let Some(at) = admitted_at {
-            *self.admissions.entry(job.kind.clone()).or_default() += 1;
+            *self.admissions.entry(kind.to_string()).or_default() += 1;
             self.wait.observe(at.since(job.queued_at) as f64 / 1000.0);
         }
         if change == JobChange::Finished {
             *self
                 .finished
-                .entry((job.state, job.kind.clone()))
+                .entry((job.state, kind.to_string()))
                 .or_default() += 1;
             if job.state == JobState::Lost {
                 self.lease_expiries += 1;
@@ -106,6 +160,7 @@ impl Default for Metrics {
             wait: Histogram::new(WAIT_BOUNDS),
             commit: Histogram::new(COMMIT_BOUNDS),
             committed_jobs: 0,
+            backup_plans: BTreeMap::new(),
         }
     }
 }
@@ -123,7 +178,8 @@ impl Metrics {
         let mut out = String::new();
         let mut live: BTreeMap<(JobState, String), u64> = BTreeMap::new();
         for j in engine.jobs() {
-            *live.entry((j.state, j.kind.clone())).or_default() += 1;
+            let kind = kind_label(engine.policy(), &j.kind);
+            *live.entry((j.state, kind.to_string())).or_default() += 1;
         }
         out.push_str("# HELP lockgate_jobs Jobs the engine holds, by state and kind.\n# TYPE lockgate_jobs gauge\n");
         for ((s, k), n) in &live {
@@ -153,7 +209,7 @@ impl Metrics {
             "Time from queued to admitted.",
         );
         out.push_str("# HELP lockgate_scope_running Units in use per scope.\n# TYPE lockgate_scope_running gauge\n");
-        let usage = engine.scope_usage();
+        let usage = bounded_scopes(engine.scope_usage());
         for u in &usage {
             let _ = writeln!(
                 out,
@@ -204,6 +260,13 @@ impl Metrics {
         );
         out.push_str("# HELP lockgate_event_seq Sequence number of the last event.\n# TYPE lockgate_event_seq gauge\n");
         let _ = writeln!(out, "lockgate_event_seq {last_seq}");
+        out.push_str("# HELP lockgate_backup_plans_total Backup plans by outcome (canceled: the client went away while it was planned).\n# TYPE lockgate_backup_plans_total counter\n");
+        for (outcome, n) in &self.backup_plans {
+            let _ = writeln!(
+                out,
+                "lockgate_backup_plans_total{{outcome=\"{outcome}\"}} {n}"
+            );
+        }
         out
     }
 }

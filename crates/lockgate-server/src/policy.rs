@@ -10,6 +10,10 @@
 //!   file is replaced atomically ([`write_atomic`], the old one kept as `FILE.bak`) before
 //!   the engine sees the policy; without, the policy text goes into the same store batch
 //!   as the change.
+//! - A `PUT` never removes every limit by accident: a policy that limits nothing
+//!   ([`Policy::limits_anything`]) replaces one that limits something only with
+//!   `?allow_unlimited=true` (else 422 `removes_all_limits`). The `--config` file at start
+//!   and on SIGHUP is the admin's and is not checked.
 //! - The digest ([`policy_digest`]) is the SHA-256 of the canonical JSON, so a TOML and a
 //!   JSON spelling of one policy have one digest.
 
@@ -40,6 +44,9 @@ pub enum PolicyOp {
     Get(Reply<PolicyView>),
     /// `PUT /v1/policy`.
     Put {
+        /// `?allow_unlimited=true`: the new policy may limit nothing
+        /// ([`Policy::limits_anything`]) where the active one limits something.
+        allow_unlimited: bool,
         /// The validated policy.
         policy: Box<Policy>,
         /// Its TOML text (what the file or the store will hold).
@@ -65,13 +72,14 @@ pub fn policy_digest(p: &Policy) -> String {
 mod write {
     use std::path::Path;
 
-    /// Writes `text` to `path` atomically: a temporary file in the same directory, synced,
-    /// the old file kept as `FILE.bak`, then a rename.
+    /// Writes `text` to `path` atomically: a temporary file in the same directory with the
+    /// old file's permissions, synced, the old file kept as `FILE.bak`, then a rename. A
+    /// reader sees the old or the new content, never a truncated or partial file; on any
+    /// failure the old file is untouched and the temporary file removed.
     ///
     /// # Errors
     /// The I/O error, with the path.
     pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
-        use std::io::Write;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
@@ -81,20 +89,32 @@ mod write {
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         let tmp = dir.join(format!(".{name}.tmp"));
-        let bak = dir.join(format!("{name}.bak"));
-        let fail =
-            |what: &str, p: &Path, e: std::io::Error| format!("cannot {what} {}: {e}", p.display());
-        let mut f = std::fs::File::create(&tmp).map_err(|e| fail("create", &tmp, e))?;
-        f.write_all(text.as_bytes())
-            .map_err(|e| fail("write", &tmp, e))?;
-        f.sync_all().map_err(|e| fail("sync", &tmp, e))?;
-        if path.exists() {
-            std::fs::copy(path, &bak).map_err(|e| fail("back up to", &bak, e))?;
+        let r = replace(path, &tmp, &dir.join(format!("{name}.bak")), text);
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
-        std::fs::rename(&tmp, path).map_err(|e| fail("replace", path, e))?;
+        r?;
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
         Ok(())
+    }
+
+    fn replace(path: &Path, tmp: &Path, bak: &Path, text: &str) -> Result<(), String> {
+        use std::io::Write;
+        let fail =
+            |what: &str, p: &Path, e: std::io::Error| format!("cannot {what} {}: {e}", p.display());
+        let mut f = std::fs::File::create(tmp).map_err(|e| fail("create", tmp, e))?;
+        if let Ok(old) = std::fs::metadata(path) {
+            f.set_permissions(old.permissions())
+                .map_err(|e| fail("set the permissions of", tmp, e))?;
+        }
+        f.write_all(text.as_bytes())
+            .map_err(|e| fail("write", tmp, e))?;
+        f.sync_all().map_err(|e| fail("sync", tmp, e))?;
+        if path.exists() {
+            std::fs::copy(path, bak).map_err(|e| fail("back up to", bak, e))?;
+        }
+        std::fs::rename(tmp, path).map_err(|e| fail("replace", path, e))
     }
 }

@@ -5,6 +5,8 @@
 //! # Invariants
 //! - The secret is shown once, in the answer to its creation; the store keeps only its
 //!   SHA-256 ([`crate::auth`]).
+//! - No token is named with a reserved prefix ([`crate::auth::RESERVED_PREFIXES`]):
+//!   creation refuses one, and one left in an older store is not loaded.
 //! - Names are unique; an agent token is bound to exactly one node, no other token is.
 //! - The shared token table changes in the same batch as the store rows (a revoked token
 //!   is refused from the next request on).

@@ -103,7 +103,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("{}", error_text(&err));
+            eprintln!("{}", cmd::output::escape_lines(&error_text(&err)));
             std::process::ExitCode::from(1)
         }
     }

@@ -213,6 +213,7 @@ impl Worker<'_> {
             kind: &job.kind,
             node: &sh.node,
             attrs: &job.attrs,
+            allow_dash_values: handler.allow_dash_values,
         };
         let argv = match render_argv(argv, &cx) {
             Ok(a) => a,

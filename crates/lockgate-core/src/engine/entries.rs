@@ -6,7 +6,9 @@
 //!   a node's prepared queue, the idempotency index) is the id of a live job, or is checked
 //!   with [`Entries::find`] before use (timers and reservations may outlive their job);
 //! - the idempotency index holds `(owner, key)` of exactly the live jobs that have a key:
-//!   [`Entries::insert`] and [`Entries::remove`] keep it, nothing else touches it.
+//!   [`Entries::insert`] and [`Entries::remove`] keep it, nothing else touches it;
+//! - `per_owner[o]` is the number of live jobs owned by `o` (absent when 0), kept the same
+//!   way (the server's `[quotas].max_queued_per_owner` reads it).
 
 use super::needs::Needs;
 use super::queue::ClassId;
@@ -50,6 +52,7 @@ impl Entry {
 pub(crate) struct Entries {
     map: HashMap<JobId, Box<Entry>>,
     idempotency: HashMap<(String, String), JobId>,
+    per_owner: HashMap<String, usize>,
 }
 
 impl Entries {
@@ -96,7 +99,24 @@ impl Entries {
             self.idempotency
                 .insert((entry.job.owner.clone(), key.clone()), id);
         }
-        self.map.insert(id, Box::new(entry));
+        *self.per_owner.entry(entry.job.owner.clone()).or_default() += 1;
+        if let Some(old) = self.map.insert(id, Box::new(entry)) {
+            self.forget_owner(&old.job.owner);
+        }
+    }
+
+    fn forget_owner(&mut self, owner: &str) {
+        if let Some(n) = self.per_owner.get_mut(owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_owner.remove(owner);
+            }
+        }
+    }
+
+    /// Number of live jobs `owner` owns.
+    pub fn owned_by(&self, owner: &str) -> usize {
+        self.per_owner.get(owner).copied().unwrap_or(0)
     }
 
     /// Takes a job out, and its idempotency key with it.
@@ -105,6 +125,7 @@ impl Entries {
         if let Some(key) = &e.job.idempotency_key {
             self.idempotency.remove(&(e.job.owner.clone(), key.clone()));
         }
+        self.forget_owner(&e.job.owner);
         Some(*e)
     }
 

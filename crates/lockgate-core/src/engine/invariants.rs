@@ -27,12 +27,22 @@ impl Engine {
     }
 
     /// Checks the engine's bookkeeping: every scope's count equals what its holders took,
-    /// every queued job past `not_before` is in exactly one class, and every non-empty
-    /// class is filed exactly once.
+    /// every queued job past `not_before` is in exactly one class, every non-empty class is
+    /// filed exactly once, and the per-owner count of live jobs is a true count.
     ///
     /// # Errors
     /// A description of the first broken invariant.
     pub fn check_invariants(&self) -> Result<(), String> {
+        let mut owned: HashMap<&str, usize> = HashMap::new();
+        for e in self.entries.values() {
+            *owned.entry(e.job.owner.as_str()).or_default() += 1;
+        }
+        if let Some((o, n)) = owned.iter().find(|(o, &n)| self.live_jobs_of(o) != n) {
+            return Err(format!(
+                "owner {o:?} has {n} live jobs but the per-owner count says {}",
+                self.live_jobs_of(o)
+            ));
+        }
         let mut counted: HashMap<u32, u64> = HashMap::new();
         for e in self.entries.values() {
             if !e.job.state.is_admitted() && !e.held.is_empty() {

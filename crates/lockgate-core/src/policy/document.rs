@@ -96,7 +96,12 @@ pub(crate) const ROOT: &[Key] = &[
     ),
     key(
         "owners",
-        Shape::Entries(&[value("weight"), value("max_priority")]),
+        Shape::Entries(&[
+            value("weight"),
+            value("max_priority"),
+            value("allow_hooks"),
+            value("backup_namespaces"),
+        ]),
     ),
     key(
         "kinds",
@@ -129,10 +134,24 @@ pub(crate) const ROOT: &[Key] = &[
             value("exec_template"),
             value("volume_group_label"),
             value("data_upload_selector"),
+            value("input_roots"),
+            value("max_file_bytes"),
+            value("max_total_bytes"),
+            value("max_items"),
+            value("max_entries"),
             key(
                 "rule",
                 Shape::Numbered(&[value("match"), value("group_by")]),
             ),
+        ]),
+    ),
+    key(
+        "quotas",
+        Shape::Section(&[
+            value("max_attrs"),
+            value("max_attr_value_bytes"),
+            value("max_message_bytes"),
+            value("max_queued_per_owner"),
         ]),
     ),
 ];
@@ -255,6 +274,8 @@ mod tests {
                 RawOwner {
                     weight: Some(1),
                     max_priority: Some(1),
+                    allow_hooks: Some(true),
+                    backup_namespaces: Some(vec!["app".into()]),
                 },
             )]
             .into(),
@@ -296,7 +317,18 @@ mod tests {
                 exec_template: Some(vec!["x".into()]),
                 volume_group_label: Some("l".into()),
                 data_upload_selector: Some("".into()),
+                input_roots: Some(vec!["/srv".into()]),
+                max_file_bytes: Some(RawSize::Text("1MiB".into())),
+                max_total_bytes: Some(RawSize::Bytes(1)),
+                max_items: Some(1),
+                max_entries: Some(1),
                 rule: vec![RawBlockRule::default()],
+            }),
+            quotas: Some(RawQuotas {
+                max_attrs: Some(1),
+                max_attr_value_bytes: Some(1),
+                max_message_bytes: Some(1),
+                max_queued_per_owner: Some(1),
             }),
         };
         all_described(ROOT, &serde_json::to_value(&doc).unwrap(), "");

@@ -205,6 +205,16 @@ pub(crate) fn read_toml(text: &str, file: Option<&str>) -> Result<RawPolicy, Pol
 /// Reads a JSON document; a syntax, unknown-key or type error becomes a [`PolicyError`]
 /// with its line (serde_json's) and field.
 pub(crate) fn read_json(text: &str) -> Result<RawPolicy, PolicyError> {
+    // serde reads a struct from a sequence too: `[]` would be the empty policy.
+    if let Some(kind) = not_an_object(text) {
+        let start = text.len() - text.trim_start().len();
+        return Err(PolicyError {
+            file: None,
+            line: Some(text[..start].matches('\n').count() + 1),
+            field: String::new(),
+            message: format!("the policy document is {kind}, expected a table (a JSON object)"),
+        });
+    }
     let mut de = serde_json::Deserializer::from_str(text);
     let e = match serde_path_to_error::deserialize::<_, RawPolicy>(&mut de) {
         Ok(raw) => return de.end().map(|()| raw).map_err(|e| json_syntax(&e)),
@@ -232,6 +242,23 @@ pub(crate) fn read_json(text: &str) -> Result<RawPolicy, PolicyError> {
         field,
         message,
     })
+}
+
+/// What a JSON document is when it is valid JSON but not an object (`None` otherwise,
+/// and for invalid JSON, whose error serde gives).
+fn not_an_object(text: &str) -> Option<&'static str> {
+    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        Ok(_) => {}
+        Err(_) => return None,
+    }
+    match text.trim_start().chars().next() {
+        Some('{') | None => None,
+        Some('[') => Some("an array"),
+        Some('"') => Some("a string"),
+        Some('n') => Some("null"),
+        Some('t' | 'f') => Some("a boolean"),
+        Some(_) => Some("a number"),
+    }
 }
 
 fn json_syntax(e: &serde_json::Error) -> PolicyError {

@@ -55,6 +55,9 @@ pub struct RawPolicy {
     /// `[blocks]` with `[[blocks.rule]]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<RawBlocks>,
+    /// `[quotas]`: what one submitter may put into the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotas: Option<RawQuotas>,
 }
 
 /// `[global]`.
@@ -173,6 +176,13 @@ pub struct RawOwner {
     /// Highest priority the owner may submit with. Default: the role's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_priority: Option<i64>,
+    /// Whether the owner's (non-admin) backups run the hooks their manifests annotate.
+    /// Default false: a hook runs a command with the server's credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_hooks: Option<bool>,
+    /// Namespaces the owner's (non-admin) backups may take. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_namespaces: Option<Vec<String>>,
 }
 
 /// `retry = { times = 3, interval = "30s" }`.
@@ -296,9 +306,38 @@ pub struct RawBlocks {
     /// Node selector of data-upload jobs. Default `""` (any node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_upload_selector: Option<String>,
+    /// Directories (absolute) a non-admin's backup input must lie in, added to the
+    /// server's `--backup-input-root`s. Default: none, so only an admin may back up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_roots: Option<Vec<String>>,
+    /// Largest input file read whole. Default `"64MiB"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_file_bytes: Option<RawSize>,
+    /// Bytes one plan reads in total. Default `"2GiB"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_total_bytes: Option<RawSize>,
+    /// Items one plan may find. Default 500000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_items: Option<i64>,
+    /// Directory entries one plan may examine. Default 1000000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_entries: Option<i64>,
     /// `[[blocks.rule]]`, in document order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rule: Vec<RawBlockRule>,
+}
+
+/// A size as written: a whole number of bytes or a string such as `"64MiB"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a size: a whole number of bytes or a string such as \"64MiB\""
+)]
+pub enum RawSize {
+    /// `max_file_bytes = 1048576`.
+    Bytes(i64),
+    /// `max_file_bytes = "64MiB"`.
+    Text(String),
 }
 
 /// One `[[blocks.rule]]`.
@@ -310,6 +349,28 @@ pub struct RawBlockRule {
     pub r#match: String,
     /// `label:<name>` or `field:<dotted.path>` entries (required, non-empty).
     pub group_by: Vec<String>,
+}
+
+/// `[quotas]` (docs `security.md`, "Quotas"): bounds on what a submitter may store.
+/// Smaller numbers bound the server's memory, disk and answers more tightly, at the price
+/// of refusing larger jobs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawQuotas {
+    /// Attributes per job. Default 32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attrs: Option<i64>,
+    /// Bytes per attribute value. Default 1024.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attr_value_bytes: Option<i64>,
+    /// Bytes of a holder's message (finish); longer ones are cut, with a marker. Default
+    /// 65536.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<i64>,
+    /// Jobs a submitter token's owner may have that have not ended (queued or admitted);
+    /// admin tokens and the server's own owners are exempt. Default 10000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queued_per_owner: Option<i64>,
 }
 
 impl RawPolicy {

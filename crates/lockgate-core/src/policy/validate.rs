@@ -6,15 +6,18 @@
 //! [`super`]. Serde errors (syntax, unknown key, wrong type) are translated into the same
 //! form by [`locate`], which also finds the line of a field path.
 
+mod blocks;
+
 use super::locate::{self, FieldPath, Lines};
 use super::raw::{
-    RawBlocks, RawConflict, RawJob, RawKind, RawLimit, RawNodes, RawPolicy, RawQueue, RawRetry,
-    RawSchedule,
+    RawConflict, RawJob, RawKind, RawLimit, RawNodes, RawPolicy, RawQueue, RawRetry, RawSchedule,
 };
 use super::*;
-use crate::selector::{validate_label_key, Selector};
+use crate::selector::Selector;
 use crate::time::parse_duration;
 use std::collections::BTreeSet;
+
+mod quotas;
 
 /// Why a policy document was rejected. Displays as `lockgate.toml:12: limit[1].max:
 /// expected a whole number >= 0, got -1` (missing parts are left out).
@@ -307,7 +310,11 @@ fn validate(raw: &RawPolicy) -> Checked<Policy> {
         schedules: schedules(&raw.schedule, &pools, &root.key("schedule"))?,
         blocks: match &raw.blocks {
             None => BlocksPolicy::default(),
-            Some(b) => blocks_policy(b, &root.key("blocks"))?,
+            Some(b) => blocks::blocks_policy(b, &root.key("blocks"))?,
+        },
+        quotas: match &raw.quotas {
+            None => QuotasPolicy::default(),
+            Some(q) => quotas::quotas_policy(q, &root.key("quotas"))?,
         },
         nodes,
         resources,
@@ -360,11 +367,14 @@ fn owners(raw: &RawPolicy, p: &FieldPath) -> Checked<BTreeMap<String, OwnerPolic
             },
         };
         let max_priority = o.max_priority;
+        let (allow_hooks, backup_namespaces) = blocks::owner_backups(o, &op)?;
         out.insert(
             owner.clone(),
             OwnerPolicy {
                 weight,
                 max_priority,
+                allow_hooks,
+                backup_namespaces,
             },
         );
     }
@@ -594,11 +604,25 @@ fn schedule(s: &RawSchedule, pools: &Pools<'_>, p: &FieldPath) -> Checked<Schedu
             "expected a calendar event or cron expression (such as \"mon..fri 02:00\" or \"30 2 * * 1-5\"), got an empty string",
         );
     }
-    if let Err(e) = crate::calendar::validate_expression(s.when.trim()) {
-        return bad(
-            &p.key("when"),
-            format!("invalid schedule {:?}: {e}", s.when.trim()),
-        );
+    match crate::calendar::Schedule::parse(s.when.trim()) {
+        Err(e) => {
+            return bad(
+                &p.key("when"),
+                format!("invalid schedule {:?}: {e}", s.when.trim()),
+            )
+        }
+        // No clock here: a time after 1970 at all (a date in the past is the server's
+        // check, which knows now). The zone hardly matters for whether a day exists.
+        Ok(expr) if !matches!(expr.next_after(0, "UTC"), Ok(Some(_))) => {
+            return bad(
+                &p.key("when"),
+                format!(
+                    "schedule {:?} never elapses: no date matches it (such as February 30), expected an expression with a future time",
+                    s.when.trim()
+                ),
+            )
+        }
+        Ok(_) => {}
     }
     let duplicates = match s.duplicates.as_deref() {
         None | Some("skip") => Duplicates::Skip,
@@ -680,57 +704,4 @@ fn job_template(j: &RawJob, pools: &Pools<'_>, p: &FieldPath) -> Checked<JobTemp
         max_wait: positive_duration(&j.max_wait, &p.key("max_wait"))?,
         max_run: positive_duration(&j.max_run, &p.key("max_run"))?,
     })
-}
-
-fn blocks_policy(b: &RawBlocks, p: &FieldPath) -> Checked<BlocksPolicy> {
-    let mut out = BlocksPolicy::default();
-    if let Some(argv) = &b.exec_template {
-        if argv.first().is_none_or(|program| program.trim().is_empty()) {
-            return bad(
-                &p.key("exec_template"),
-                "expected a non-empty argv whose first entry is the program, such as [\"kubectl\", \"exec\", \"-n\", \"{namespace}\", \"{pod}\", \"-c\", \"{container}\", \"--\", \"{command}\"]",
-            );
-        }
-        out.exec_template = argv.clone();
-    }
-    if let Some(label) = &b.volume_group_label {
-        validate_label_key(label).or_else(|m| {
-            bad(
-                &p.key("volume_group_label"),
-                format!("expected a Kubernetes label key, got {label:?}: {m}"),
-            )
-        })?;
-        out.volume_group_label = label.clone();
-    }
-    if let Some(sel) = &b.data_upload_selector {
-        label_selector(sel, &p.key("data_upload_selector"))?;
-        out.data_upload_selector = sel.trim().to_string();
-    }
-    for (i, r) in b.rule.iter().enumerate() {
-        let rp = p.key("rule").at(i);
-        let matcher = job_selector(&r.r#match, &rp.key("match"))?;
-        if r.group_by.is_empty() {
-            return bad(
-                &rp.key("group_by"),
-                "expected at least one `label:<name>` or `field:<dotted.path>` entry, got an empty list",
-            );
-        }
-        for (j, g) in r.group_by.iter().enumerate() {
-            let ok = ["label:", "field:"].iter().any(|pre| {
-                g.strip_prefix(pre)
-                    .is_some_and(|rest| !rest.trim().is_empty())
-            });
-            if !ok {
-                return bad(
-                    &rp.key("group_by").at(j),
-                    format!("expected `label:<name>` or `field:<dotted.path>`, got {g:?}"),
-                );
-            }
-        }
-        out.rules.push(BlockRule {
-            matcher,
-            group_by: r.group_by.clone(),
-        });
-    }
-    Ok(out)
 }

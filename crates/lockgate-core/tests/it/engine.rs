@@ -462,3 +462,42 @@ fn prepare_timeout_fails_a_job_that_never_reports_prepared() {
     e.handle_timeout(Timestamp(10_000));
     assert_eq!(state(&e, id), None, "failed and gone (no retries)");
 }
+
+#[test]
+fn live_jobs_are_counted_per_owner_until_they_end() {
+    let mut e = engine("[global]\nmax_running = 1\n");
+    let owned = |owner: &str| JobSpec {
+        owner: owner.to_string(),
+        ..spec("backup", &[])
+    };
+    let a = submit(&mut e, owned("alice"), 0);
+    submit(&mut e, owned("alice"), 0);
+    submit(&mut e, owned("bob"), 0);
+    assert_eq!((e.live_jobs_of("alice"), e.live_jobs_of("bob")), (2, 1));
+    e.finish(a, token(&e, a), Outcome::Succeeded, None, Timestamp(1))
+        .unwrap();
+    assert_eq!(e.live_jobs_of("alice"), 1);
+    assert_eq!(e.live_jobs_of("carol"), 0);
+    e.check_invariants().unwrap();
+}
+
+#[test]
+fn a_huge_finish_message_is_cut_to_the_message_quota() {
+    let mut e = engine("[quotas]\nmax_message_bytes = 100\n");
+    let a = submit(&mut e, spec("backup", &[]), 0);
+    let j = e
+        .finish(
+            a,
+            token(&e, a),
+            Outcome::Failed,
+            Some("x".repeat(10_000)),
+            Timestamp(1),
+        )
+        .unwrap();
+    let m = j.message.unwrap();
+    assert!(m.starts_with(&"x".repeat(100)), "{m}");
+    assert!(
+        m.ends_with("[truncated: 9900 more bytes, [quotas].max_message_bytes = 100]"),
+        "{m}"
+    );
+}

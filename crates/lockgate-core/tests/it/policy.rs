@@ -2,6 +2,7 @@
 //! error table (line, field and text of every rule), diffs, and snapshots of what users
 //! see (error texts, `policy show` of the examples).
 
+mod confinement;
 mod diff;
 mod errors;
 mod parse;
@@ -110,6 +111,12 @@ coordinator = true
 two_stage = false
 prepare_timeout = "10m"
 cost = { gpus = 1 }
+
+[quotas]
+max_attrs = 8
+max_attr_value_bytes = 256
+max_message_bytes = 4096
+max_queued_per_owner = 100
 
 [retention]
 days = 30

@@ -284,6 +284,9 @@ async fn finish(
     );
     view.reasons = reasons;
     view.finished_at = Some(now());
+    if !result.refused.is_empty() {
+        view.refused = super::confine::refusals(&result.refused);
+    }
     view.items = Some(counts(result.item_counts));
     view.blocks = Some(counts(result.blocks));
     view.cancel_requested = run.is_cancelled();

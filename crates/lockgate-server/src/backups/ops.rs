@@ -42,9 +42,17 @@ impl Loop {
     /// Applies one backup operation.
     pub(crate) fn backup_op(&mut self, op: BackupOp, now: Timestamp) {
         match op {
-            BackupOp::Blocks(reply) => {
-                let blocks = self.engine.policy().blocks.clone();
-                self.answer(reply, Ok(blocks));
+            BackupOp::Scope { owner, reply } => {
+                let policy = self.engine.policy();
+                let scope = super::BackupScope {
+                    blocks: policy.blocks.clone(),
+                    owner: policy.owners.get(&owner).cloned().unwrap_or_default(),
+                };
+                self.answer(reply, Ok(scope));
+            }
+            BackupOp::Planned(outcome, reply) => {
+                *self.metrics.backup_plans.entry(outcome).or_default() += 1;
+                self.answer(reply, Ok(()));
             }
             BackupOp::Create(view, reply) => {
                 let r = self.backup_create(*view, now);

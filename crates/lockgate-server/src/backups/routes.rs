@@ -3,11 +3,15 @@
 //! Who may do what: `admin` everything; `submitter` creates backups and sees and cancels
 //! the ones it created; `viewer` reads all; `agent` nothing.
 //!
-//! `from` is a path on the **server's** filesystem, read by the server process. Any
-//! problem with it (missing, unreadable, a malformed file or item) is a 422 `invalid_input`
-//! naming the path, file and item, and nothing is recorded or started.
+//! `from` is a path on the **server's** filesystem, read by the server process. For an
+//! admin, any problem with it (missing, unreadable, a malformed file or item) is a 422
+//! `invalid_input` naming the path, file and item, and nothing is recorded or started. For
+//! anyone else it must be an existing path inside a backup input root, else 403
+//! `input_not_allowed` with one body whatever the path; inside a root the same 422s apply.
+//! A `[blocks]` cap exceeded is 422 `input_too_large` naming the cap. A dry run answers
+//! `{blocks, refused, warnings}` ([`BackupDryRun`]).
 
-use super::{BackupOp, Backups};
+use super::{BackupOp, BackupScope, Backups};
 use crate::auth::{authenticate, Principal};
 use crate::error::ApiError;
 use crate::http::JsonBody;
@@ -19,11 +23,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use lockgate_api::{
-    check_backup_name, BackupList, BackupProgress, BackupRequest, BackupState, BackupView,
-    ErrorCode, Role,
+    check_backup_name, BackupDryBlock, BackupDryRun, BackupList, BackupProgress, BackupRequest,
+    BackupState, BackupView, ErrorCode, Role,
 };
-use lockgate_blocks::{LoadError, Plan};
-use lockgate_core::policy::BlocksPolicy;
+use lockgate_blocks::{Cancel, LoadError, Plan};
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -66,9 +69,20 @@ fn input_error(message: String) -> ApiError {
     ApiError::new(ErrorCode::InvalidInput, message).field("from")
 }
 
-/// Reads and plans the input on a blocking thread.
-async fn plan(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<Plan, ApiError> {
-    let options = super::plan_options(req, blocks)?;
+/// Reads and plans the input on a blocking thread, under `p`'s confinement and the
+/// `[blocks]` caps.
+///
+/// # Cancel safety
+/// The plan stops soon after this future is dropped (the client went away): it holds a
+/// `CancelOnDrop` of the plan's `Cancel` token until the plan returns.
+async fn plan(
+    b: &Backups,
+    p: &Principal,
+    req: &BackupRequest,
+    scope: &BackupScope,
+) -> Result<Plan, ApiError> {
+    let mut options = super::plan_options(req, &scope.blocks)?;
+    options.confinement = b.confinement(p, scope);
     let from = PathBuf::from(&req.from);
     if !from.is_absolute() {
         return Err(ApiError::invalid(
@@ -79,15 +93,40 @@ async fn plan(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<Plan, ApiErr
             ),
         ));
     }
-    let loaded = tokio::task::spawn_blocking(move || Plan::load(&from, &options))
-        .await
-        .map_err(|e| ApiError::internal(format!("planning the backup: {e}")))?;
+    let cancel = Cancel::new();
+    options.cancel = cancel.clone();
+    let stop_when_client_leaves = cancel.on_drop();
+    let lp = b.lp.clone();
+    let runtime = tokio::runtime::Handle::current();
+    let loaded = tokio::task::spawn_blocking(move || {
+        let loaded = Plan::load(&from, &options);
+        // Counted from here, not by the handler: a canceled handler is gone by now.
+        let outcome = match &loaded {
+            Ok(_) => "made",
+            Err(LoadError::Refused(_)) => "refused",
+            Err(LoadError::Limit { .. }) => "too_large",
+            Err(LoadError::Canceled) => "canceled",
+            Err(_) => "failed",
+        };
+        runtime.spawn(async move {
+            let _ = lp
+                .ask(Principal::system(), |r| BackupOp::Planned(outcome, r))
+                .await;
+        });
+        loaded
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("planning the backup: {e}")))?;
+    stop_when_client_leaves.disarm();
     let plan = match loaded {
         Ok(p) => p,
         Err(e @ LoadError::Option { option, .. }) => {
             return Err(ApiError::invalid(option, e.to_string()))
         }
-        Err(e) => return Err(input_error(format!("{e} (the path is read on the server)"))),
+        Err(e) => {
+            return Err(super::confine::load_error(&e)
+                .unwrap_or_else(|| input_error(format!("{e} (the path is read on the server)"))))
+        }
     };
     let errors = plan.input_errors();
     if !errors.is_empty() {
@@ -106,6 +145,23 @@ async fn plan(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<Plan, ApiErr
         )));
     }
     Ok(plan)
+}
+
+/// The dry run's answer: the blocks, the refused items and the notes.
+fn dry_run_answer(plan: &Plan, refused: Vec<lockgate_api::BackupRefusal>) -> BackupDryRun {
+    let report = plan.dry_run_report();
+    BackupDryRun {
+        blocks: report
+            .blocks
+            .iter()
+            .map(|d| BackupDryBlock {
+                index: d.index,
+                items: d.items.iter().map(|s| s.to_string()).collect(),
+            })
+            .collect(),
+        refused,
+        warnings: report.warnings.to_vec(),
+    }
 }
 
 // The body is read after the caller is known: a bad token wins over a bad body.
@@ -139,13 +195,13 @@ async fn create(
             .field("name"));
         }
     }
-    let blocks = b.blocks_policy().await?;
-    let plan = plan(&req, &blocks).await?;
+    let scope = b.scope(&p).await?;
+    let plan = plan(b, &p, &req, &scope).await?;
+    let refused = super::confine::refusals(plan.refused());
     if req.dry_run {
-        let blocks: serde_json::Value = serde_json::from_str(&plan.blocks_json())
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        return Ok(Json(blocks).into_response());
+        return Ok(Json(dry_run_answer(&plan, refused)).into_response());
     }
+    let blocks = scope.blocks;
     let view = BackupView {
         name: req.name.clone(),
         state: BackupState::Queued,
@@ -169,6 +225,7 @@ async fn create(
         reasons: Vec::new(),
         cancel_requested: false,
         request: req,
+        refused,
     };
     let created =
         b.lp.ask(super::principal(&view.name), |r| {

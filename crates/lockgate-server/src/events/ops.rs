@@ -19,6 +19,10 @@ impl Loop {
                 let r = self.events(p, after, limit);
                 self.answer(reply, r);
             }
+            EventOp::LastSeq(reply) => {
+                let seq = self.seq;
+                self.answer(reply, Ok(seq));
+            }
         }
     }
 

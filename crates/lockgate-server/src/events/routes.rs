@@ -2,6 +2,7 @@
 
 use super::{visible, EventOp};
 use crate::auth::Principal;
+use crate::error::ApiError;
 use crate::http::{ok, ApiResult, AppState, Auth, Q};
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -119,18 +120,45 @@ impl Stream {
     }
 }
 
+/// Where a stream resumes: the `Last-Event-ID` header, else `?after=`, else 0.
+///
+/// # Errors
+/// 400 naming the header when it is not a number, or is ahead of the last event given
+/// (a client of another server, or a typo): replaying the whole log instead would hide
+/// the mistake.
+async fn resume_point(
+    st: &AppState,
+    p: &Principal,
+    headers: &HeaderMap,
+    after: Option<u64>,
+) -> Result<u64, ApiError> {
+    let Some(v) = headers.get("last-event-id") else {
+        return Ok(after.unwrap_or(0));
+    };
+    let text = String::from_utf8_lossy(v.as_bytes());
+    let seq: u64 = text.trim().parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "Last-Event-ID {text:?} is not an event sequence number (a whole number >= 0)"
+        ))
+        .field("Last-Event-ID")
+    })?;
+    let last = st.lp.ask(p.clone(), EventOp::LastSeq).await?;
+    if seq > last {
+        return Err(ApiError::bad_request(format!(
+            "Last-Event-ID {seq} is ahead of the last event given ({last}): it is not from this server"
+        ))
+        .field("Last-Event-ID"));
+    }
+    Ok(seq)
+}
+
 async fn stream(
     State(st): State<AppState>,
     Auth(p): Auth,
     headers: HeaderMap,
     Q(q): Q<EventsQuery>,
-) -> impl IntoResponse {
-    let last = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-        .or(q.after)
-        .unwrap_or(0);
+) -> Result<impl IntoResponse, ApiError> {
+    let last = resume_point(&st, &p, &headers, q.after).await?;
     let rx = st.events.subscribe();
     let state = Stream {
         st,
@@ -144,5 +172,5 @@ async fn stream(
         let ev = s.next().await?;
         Some((Ok::<_, Infallible>(ev), s))
     });
-    Sse::new(events).keep_alive(KeepAlive::default())
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }

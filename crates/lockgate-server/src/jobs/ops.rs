@@ -13,6 +13,10 @@ use lockgate_core::job::{Job, JobId, JobSpec, JobState};
 use lockgate_core::Timestamp;
 use lockgate_store::JobFilter;
 
+/// A `GET /v1/jobs` page ends before the job that would take its JSON past this many bytes
+/// (4 MiB), with `next` set, whatever `limit` asked for (at most 1000 jobs in any case).
+pub(crate) const MAX_LIST_BYTES: usize = 4 << 20;
+
 /// A long-poll on one job's state.
 #[derive(Debug)]
 pub(crate) struct Waiter {
@@ -104,6 +108,27 @@ impl Loop {
         }
     }
 
+    /// `[quotas].max_queued_per_owner`: a submitter token's owner may have at most that many
+    /// jobs that have not ended. Admin tokens and the server's own owners (`schedule:<name>`,
+    /// `backup:<name>`, which no token may be named) are exempt.
+    fn check_owner_quota(&self, p: &Principal) -> Result<(), ApiError> {
+        let exempt = p.role == Role::Admin
+            || p.name.starts_with("schedule:")
+            || p.name.starts_with("backup:");
+        let max = self.engine.policy().quotas.max_queued_per_owner as usize;
+        let live = self.engine.live_jobs_of(&p.name);
+        if exempt || live < max {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            ErrorCode::QuotaExceeded,
+            format!(
+                "owner {:?} has {live} jobs queued or running; the quota [quotas].max_queued_per_owner is {max}: submit again when some have ended",
+                p.name
+            ),
+        ))
+    }
+
     /// The job an idempotency key already names (live, else stored).
     fn existing_by_key(&mut self, owner: &str, key: &str) -> Result<Option<Job>, ApiError> {
         if key.is_empty() {
@@ -141,6 +166,7 @@ impl Loop {
                 });
             }
         }
+        self.check_owner_quota(p)?;
         let not_before = match &req.not_before {
             Some(t) => Some(time::parse(t).map_err(|m| ApiError::invalid("not_before", m))?),
             None => None,
@@ -208,13 +234,25 @@ impl Loop {
             _ => {}
         }
         let jobs = self.store.jobs(&f)?;
-        let next = if jobs.len() == limit {
-            jobs.last().map(|j| j.id)
+        let full = jobs.len() == limit;
+        let mut views = Vec::with_capacity(jobs.len());
+        let mut bytes = 0;
+        for j in jobs {
+            let view = self.current_view(j);
+            bytes += serde_json::to_vec(&view).map_or(0, |v| v.len());
+            // At least one job per page, so paging always moves on.
+            if bytes > MAX_LIST_BYTES && !views.is_empty() {
+                let next = views.last().map(|v: &JobView| v.id);
+                return Ok(JobList { jobs: views, next });
+            }
+            views.push(view);
+        }
+        let next = if full {
+            views.last().map(|v| v.id)
         } else {
             None
         };
-        let jobs = jobs.into_iter().map(|j| self.current_view(j)).collect();
-        Ok(JobList { jobs, next })
+        Ok(JobList { jobs: views, next })
     }
 
     /// Answers at once when the state already differs from `from`, else registers a waiter

@@ -2,7 +2,7 @@
 
 use super::JobOp;
 use crate::error::ApiError;
-use crate::http::{ok, poll_timeout, ApiResult, AppState, Auth, JobIdPath, JsonBody, Q};
+use crate::http::{ok, poll_timeout, ApiResult, AppState, Auth, JobIdPath, JsonBody, NoQuery, Q};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
@@ -43,6 +43,7 @@ pub(crate) fn routes() -> Router<AppState> {
 
 async fn submit(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     JsonBody(req): JsonBody<SubmitRequest>,
 ) -> ApiResult<JobView> {
@@ -61,6 +62,7 @@ async fn list(State(st): State<AppState>, Auth(p): Auth, Q(q): Q<JobQuery>) -> A
 
 async fn show(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     JobIdPath(id): JobIdPath,
 ) -> ApiResult<JobView> {
@@ -98,6 +100,7 @@ async fn wait(
 
 async fn explain(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     JobIdPath(id): JobIdPath,
 ) -> ApiResult<ExplainView> {
@@ -106,6 +109,7 @@ async fn explain(
 
 async fn heartbeat(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     JobIdPath(id): JobIdPath,
     JsonBody(req): JsonBody<LeaseRequest>,
@@ -115,6 +119,7 @@ async fn heartbeat(
 
 async fn prepared(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     JobIdPath(id): JobIdPath,
     JsonBody(req): JsonBody<LeaseRequest>,
@@ -124,6 +129,7 @@ async fn prepared(
 
 async fn finish(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     JobIdPath(id): JobIdPath,
     JsonBody(req): JsonBody<FinishRequest>,

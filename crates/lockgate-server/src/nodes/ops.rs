@@ -93,22 +93,24 @@ impl Loop {
         now: Timestamp,
     ) -> Result<NodeView, ApiError> {
         may_manage_node(p, &name)?;
-        if name.is_empty()
-            || name.len() > 253
-            || name.contains(|c: char| c.is_whitespace() || c == '/')
-        {
-            return Err(ApiError::invalid(
-                "name",
-                format!("invalid node name {name:?}"),
-            ));
-        }
-        for k in reg.labels.keys() {
-            if k.is_empty() || k.contains(char::is_whitespace) {
-                return Err(ApiError::invalid(
+        use lockgate_core::selector::{
+            validate_dns_subdomain, validate_label_key, validate_label_value,
+        };
+        validate_dns_subdomain(&name)
+            .map_err(|m| ApiError::invalid("name", format!("invalid node name {name:?}: {m}")))?;
+        for (k, v) in &reg.labels {
+            validate_label_key(k).map_err(|m| {
+                ApiError::invalid(
                     format!("labels.{k}"),
-                    format!("invalid label key {k:?}"),
-                ));
-            }
+                    format!("invalid label key {k:?}: {m}"),
+                )
+            })?;
+            validate_label_value(v).map_err(|m| {
+                ApiError::invalid(
+                    format!("labels.{k}"),
+                    format!("invalid value {v:?} of label {k:?}: {m}"),
+                )
+            })?;
         }
         let reg = NodeRegistration {
             name: name.clone(),

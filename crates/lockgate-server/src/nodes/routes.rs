@@ -2,7 +2,7 @@
 
 use super::{may_manage_node, Acknowledged, NodeOp, Removed};
 use crate::error::parse_json;
-use crate::http::{ok, parse_job_id, poll_timeout, ApiResult, AppState, Auth, Q};
+use crate::http::{ok, parse_job_id, poll_timeout, ApiResult, AppState, Auth, NoQuery, Q};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
@@ -29,12 +29,13 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/nodes/{name}/assignments/{job}/ack", post(ack))
 }
 
-async fn list(State(st): State<AppState>, Auth(p): Auth) -> ApiResult<NodeList> {
+async fn list(State(st): State<AppState>, _: NoQuery, Auth(p): Auth) -> ApiResult<NodeList> {
     ok(st.lp.ask(p, NodeOp::List).await?)
 }
 
 async fn show(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     Path(name): Path<String>,
 ) -> ApiResult<NodeView> {
@@ -44,6 +45,7 @@ async fn show(
 /// An empty body registers a node with nothing (no labels, resources or kinds).
 async fn put(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     Path(name): Path<String>,
     body: Bytes,
@@ -58,6 +60,7 @@ async fn put(
 
 async fn remove(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     Path(name): Path<String>,
 ) -> ApiResult<Removed> {
@@ -66,6 +69,7 @@ async fn remove(
 
 async fn heartbeat(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     Path(name): Path<String>,
 ) -> ApiResult<NodeView> {
@@ -74,6 +78,7 @@ async fn heartbeat(
 
 async fn cordon(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     Path(name): Path<String>,
 ) -> ApiResult<NodeView> {
@@ -82,6 +87,7 @@ async fn cordon(
 
 async fn uncordon(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     Path(name): Path<String>,
 ) -> ApiResult<NodeView> {
@@ -110,6 +116,7 @@ async fn assignments(
 
 async fn ack(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     Path((name, job)): Path<(String, String)>,
 ) -> ApiResult<Acknowledged> {

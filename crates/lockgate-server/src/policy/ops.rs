@@ -19,13 +19,27 @@ impl Loop {
                 self.answer(reply, Ok(view));
             }
             PolicyOp::Put {
+                allow_unlimited,
                 policy,
                 text,
                 if_match,
                 dry_run,
                 reply,
             } => {
-                let r = self.policy_put(p, *policy, text, if_match, dry_run, now);
+                let r = if !allow_unlimited
+                    && self.engine.policy().limits_anything()
+                    && !policy.limits_anything()
+                {
+                    Err(ApiError::new(
+                        ErrorCode::RemovesAllLimits,
+                        "this policy limits nothing (no global, limit, node, pool or conflict \
+                         rule) and would remove every limit of the active one: send \
+                         ?allow_unlimited=true (lockgate policy apply --allow-unlimited) if you \
+                         mean it",
+                    ))
+                } else {
+                    self.policy_put(p, *policy, text, if_match, dry_run, now)
+                };
                 self.answer(reply, r);
             }
             PolicyOp::Reload(reply) => {
@@ -58,6 +72,7 @@ impl Loop {
             }
         }
         self.check_schedule_names(&policy)?;
+        crate::backups::check_policy_roots(&policy, None).map_err(policy_error)?;
         let digest = policy_digest(&policy);
         let diff = self.engine.policy().diff(&policy);
         if dry_run {
@@ -103,6 +118,10 @@ impl Loop {
             policy_error(e)
         })?;
         self.check_schedule_names(&policy)?;
+        crate::backups::check_policy_roots(&policy, Some(&shown)).map_err(|e| {
+            tracing::error!("{e}; the active policy stays");
+            policy_error(e)
+        })?;
         let digest = policy_digest(&policy);
         if digest == self.digest {
             return Ok(PolicyAnswer {

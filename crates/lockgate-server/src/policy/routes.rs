@@ -2,7 +2,7 @@
 
 use super::PolicyOp;
 use crate::error::{policy_error, ApiError};
-use crate::http::{ok, ApiResult, AppState, Auth, Q};
+use crate::http::{ok, ApiResult, AppState, Auth, NoQuery, Q};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::header::{CONTENT_TYPE, ETAG, IF_MATCH};
@@ -19,6 +19,8 @@ use serde::Deserialize;
 struct PolicyQuery {
     #[serde(default)]
     dry_run: Option<bool>,
+    #[serde(default)]
+    allow_unlimited: Option<bool>,
 }
 
 /// The policy routes.
@@ -27,7 +29,11 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 /// The active policy, its digest also as the `ETag`.
-async fn show(State(st): State<AppState>, Auth(p): Auth) -> Result<impl IntoResponse, ApiError> {
+async fn show(
+    State(st): State<AppState>,
+    _: NoQuery,
+    Auth(p): Auth,
+) -> Result<impl IntoResponse, ApiError> {
     let view = st.lp.ask(p, PolicyOp::Get).await?;
     let mut headers = HeaderMap::new();
     if let Ok(tag) = HeaderValue::from_str(&format!("\"{}\"", view.digest)) {
@@ -89,6 +95,7 @@ async fn put(
     let answer = st
         .lp
         .ask(p, |reply| PolicyOp::Put {
+            allow_unlimited: q.allow_unlimited.unwrap_or(false),
             policy: Box::new(policy),
             text,
             if_match,

@@ -73,6 +73,15 @@ impl Loop {
         }
         let runner = Runner::new(spec, &self.schedules.zone)
             .map_err(|e| ApiError::invalid("when", format!("when: {e}")))?;
+        if runner.next_after(now).is_none() {
+            return Err(ApiError::invalid(
+                "when",
+                format!(
+                    "when: schedule {:?} has no future time (a date in the past, or one no calendar has)",
+                    runner.spec().when
+                ),
+            ));
+        }
         let name = req.name.clone();
         let mut s = Sched::new(Source::Api, Some(runner), now);
         s.request = Some(req);

@@ -1,7 +1,7 @@
 //! `GET/POST /v1/schedules`, `GET/DELETE /v1/schedules/{name}` (design `schedules.md`).
 
 use super::ScheduleOp;
-use crate::http::{ok, ApiResult, AppState, Auth, JsonBody, Q};
+use crate::http::{ok, ApiResult, AppState, Auth, JsonBody, NoQuery, Q};
 use crate::nodes::Removed;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -25,12 +25,13 @@ pub(crate) fn routes() -> Router<crate::http::AppState> {
         .route("/v1/schedules/{name}", get(show).delete(remove))
 }
 
-async fn list(State(st): State<AppState>, Auth(p): Auth) -> ApiResult<ScheduleList> {
+async fn list(State(st): State<AppState>, _: NoQuery, Auth(p): Auth) -> ApiResult<ScheduleList> {
     ok(st.lp.ask(p, ScheduleOp::List).await?)
 }
 
 async fn create(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     JsonBody(req): JsonBody<ScheduleRequest>,
 ) -> ApiResult<ScheduleView> {
@@ -52,6 +53,7 @@ async fn show(
 
 async fn remove(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     Path(name): Path<String>,
 ) -> ApiResult<Removed> {

@@ -49,6 +49,15 @@ impl Loop {
                 ),
             ));
         }
+        if let Some(prefix) = auth::reserved_prefix(&req.name) {
+            return Err(ApiError::invalid(
+                "name",
+                format!(
+                    "invalid token name {:?}: the prefix {prefix:?} is reserved for the server's own principals",
+                    req.name
+                ),
+            ));
+        }
         match (req.role, &req.node) {
             (Role::Agent, None) => {
                 return Err(ApiError::invalid(

@@ -1,7 +1,7 @@
 //! The `/v1/tokens` handlers.
 
 use super::{Revoked, TokenOp};
-use crate::http::{ok, ApiResult, AppState, Auth, JsonBody};
+use crate::http::{ok, ApiResult, AppState, Auth, JsonBody, NoQuery};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, post};
@@ -17,6 +17,7 @@ pub(crate) fn routes() -> Router<AppState> {
 
 async fn create(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     JsonBody(req): JsonBody<TokenCreate>,
 ) -> ApiResult<TokenCreated> {
@@ -24,12 +25,13 @@ async fn create(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-async fn list(State(st): State<AppState>, Auth(p): Auth) -> ApiResult<Vec<TokenInfo>> {
+async fn list(State(st): State<AppState>, _: NoQuery, Auth(p): Auth) -> ApiResult<Vec<TokenInfo>> {
     ok(st.lp.ask(p, TokenOp::List).await?)
 }
 
 async fn revoke(
     State(st): State<AppState>,
+    _: NoQuery,
     Auth(p): Auth,
     Path(name): Path<String>,
 ) -> ApiResult<Revoked> {

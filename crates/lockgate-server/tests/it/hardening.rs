@@ -23,6 +23,7 @@ fn config(dir: &Path, hardening: Hardening) -> Config {
         policy_file: None,
         tls: None,
         hardening,
+        backup_input_roots: Vec::new(),
     }
 }
 

@@ -32,7 +32,7 @@ impl TestServer {
 
     /// A server on `dir`, with a `--config` file when given.
     pub fn open(dir: &Path, config: Option<PathBuf>) -> TestServer {
-        TestServer::open_with(dir, config, Default::default())
+        TestServer::open_set(dir, config, |_| {})
     }
 
     /// A server on `dir` with hardening settings.
@@ -41,14 +41,48 @@ impl TestServer {
         config: Option<PathBuf>,
         hardening: lockgate_server::hardening::Hardening,
     ) -> TestServer {
+        TestServer::with_config(Config {
+            policy_file: config,
+            hardening,
+            ..TestServer::config(dir)
+        })
+    }
+
+    /// A server on `dir`, set up by `set` before it serves.
+    pub fn open_set(
+        dir: &Path,
+        config: Option<PathBuf>,
+        set: impl FnOnce(&mut Server),
+    ) -> TestServer {
         let config = Config {
+            policy_file: config,
+            ..TestServer::config(dir)
+        };
+        TestServer::with_config_set(config, set)
+    }
+
+    /// The configuration of a server on `dir` with every default.
+    pub fn config(dir: &Path) -> Config {
+        Config {
             data_dir: dir.to_path_buf(),
             listen: "127.0.0.1:0".parse().unwrap(),
-            policy_file: config,
+            policy_file: None,
             tls: None,
-            hardening,
-        };
-        let server = Server::open(config).expect("server opens");
+            hardening: Default::default(),
+            backup_input_roots: Vec::new(),
+        }
+    }
+
+    /// A server started with `config` (its data dir holds `admin.token`).
+    pub fn with_config(config: Config) -> TestServer {
+        TestServer::with_config_set(config, |_| {})
+    }
+
+    /// A server started with `config`, set up by `set` before it serves.
+    pub fn with_config_set(config: Config, set: impl FnOnce(&mut Server)) -> TestServer {
+        let dir = config.data_dir.clone();
+        let mut server = Server::open(config).expect("server opens");
+        set(&mut server);
         let url = format!("http://{}", server.local_addr());
         let admin = std::fs::read_to_string(dir.join("admin.token"))
             .expect("admin token")

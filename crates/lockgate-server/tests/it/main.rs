@@ -3,10 +3,13 @@
 
 mod api;
 mod backups;
+mod confinement;
 mod durability;
+mod edges;
 mod errors;
 mod hardening;
 mod harness;
 mod longpoll;
+mod quotas;
 mod schedules;
 mod snapshots;

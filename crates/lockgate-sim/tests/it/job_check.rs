@@ -19,7 +19,13 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "kind with a space",
         r#"{"kind": "a b"}"#,
         "kind",
-        "expected a job kind without spaces",
+        "expected a job kind in Kubernetes label-key syntax",
+    ),
+    (
+        "kind with a NUL byte",
+        r#"{"kind": "a\u0000b"}"#,
+        "kind",
+        "expected a job kind in Kubernetes label-key syntax",
     ),
     (
         "reserved kind",
@@ -43,19 +49,25 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "name with a comma",
         r#"{"kind": "a", "attrs": {"a,b": "x"}}"#,
         "attrs.a,b",
-        "expected an attribute name without",
+        "expected an attribute name in Kubernetes label-key syntax",
     ),
     (
         "name with a bang",
         r#"{"kind": "a", "attrs": {"a!": "x"}}"#,
         "attrs.a!",
-        "expected an attribute name without",
+        "expected an attribute name in Kubernetes label-key syntax",
     ),
     (
         "value with a space",
         r#"{"kind": "a", "attrs": {"a": "x y"}}"#,
         "attrs.a",
         "attribute values may not contain whitespace",
+    ),
+    (
+        "value with a control character",
+        r#"{"kind": "a", "attrs": {"a": "x\u0007"}}"#,
+        "attrs.a",
+        "attribute values may not contain whitespace or control characters",
     ),
     (
         "empty node",

@@ -23,7 +23,7 @@ pub struct Args {
     pub node: String,
     /// Node label KEY=VALUE (repeatable), matched by `[[nodes.rule]]` selectors and job
     /// node selectors.
-    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = flags::key_value)]
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = flags::label)]
     pub labels: Vec<(String, String)>,
     /// Per-node pool capacity POOL=N (repeatable; `[nodes.resources]`).
     #[arg(long = "resource", value_name = "POOL=N", value_parser = flags::cost)]

@@ -51,6 +51,7 @@ impl Bench {
             policy_file: None,
             tls: None,
             hardening: Default::default(),
+            backup_input_roots: Vec::new(),
         })?;
         let url = format!("http://{}", server.local_addr());
         let token = std::fs::read_to_string(dir.join("admin.token"))?

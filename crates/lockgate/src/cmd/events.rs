@@ -56,7 +56,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         if json {
             println!("{}", serde_json::to_string(ev).expect("serializes"));
         } else {
-            println!("{}", line(ev));
+            output::print_text(&line(ev));
         }
     };
     let mut after = args.after;

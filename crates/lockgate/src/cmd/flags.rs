@@ -89,6 +89,19 @@ pub fn key_value(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// Parses a node label `KEY=VALUE`, checked against Kubernetes label syntax (a qualified
+/// name as key; a value of at most 63 characters, `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?`).
+///
+/// # Errors
+/// A message naming the label and what was expected.
+pub fn label(text: &str) -> Result<(String, String), String> {
+    use lockgate_core::selector::{validate_label_key, validate_label_value};
+    let (k, v) = key_value(text)?;
+    validate_label_key(&k).map_err(|m| format!("label key {k:?}: {m}"))?;
+    validate_label_value(&v).map_err(|m| format!("value {v:?} of label {k:?}: {m}"))?;
+    Ok((k, v))
+}
+
 /// Parses `pool=n`.
 ///
 /// # Errors

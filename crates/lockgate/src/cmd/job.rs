@@ -144,7 +144,7 @@ fn show(global: &GlobalArgs, job: &JobView) {
     if output::json(global) {
         print_json(job);
     } else {
-        print!("{}", render_job(job));
+        output::print_text(&render_job(job));
     }
 }
 
@@ -160,7 +160,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             if output::json(global) {
                 print_json(&ex);
             } else {
-                print!("{}", render_explain(id, &ex));
+                output::print_text(&render_explain(id, &ex));
             }
         }
         Sub::Wait { id, from, timeout } => wait(global, &client, id, from, timeout)?,

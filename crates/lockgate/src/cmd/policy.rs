@@ -4,6 +4,7 @@ use super::output::{self, print_json};
 use super::session;
 use crate::GlobalArgs;
 use anyhow::Context;
+use lockgate_client::PolicyPut;
 use lockgate_core::Policy;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +29,9 @@ enum Sub {
     Diff {
         /// Policy file (TOML).
         file: PathBuf,
+        /// Show the changes even when FILE limits nothing where the active policy does.
+        #[arg(long)]
+        allow_unlimited: bool,
     },
     /// Apply FILE (with --config, the server rewrites its config file, keeping FILE.bak).
     Apply {
@@ -36,6 +40,10 @@ enum Sub {
         /// Apply only if the active policy still has this digest.
         #[arg(long)]
         if_match: Option<String>,
+        /// Apply FILE even when it limits nothing (no global, limit, node, pool or
+        /// conflict rule) and the active policy limits something.
+        #[arg(long)]
+        allow_unlimited: bool,
     },
 }
 
@@ -52,10 +60,13 @@ fn print_answer(global: &GlobalArgs, a: &lockgate_api::PolicyAnswer) {
         println!("no changes");
     }
     for d in &a.diff {
-        println!("{d}");
+        output::print_text(d);
     }
     if !a.over_limit.is_empty() {
-        println!("over limit (draining): {}", a.over_limit.join(", "));
+        output::print_text(&format!(
+            "over limit (draining): {}",
+            a.over_limit.join(", ")
+        ));
     }
     let ids: Vec<String> = a.admitted_now.iter().map(u64::to_string).collect();
     let verb = if a.dry_run {
@@ -110,21 +121,38 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 let policy = Policy::from_json(&text)
                     .map_err(|e| anyhow::anyhow!("the server's policy does not parse here: {e}"))?;
                 println!("# digest {}", view.digest);
-                print!("{}", policy.to_toml_string());
+                output::print_text(&policy.to_toml_string());
             }
             Ok(ExitCode::SUCCESS)
         }
-        Sub::Diff { file } => {
+        Sub::Diff {
+            file,
+            allow_unlimited,
+        } => {
             let text = read(&file)?;
             Policy::from_toml(&text, Some(&file.display().to_string()))?;
-            let a = session::client(global)?.put_policy(&text, true, None)?;
+            let opts = PolicyPut {
+                dry_run: true,
+                if_match: None,
+                allow_unlimited,
+            };
+            let a = session::client(global)?.put_policy_with(&text, &opts)?;
             print_answer(global, &a);
             Ok(ExitCode::SUCCESS)
         }
-        Sub::Apply { file, if_match } => {
+        Sub::Apply {
+            file,
+            if_match,
+            allow_unlimited,
+        } => {
             let text = read(&file)?;
             Policy::from_toml(&text, Some(&file.display().to_string()))?;
-            let a = session::client(global)?.put_policy(&text, false, if_match.as_deref())?;
+            let opts = PolicyPut {
+                dry_run: false,
+                if_match: if_match.as_deref(),
+                allow_unlimited,
+            };
+            let a = session::client(global)?.put_policy_with(&text, &opts)?;
             print_answer(global, &a);
             Ok(ExitCode::SUCCESS)
         }

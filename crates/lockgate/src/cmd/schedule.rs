@@ -297,23 +297,30 @@ fn list_table(list: &[ScheduleView]) {
 }
 
 fn show(s: &ScheduleView) {
-    println!("name:        {}", s.name);
-    println!("source:      {}", s.source);
-    println!(
+    output::print_text(&format!("name:        {}", s.name));
+    output::print_text(&format!("source:      {}", s.source));
+    output::print_text(&format!(
         "when:        {} (zone {} for times without one)",
         s.when, s.zone
-    );
+    ));
     let attrs: Vec<String> = s
         .job
         .attrs
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    println!("job:         kind {} {}", s.job.kind, attrs.join(","));
-    println!("duplicates:  {}   misfire: {}", s.duplicates, s.misfire);
-    println!("next:        {}", or_dash(s.next.as_ref()));
+    output::print_text(&format!(
+        "job:         kind {} {}",
+        s.job.kind,
+        attrs.join(",")
+    ));
+    output::print_text(&format!(
+        "duplicates:  {}   misfire: {}",
+        s.duplicates, s.misfire
+    ));
+    output::print_text(&format!("next:        {}", or_dash(s.next.as_ref())));
     if let Some(e) = &s.error {
-        println!("suspended:   {e}");
+        output::print_text(&format!("suspended:   {e}"));
     }
     println!();
     let rows: Vec<Vec<String>> = s

@@ -32,6 +32,16 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = lockgate_server::backups::DEFAULT_WORKERS as u16,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub item_block_workers: u16,
+    /// `/metrics` answers 401 without a valid token (any role). Default off, so that a
+    /// Prometheus without a token can scrape; metric labels hold attribute values (such as
+    /// repository paths), so turn it on where the port is reachable by others.
+    #[arg(long)]
+    pub metrics_auth: bool,
+    /// A directory non-admin tokens may back up from (repeatable; added to the policy's
+    /// `[blocks] input_roots`). A submitter's `--from` must resolve inside one; with none,
+    /// only admins may create backups from the server's file system. Must exist.
+    #[arg(long, value_name = "DIR")]
+    pub backup_input_root: Vec<PathBuf>,
     #[command(flatten)]
     pub hardening: Hardening,
 }
@@ -97,10 +107,12 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         policy_file: args.config,
         tls: args.tls_cert.zip(args.tls_key),
         hardening: args.hardening.into(),
+        backup_input_roots: args.backup_input_root,
     };
     let mut server =
         lockgate_server::Server::open(config).context("lockgate server cannot start")?;
     server.set_item_block_workers(usize::from(args.item_block_workers));
+    server.set_metrics_auth(args.metrics_auth);
     if server.new_admin_token().is_some() {
         eprintln!(
             "lockgate: wrote a new admin token to {}",

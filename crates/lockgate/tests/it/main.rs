@@ -5,6 +5,7 @@ mod agent;
 mod backup;
 mod cli;
 mod crash;
+mod edges;
 mod hardening;
 mod harness;
 mod load;

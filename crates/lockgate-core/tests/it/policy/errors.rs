@@ -174,6 +174,20 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
     "kinds.data-upload.retry.interval",
     "missing, expected a duration such as \"30s\" when times = 3"
 )]
+#[case::quota_zero(
+    "[quotas]\nmax_queued_per_owner = 0\n",
+    2,
+    "quotas.max_queued_per_owner",
+    "expected a whole number >= 1, got 0"
+)]
+#[case::quota_negative(
+    "[quotas]\nmax_attrs = 4\nmax_attr_value_bytes = -1\n",
+    3,
+    "quotas.max_attr_value_bytes",
+    "expected a whole number >= 1, got -1"
+)]
+#[case::quota_unknown_key("[quotas]\nmax_jobs = 4\n", 2, "quotas.max_jobs", "unknown key")]
+#[case::schedule_kind_syntax(&format!("{SCHEDULE}job = {{ kind = \"bad kind\" }}\n"), 4, "schedule[0].job.kind", "Kubernetes label-key syntax")]
 #[case::retention_zero("[retention]\ndays = 0\n", 2, "retention.days", "got 0")]
 #[case::duplicates(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nduplicates = \"cancel\"\n"), 5, "schedule[0].duplicates", "expected one of \"skip\", \"queue\", \"cancel-queued\", \"cancel-running\", got \"cancel\"")]
 #[case::misfire(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nmisfire = \"later\"\n"), 5, "schedule[0].misfire", "expected \"run-once\" or \"skip\", got \"later\"")]

@@ -89,6 +89,15 @@ fn every_other_key_parses() {
         Duration::from_secs(600)
     );
     assert_eq!(p.retention.days, 30);
+    assert_eq!(
+        p.quotas,
+        QuotasPolicy {
+            max_attrs: 8,
+            max_attr_value_bytes: 256,
+            max_message_bytes: 4096,
+            max_queued_per_owner: 100
+        }
+    );
     let job = &p.schedules[0].job;
     assert_eq!(job.executor, Some(Executor::Agent));
     assert_eq!(job.node_selector.as_deref(), Some("zone=eu-1"));
@@ -111,6 +120,8 @@ fn the_empty_document_is_unlimited() {
     assert_eq!(p.queue, QueuePolicy::default());
     assert_eq!(p.retention.days, DEFAULT_RETENTION_DAYS);
     assert_eq!(p.blocks, BlocksPolicy::default());
+    assert_eq!(p.quotas, QuotasPolicy::default());
+    assert_eq!(p.quotas.max_queued_per_owner, DEFAULT_MAX_QUEUED_PER_OWNER);
     assert!(p.is_coordinator(RESOURCE_BACKUP_KIND) && !p.is_coordinator("backup"));
     assert_eq!(p.node_number(&labels(&[("a", "b")])), (None, None));
     assert_eq!(p.to_toml_string(), "");

@@ -162,3 +162,54 @@ fn a_cancel_request_stops_the_handler() {
     );
     assert!(gone(pid));
 }
+
+/// Issue 10, item 11: `tar -cf OUT /data {attr.path}` with `path=--remove-files` deleted the
+/// data it backed up. An attribute value starting with `-` may not begin an argument: the
+/// job fails naming the attribute and the handler, and the command is never started (its
+/// marker file is not written), unless the handler sets `allow_dash_values = true`.
+#[test]
+fn an_attribute_starting_with_a_dash_is_not_passed_as_an_option() {
+    let srv = Srv::start(POLICY);
+    let marker = |name: &str| srv.path(name).display().to_string();
+    let handler = |kind: &str, opt_in: bool| {
+        format!(
+            "[handlers.{kind}]\nrun = [\"sh\", \"-c\", \"touch {} && echo \\\"$1\\\"\", \"sh\", \"{{attr.path}}\"]\nallow_dash_values = {opt_in}\n",
+            marker(&format!("{kind}.ran"))
+        )
+    };
+    let cfg = format!("{}{}", handler("tarlike", false), handler("optin", true));
+    let _agent = start_agent(&srv, "n1", &[], &cfg);
+    let admin = srv.admin();
+    let submit = |kind: &str, path: &str| {
+        let req = SubmitRequest {
+            kind: kind.into(),
+            attrs: BTreeMap::from([("path".to_string(), path.to_string())]),
+            node_selector: Some(String::new()),
+            executor: Some(Executor::Agent),
+            ..SubmitRequest::default()
+        };
+        admin.submit(&req).unwrap().0.id
+    };
+    let refused = submit("tarlike", "--remove-files");
+    let jobs = wait_all_final(&srv, 1, Duration::from_secs(20));
+    let j = jobs.iter().find(|j| j.id == refused).unwrap();
+    assert_eq!(j.state, JobState::Failed, "{:?}", j.message);
+    let msg = j.message.clone().unwrap_or_default();
+    assert!(
+        msg.contains("attribute \"path\"") && msg.contains("[handlers.tarlike]"),
+        "{msg}"
+    );
+    assert!(
+        !srv.path("tarlike.ran").exists(),
+        "the command ran with a dash value"
+    );
+    // The same handler runs with a plain value, and an opted-in handler with a dash value.
+    submit("tarlike", "data");
+    submit("optin", "--verbose");
+    for j in wait_all_final(&srv, 3, Duration::from_secs(20)) {
+        if j.id != refused {
+            assert_eq!(j.state, JobState::Succeeded, "job {} {:?}", j.id, j.message);
+        }
+    }
+    assert!(srv.path("tarlike.ran").exists() && srv.path("optin.ran").exists());
+}
