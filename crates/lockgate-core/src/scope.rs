@@ -229,52 +229,7 @@ pub(crate) fn scopes_of(policy: &Policy, job: &Job) -> JobScopes {
         }
     }
     for (index, conflict) in policy.conflicts.iter().enumerate() {
-        if conflict.matcher.as_ref().is_some_and(|m| !matches(job, m)) {
-            continue;
-        }
-        let Some(parts) = per_parts(job, &conflict.keys) else {
-            continue;
-        };
-        let Some(attr) = &conflict.overlap else {
-            let overlap = None;
-            push(
-                ScopeKey::Conflict {
-                    index,
-                    parts,
-                    overlap,
-                },
-                1,
-                Check::Free,
-            );
-            continue;
-        };
-        let Some(list) = job.attrs.get(attr) else {
-            continue;
-        };
-        let scope = |v: &str| ScopeKey::Conflict {
-            index,
-            parts: parts.clone(),
-            overlap: Some((attr.clone(), v.to_string())),
-        };
-        // `<attr>=` (empty value) counts every holder, `<attr>=*` the star holders.
-        let values: Vec<&str> = list
-            .split(',')
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .collect();
-        if values.is_empty() {
-            continue;
-        }
-        if values.contains(&"*") {
-            push(scope(""), 1, Check::Free);
-            push(scope("*"), 1, Check::Fits);
-        } else {
-            push(scope(""), 1, Check::Fits);
-            push(scope("*"), 0, Check::Free);
-            for v in values {
-                push(scope(v), 1, Check::Free);
-            }
-        }
+        conflict_scopes(job, index, conflict, &mut push);
     }
     let prepare = (job.two_stage && !coordinator && policy.global.prepare_queue.is_some())
         .then_some(ScopeKey::GlobalPrepare);
@@ -282,6 +237,63 @@ pub(crate) fn scopes_of(policy: &Policy, job: &Job) -> JobScopes {
         common,
         prepare,
         node_cost,
+    }
+}
+
+/// The scopes one conflict rule gives `job` (none when it does not apply): its key, and
+/// with `overlap` the per-value scopes plus the "every holder" (`<attr>=`) and "star holder"
+/// (`<attr>=*`) counters.
+fn conflict_scopes(
+    job: &Job,
+    index: usize,
+    conflict: &crate::policy::Conflict,
+    push: &mut impl FnMut(ScopeKey, u64, Check),
+) {
+    if conflict.matcher.as_ref().is_some_and(|m| !matches(job, m)) {
+        return;
+    }
+    let Some(parts) = per_parts(job, &conflict.keys) else {
+        return;
+    };
+    let Some(attr) = &conflict.overlap else {
+        let overlap = None;
+        push(
+            ScopeKey::Conflict {
+                index,
+                parts,
+                overlap,
+            },
+            1,
+            Check::Free,
+        );
+        return;
+    };
+    let Some(list) = job.attrs.get(attr) else {
+        return;
+    };
+    let scope = |v: &str| ScopeKey::Conflict {
+        index,
+        parts: parts.clone(),
+        overlap: Some((attr.clone(), v.to_string())),
+    };
+    // `<attr>=` (empty value) counts every holder, `<attr>=*` the star holders.
+    let values: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    if values.is_empty() {
+        return;
+    }
+    if values.contains(&"*") {
+        push(scope(""), 1, Check::Free);
+        push(scope("*"), 1, Check::Fits);
+    } else {
+        push(scope(""), 1, Check::Fits);
+        push(scope("*"), 0, Check::Free);
+        for v in values {
+            push(scope(v), 1, Check::Free);
+        }
     }
 }
 

@@ -133,6 +133,110 @@ pub struct Server {
     metrics_auth: bool,
 }
 
+/// The policy a start uses: the `--config` file when there is one, else the stored
+/// document, else no limits at all.
+fn startup_policy(
+    config: &Config,
+    stored: Option<&str>,
+) -> Result<(Policy, PolicySource), ServerError> {
+    match &config.policy_file {
+        Some(path) => {
+            let shown = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| ServerError::PolicyFile {
+                path: shown.clone(),
+                message: e.to_string(),
+            })?;
+            Ok((
+                Policy::from_toml(&text, Some(&shown))?,
+                PolicySource::File(path.clone()),
+            ))
+        }
+        None => match stored {
+            Some(text) => Ok((
+                Policy::from_toml(text, Some("<stored policy>"))?,
+                PolicySource::Store,
+            )),
+            None => Ok((Policy::unlimited(), PolicySource::Store)),
+        },
+    }
+}
+
+/// The stored tokens as principals (names with a reserved prefix are skipped with a
+/// warning); when none is an admin, a new admin token is stored and written to
+/// `admin.token` (never over an existing file), and returned.
+fn load_tokens(
+    stored: &[TokenRecord],
+    store: &mut SqliteStore,
+    dir: &Path,
+    now: Timestamp,
+) -> Result<(Tokens, Option<String>), ServerError> {
+    let tokens = Tokens::default();
+    let mut has_admin = false;
+    for t in stored {
+        if let Some(prefix) = auth::reserved_prefix(&t.name) {
+            tracing::warn!(
+                "token {:?} is not loaded: the prefix {prefix:?} is reserved for the server's own principals; revoke it",
+                t.name
+            );
+            continue;
+        }
+        has_admin |= t.role == Role::Admin;
+        tokens.insert(
+            t.hash.clone(),
+            Principal {
+                name: t.name.clone(),
+                role: t.role,
+                node: t.node.clone(),
+            },
+        );
+    }
+    if has_admin {
+        return Ok((tokens, None));
+    }
+    let mut name = "admin".to_string();
+    let mut n = 1;
+    while stored.iter().any(|t| t.name == name) {
+        n += 1;
+        name = format!("admin-{n}");
+    }
+    let token = auth::new_token();
+    let rec = TokenRecord {
+        name: name.clone(),
+        role: Role::Admin,
+        node: None,
+        hash: auth::hash(&token),
+        created_at: now,
+    };
+    store.commit(&Batch {
+        tokens: vec![rec.clone()],
+        ..Batch::default()
+    })?;
+    tokens.insert(
+        rec.hash,
+        Principal {
+            name,
+            role: Role::Admin,
+            node: None,
+        },
+    );
+    let path = dir.join("admin.token");
+    datadir::write_admin_token(&path, &token).map_err(|e| data_dir_err(&path, e))?;
+    Ok((tokens, Some(token)))
+}
+
+/// Binds the listening socket (non-blocking, for the accept loop) and reports the address
+/// it got (port 0 picks one).
+fn bind(listen: SocketAddr) -> Result<(std::net::TcpListener, SocketAddr), ServerError> {
+    let err = |e: std::io::Error| ServerError::Listen {
+        addr: listen,
+        message: e.to_string(),
+    };
+    let listener = std::net::TcpListener::bind(listen).map_err(err)?;
+    listener.set_nonblocking(true).map_err(err)?;
+    let addr = listener.local_addr().map_err(err)?;
+    Ok((listener, addr))
+}
+
 fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
     ServerError::DataDir {
         path: path.display().to_string(),
@@ -168,90 +272,19 @@ impl Server {
         let mut loaded = store.load()?;
         let mark =
             datadir::check_store(dir, &mut store, &mut loaded, config.hardening.start_fresh)?;
-        let (policy, source) = match &config.policy_file {
-            Some(path) => {
-                let shown = path.display().to_string();
-                let text = std::fs::read_to_string(path).map_err(|e| ServerError::PolicyFile {
-                    path: shown.clone(),
-                    message: e.to_string(),
-                })?;
-                (
-                    Policy::from_toml(&text, Some(&shown))?,
-                    PolicySource::File(path.clone()),
-                )
-            }
-            None => match &loaded.policy {
-                Some(text) => (
-                    Policy::from_toml(text, Some("<stored policy>"))?,
-                    PolicySource::Store,
-                ),
-                None => (Policy::unlimited(), PolicySource::Store),
-            },
-        };
+        let (policy, source) = startup_policy(&config, loaded.policy.as_deref())?;
         lockgate_blocks::InputRoots::new(&config.backup_input_roots)?;
         let policy_file = config.policy_file.as_ref().map(|p| p.display().to_string());
         backups::check_policy_roots(&policy, policy_file.as_deref())?;
         let snapshot = Snapshot {
             next_id: loaded.max_job_id + 1,
             next_token: loaded.max_token + 1,
-            jobs: loaded.live_jobs,
-            nodes: loaded.nodes,
+            jobs: std::mem::take(&mut loaded.live_jobs),
+            nodes: std::mem::take(&mut loaded.nodes),
         };
         let now = Timestamp(wall_ms());
         let engine = Engine::restore(policy, snapshot, now, Mode::Indexed);
-
-        let tokens = Tokens::default();
-        let mut admin_token = None;
-        let mut has_admin = false;
-        for t in &loaded.tokens {
-            if let Some(prefix) = auth::reserved_prefix(&t.name) {
-                tracing::warn!(
-                    "token {:?} is not loaded: the prefix {prefix:?} is reserved for the server's own principals; revoke it",
-                    t.name
-                );
-                continue;
-            }
-            has_admin |= t.role == Role::Admin;
-            tokens.insert(
-                t.hash.clone(),
-                Principal {
-                    name: t.name.clone(),
-                    role: t.role,
-                    node: t.node.clone(),
-                },
-            );
-        }
-        if !has_admin {
-            let mut name = "admin".to_string();
-            let mut n = 1;
-            while loaded.tokens.iter().any(|t| t.name == name) {
-                n += 1;
-                name = format!("admin-{n}");
-            }
-            let token = auth::new_token();
-            let rec = TokenRecord {
-                name: name.clone(),
-                role: Role::Admin,
-                node: None,
-                hash: auth::hash(&token),
-                created_at: now,
-            };
-            store.commit(&Batch {
-                tokens: vec![rec.clone()],
-                ..Batch::default()
-            })?;
-            tokens.insert(
-                rec.hash,
-                Principal {
-                    name,
-                    role: Role::Admin,
-                    node: None,
-                },
-            );
-            let path = dir.join("admin.token");
-            datadir::write_admin_token(&path, &token).map_err(|e| data_dir_err(&path, e))?;
-            admin_token = Some(token);
-        }
+        let (tokens, admin_token) = load_tokens(&loaded.tokens, &mut store, dir, now)?;
 
         let (events, _) = broadcast::channel(4096);
         let mut looper = Loop::new(
@@ -268,21 +301,7 @@ impl Server {
         looper.recover_backups()?;
         looper.settle()?;
 
-        let listener =
-            std::net::TcpListener::bind(config.listen).map_err(|e| ServerError::Listen {
-                addr: config.listen,
-                message: e.to_string(),
-            })?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| ServerError::Listen {
-                addr: config.listen,
-                message: e.to_string(),
-            })?;
-        let addr = listener.local_addr().map_err(|e| ServerError::Listen {
-            addr: config.listen,
-            message: e.to_string(),
-        })?;
+        let (listener, addr) = bind(config.listen)?;
         let h = &config.hardening;
         let fd_limit = listener::raise_fd_limit();
         let limits = listener::Limits {
@@ -365,16 +384,7 @@ impl Server {
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
         let lp = LoopHandle::new(tx);
-        let loop_thread = std::thread::Builder::new()
-            .name("lockgate-loop".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .build()
-                    .expect("runtime");
-                rt.block_on(looper.run(rx));
-            })
-            .expect("spawn the event loop thread");
+        let loop_thread = spawn_loop(looper, rx);
         let (stop_tx, stop_rx) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
         let backups = Arc::new(backups::Backups::new(
@@ -398,26 +408,7 @@ impl Server {
         space.spawn_timer(stop_rx.clone());
         let serve_stop = stop_rx.clone();
 
-        // SIGHUP re-reads the --config file; without one it is logged and ignored (never the
-        // default action, which would end the server).
-        {
-            let lp = lp.clone();
-            tokio::spawn(async move {
-                let Ok(mut hup) =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-                else {
-                    return;
-                };
-                while hup.recv().await.is_some() {
-                    match lp.ask(Principal::system(), PolicyOp::Reload).await {
-                        Ok(_) if reload_on_hup => tracing::info!("SIGHUP: policy reloaded"),
-                        Ok(_) => {}
-                        Err(e) if e.code == lockgate_api::ErrorCode::Unavailable => return,
-                        Err(e) => tracing::error!("SIGHUP: policy not reloaded: {}", e.message),
-                    }
-                }
-            });
-        }
+        tokio::spawn(reload_on_sighup(lp.clone(), reload_on_hup));
 
         let stopper = lp;
         tokio::spawn(async move {
@@ -442,6 +433,37 @@ impl Server {
         let _ = tokio::task::spawn_blocking(move || backups.shutdown()).await;
         drop(lock);
         Ok(())
+    }
+}
+
+/// Starts the event loop on its own OS thread with a current-thread runtime, so the store's
+/// blocking calls never stall the HTTP workers.
+fn spawn_loop(looper: Loop, rx: mpsc::Receiver<Msg>) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("lockgate-loop".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .expect("runtime");
+            rt.block_on(looper.run(rx));
+        })
+        .expect("spawn the event loop thread")
+}
+
+/// SIGHUP re-reads the `--config` file; without one it is logged and ignored (never the
+/// default action, which would end the server). Ends when the loop is shutting down.
+async fn reload_on_sighup(lp: LoopHandle, reload_on_hup: bool) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match lp.ask(Principal::system(), PolicyOp::Reload).await {
+            Ok(_) if reload_on_hup => tracing::info!("SIGHUP: policy reloaded"),
+            Ok(_) => {}
+            Err(e) if e.code == lockgate_api::ErrorCode::Unavailable => return,
+            Err(e) => tracing::error!("SIGHUP: policy not reloaded: {}", e.message),
+        }
     }
 }
 

@@ -176,6 +176,14 @@ impl Metrics {
     /// The whole exposition.
     pub fn render(&self, engine: &Engine, last_seq: u64) -> String {
         let mut out = String::new();
+        self.render_jobs(&mut out, engine);
+        render_scopes(&mut out, engine);
+        self.render_store(&mut out, engine, last_seq);
+        out
+    }
+
+    /// Jobs by state and kind, finished jobs, admissions, lease expiries and waits.
+    fn render_jobs(&self, out: &mut String, engine: &Engine) {
         let mut live: BTreeMap<(JobState, String), u64> = BTreeMap::new();
         for j in engine.jobs() {
             let kind = kind_label(engine.policy(), &j.kind);
@@ -204,39 +212,14 @@ impl Metrics {
         out.push_str("# HELP lockgate_lease_expiries_total Leases that ran out (jobs lost).\n# TYPE lockgate_lease_expiries_total counter\n");
         let _ = writeln!(out, "lockgate_lease_expiries_total {}", self.lease_expiries);
         self.wait.render(
-            &mut out,
+            out,
             "lockgate_wait_seconds",
             "Time from queued to admitted.",
         );
-        out.push_str("# HELP lockgate_scope_running Units in use per scope.\n# TYPE lockgate_scope_running gauge\n");
-        let usage = bounded_scopes(engine.scope_usage());
-        for u in &usage {
-            let _ = writeln!(
-                out,
-                "lockgate_scope_running{{scope=\"{}\"}} {}",
-                esc(&u.scope),
-                u.used
-            );
-        }
-        out.push_str("# HELP lockgate_scope_limit Limit per scope (absent: unlimited).\n# TYPE lockgate_scope_limit gauge\n");
-        for u in &usage {
-            if let Some(l) = u.limit {
-                let _ = writeln!(
-                    out,
-                    "lockgate_scope_limit{{scope=\"{}\"}} {l}",
-                    esc(&u.scope)
-                );
-            }
-        }
-        out.push_str("# HELP lockgate_scope_peak Highest count per scope since the policy was applied.\n# TYPE lockgate_scope_peak gauge\n");
-        for u in &usage {
-            let _ = writeln!(
-                out,
-                "lockgate_scope_peak{{scope=\"{}\"}} {}",
-                esc(&u.scope),
-                u.peak
-            );
-        }
+    }
+
+    /// Nodes by state, store commits, the event sequence and backup plans.
+    fn render_store(&self, out: &mut String, engine: &Engine, last_seq: u64) {
         out.push_str(
             "# HELP lockgate_nodes Registered nodes by state.\n# TYPE lockgate_nodes gauge\n",
         );
@@ -248,7 +231,7 @@ impl Metrics {
             let _ = writeln!(out, "lockgate_nodes{{state=\"{s}\"}} {n}");
         }
         self.commit.render(
-            &mut out,
+            out,
             "lockgate_store_commit_seconds",
             "Store group-commit latency.",
         );
@@ -267,6 +250,38 @@ impl Metrics {
                 "lockgate_backup_plans_total{{outcome=\"{outcome}\"}} {n}"
             );
         }
-        out
+    }
+}
+
+/// Units in use, limits and peaks per scope (at most a bounded number per rule).
+fn render_scopes(out: &mut String, engine: &Engine) {
+    out.push_str("# HELP lockgate_scope_running Units in use per scope.\n# TYPE lockgate_scope_running gauge\n");
+    let usage = bounded_scopes(engine.scope_usage());
+    for u in &usage {
+        let _ = writeln!(
+            out,
+            "lockgate_scope_running{{scope=\"{}\"}} {}",
+            esc(&u.scope),
+            u.used
+        );
+    }
+    out.push_str("# HELP lockgate_scope_limit Limit per scope (absent: unlimited).\n# TYPE lockgate_scope_limit gauge\n");
+    for u in &usage {
+        if let Some(l) = u.limit {
+            let _ = writeln!(
+                out,
+                "lockgate_scope_limit{{scope=\"{}\"}} {l}",
+                esc(&u.scope)
+            );
+        }
+    }
+    out.push_str("# HELP lockgate_scope_peak Highest count per scope since the policy was applied.\n# TYPE lockgate_scope_peak gauge\n");
+    for u in &usage {
+        let _ = writeln!(
+            out,
+            "lockgate_scope_peak{{scope=\"{}\"}} {}",
+            esc(&u.scope),
+            u.peak
+        );
     }
 }
