@@ -21,8 +21,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use lockgate_api::{
-    check_backup_name, time, BackupRequest, FinishRequest, JobView, LeaseRequest, NodeRegister,
-    Role, ScheduleRequest, SubmitRequest, TokenCreate,
+    check_backup_name, BackupRequest, FinishRequest, JobView, LeaseRequest, NodeRegister, Role,
+    ScheduleRequest, SubmitRequest, TokenCreate,
 };
 use lockgate_core::engine::{NodeRegistration, SubmitError};
 use lockgate_core::schedule::Runner;
@@ -96,29 +96,9 @@ fn parsed<T: DeserializeOwned + Serialize + PartialEq + Debug>(data: &[u8]) -> O
     Some(v)
 }
 
-/// `SubmitRequest` -> `JobSpec`, as `event_loop/jobs.rs` builds it (owner from the token).
+/// `SubmitRequest` -> `JobSpec`, with the conversion the server uses (owner from the token).
 fn spec(req: SubmitRequest, owner: &str) -> Option<JobSpec> {
-    let not_before = match &req.not_before {
-        Some(t) => Some(time::parse(t).ok()?),
-        None => None,
-    };
-    let ms = |v: Option<f64>| v.map(time::millis).transpose();
-    Some(JobSpec {
-        kind: req.kind,
-        attrs: req.attrs,
-        owner: owner.to_string(),
-        priority: req.priority,
-        node: req.node,
-        node_selector: req.node_selector,
-        executor: req.executor,
-        cost: req.cost,
-        two_stage: req.two_stage,
-        not_before,
-        max_wait_ms: ms(req.max_wait_s).ok()?,
-        max_run_ms: ms(req.max_run_s).ok()?,
-        idempotency_key: req.idempotency_key,
-        retry: None,
-    })
+    req.into_spec(owner.to_string()).ok()
 }
 
 fn submit(req: SubmitRequest) {

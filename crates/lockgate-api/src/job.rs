@@ -261,6 +261,42 @@ pub struct ExplainView {
     pub text: String,
 }
 
+impl SubmitRequest {
+    /// The job this request asks for, owned by `owner` (the submitting token's principal;
+    /// never a field of the body). Times and durations are read here; everything else is
+    /// checked by `JobSpec::check` when the engine takes it.
+    ///
+    /// # Errors
+    /// `(field, message)` for a `not_before` that is not RFC 3339 or a duration that is not
+    /// a number of seconds >= 0.
+    pub fn into_spec(self, owner: String) -> Result<lockgate_core::JobSpec, (String, String)> {
+        let not_before = match &self.not_before {
+            Some(t) => Some(time::parse(t).map_err(|m| ("not_before".to_string(), m))?),
+            None => None,
+        };
+        let ms = |field: &str, v: Option<f64>| {
+            v.map(|s| time::millis(s).map_err(|m| (field.to_string(), format!("{field}: {m}"))))
+                .transpose()
+        };
+        Ok(lockgate_core::JobSpec {
+            max_wait_ms: ms("max_wait_s", self.max_wait_s)?,
+            max_run_ms: ms("max_run_s", self.max_run_s)?,
+            kind: self.kind,
+            attrs: self.attrs,
+            owner,
+            priority: self.priority,
+            node: self.node,
+            node_selector: self.node_selector,
+            executor: self.executor,
+            cost: self.cost,
+            two_stage: self.two_stage,
+            not_before,
+            idempotency_key: self.idempotency_key,
+            retry: None,
+        })
+    }
+}
+
 impl From<lockgate_core::explain::Explanation> for ExplainView {
     fn from(e: lockgate_core::explain::Explanation) -> Self {
         ExplainView {

@@ -6,10 +6,10 @@ use crate::error::ApiError;
 use crate::event_loop::Loop;
 use crate::protocol::Reply;
 use lockgate_api::{
-    time, ErrorCode, ExplainView, FinishRequest, JobList, JobQuery, JobView, Role, SubmitRequest,
+    ErrorCode, ExplainView, FinishRequest, JobList, JobQuery, JobView, Role, SubmitRequest,
 };
 use lockgate_core::engine::{CancelError, LeaseError, SubmitError};
-use lockgate_core::job::{Job, JobId, JobSpec, JobState};
+use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 use lockgate_store::JobFilter;
 
@@ -167,32 +167,9 @@ impl Loop {
             }
         }
         self.check_owner_quota(p)?;
-        let not_before = match &req.not_before {
-            Some(t) => Some(time::parse(t).map_err(|m| ApiError::invalid("not_before", m))?),
-            None => None,
-        };
-        let ms = |field: &str, v: Option<f64>| -> Result<Option<u64>, ApiError> {
-            v.map(|s| {
-                time::millis(s).map_err(|m| ApiError::invalid(field, format!("{field}: {m}")))
-            })
-            .transpose()
-        };
-        let spec = JobSpec {
-            kind: req.kind,
-            attrs: req.attrs,
-            owner: p.name.clone(),
-            priority: req.priority,
-            node: req.node,
-            node_selector: req.node_selector,
-            executor: req.executor,
-            cost: req.cost,
-            two_stage: req.two_stage,
-            not_before,
-            max_wait_ms: ms("max_wait_s", req.max_wait_s)?,
-            max_run_ms: ms("max_run_s", req.max_run_s)?,
-            idempotency_key: req.idempotency_key,
-            retry: None,
-        };
+        let spec = req
+            .into_spec(p.name.clone())
+            .map_err(|(field, message)| ApiError::invalid(field, message))?;
         match self.engine.submit(spec, now) {
             Ok(s) => Ok(Submitted {
                 job: self.view(&s.job),
