@@ -81,8 +81,14 @@ impl Bench {
         Ok(Client::new(&self.url, Some(self.token.clone()))?)
     }
 
+    /// Applies one of the bench's own policies (some limit nothing, on purpose).
     fn policy(&self, toml: &str) -> anyhow::Result<()> {
-        self.client()?.put_policy(toml, false, None)?;
+        let opts = lockgate_client::PolicyPut {
+            dry_run: false,
+            if_match: None,
+            allow_unlimited: true,
+        };
+        self.client()?.put_policy_with(toml, &opts)?;
         Ok(())
     }
 

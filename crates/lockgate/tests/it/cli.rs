@@ -136,3 +136,36 @@ fn tls_serves_the_api_and_lockgate_run() {
     .unwrap();
     assert!(plain.job(1).is_err());
 }
+
+/// `lockgate bench` swaps its own policies (one limits nothing); the `removes_all_limits`
+/// guard on `PUT /v1/policy` once made it fail at its last phase. A small run must end
+/// with every phase measured.
+#[test]
+fn bench_runs_every_phase_with_its_own_policies() {
+    let out = std::process::Command::new(BIN)
+        .args([
+            "bench",
+            "--json",
+            "--clients",
+            "2",
+            "--cycles",
+            "5",
+            "--waiters",
+            "5",
+            "--runs",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("bench prints JSON");
+    assert_eq!(v["throughput"]["cycles"].as_u64(), Some(10));
+    assert_eq!(v["release_to_admission_ms"]["samples"].as_u64(), Some(5));
+    assert_eq!(v["run_vs_flock"]["runs"].as_u64(), Some(2));
+    assert!(v["run_vs_flock"]["lockgate_run_ms"].as_f64().unwrap() > 0.0);
+}
