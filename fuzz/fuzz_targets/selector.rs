@@ -5,8 +5,8 @@
 //!   requirement's `Display`, joined by `,`) re-parses to the same requirements;
 //! - it serialises as its text;
 //! - in label mode every key and value passes `validate_label_key`/`validate_label_value`;
-//! - a label selector without an empty `=`/`!=` value parses in job mode to the same
-//!   requirements (job syntax is a superset of label syntax for non-empty values);
+//! - a label selector without an empty value and without `<`/`>` parses in job mode to the
+//!   same requirements (job syntax is a superset of label syntax for those);
 //! - against no labels at all, only "absent-tolerant" requirements (`!=`, `notin`, `!k`)
 //!   hold; a selector of only `=`/`in`/exists requirements, one per key, matches the
 //!   labels it names.
@@ -34,7 +34,13 @@ fuzz_target!(|data: &[u8]| {
             .requirements()
             .iter()
             .any(|r| values(r).any(str::is_empty));
-        if !has_empty_value {
+        let compares = sel.requirements().iter().any(|r| {
+            matches!(
+                r,
+                Requirement::GreaterThan { .. } | Requirement::LessThan { .. }
+            )
+        });
+        if !has_empty_value && !compares {
             let as_jobs = jobs
                 .as_ref()
                 .unwrap_or_else(|e| panic!("{text:?} is a label selector but not a job one: {e}"));
@@ -90,7 +96,18 @@ fn round_trips(
     // A selector of positive requirements, one per key, holds for the labels it names.
     let keys: std::collections::BTreeSet<&str> =
         sel.requirements().iter().map(|r| r.key()).collect();
-    if !sel.requirements().iter().any(tolerant) && keys.len() == sel.requirements().len() {
+    // (`k>MAX` holds for no value, so it is left out.)
+    let satisfiable = !sel.requirements().iter().any(|r| {
+        matches!(
+            r,
+            Requirement::GreaterThan { value: i64::MAX, .. }
+                | Requirement::LessThan { value: i64::MIN, .. }
+        )
+    });
+    if !sel.requirements().iter().any(tolerant)
+        && keys.len() == sel.requirements().len()
+        && satisfiable
+    {
         let map: BTreeMap<String, String> = sel
             .requirements()
             .iter()
@@ -100,6 +117,8 @@ fn round_trips(
                     Requirement::In { values, .. } => {
                         values.iter().next().cloned().unwrap_or_default()
                     }
+                    Requirement::GreaterThan { value, .. } => (value.saturating_add(1)).to_string(),
+                    Requirement::LessThan { value, .. } => (value.saturating_sub(1)).to_string(),
                     _ => String::new(),
                 };
                 (r.key().to_string(), v)
@@ -118,6 +137,9 @@ fn values(r: &Requirement) -> Box<dyn Iterator<Item = &str> + '_> {
         Requirement::In { values, .. } | Requirement::NotIn { values, .. } => {
             Box::new(values.iter().map(String::as_str))
         }
-        Requirement::Exists { .. } | Requirement::NotExists { .. } => Box::new(std::iter::empty()),
+        Requirement::Exists { .. }
+        | Requirement::NotExists { .. }
+        | Requirement::GreaterThan { .. }
+        | Requirement::LessThan { .. } => Box::new(std::iter::empty()),
     }
 }

@@ -5,6 +5,7 @@
 //! selector    := "" | requirement ("," requirement)*
 //! requirement := key ("=" | "==" | "!=") value
 //!              | key ("in" | "notin") "(" value ("," value)* ")"
+//!              | key ("<" | ">") integer          (labels only)
 //!              | key                  (exists)
 //!              | "!" key              (does not exist)
 //! ```
@@ -20,10 +21,19 @@
 //!   `kind`, `owner`, `node` and attributes: a key or value is any non-empty string without
 //!   whitespace, `,`, `(`, `)`, `=` or `!` (`group=vm/100` is fine).
 //!
-//! Differences from `kubectl`, on purpose: the numeric `<`/`>` operators are refused (no
-//! policy needs them), and a value list must hold at least one value and no empty ones
-//! (Kubernetes reads `k in ()` and `k in (a,)` as containing the empty string, which is
-//! almost always a typo).
+//! Label selectors read every string as `kubectl` (apimachinery's `labels.Parse`) reads it,
+//! including its two less known forms: `k>N` and `k<N` hold when `k` is present and its value
+//! is an integer greater (less) than `N` (a non-integer value never matches; `N` must be an
+//! integer, so `k<a` is refused); and a value list may hold empty values: `k in ()` is
+//! `k in ("")`, `k in (a,)` and `k in (,a)` hold `a` and the empty string, `k in (a,,b)` holds
+//! `a`, `b` and the empty string. The table test in `tests/it/selector.rs` is built from
+//! apimachinery's own `selector_test.go` cases.
+//!
+//! Job selectors differ from `kubectl`, on purpose, because they are written by hand in a
+//! policy where a typo would silently match nothing: `<` and `>` are ordinary characters of a
+//! value (`size=<big>`) and refused in a key (`size>10` is not a comparison here), a value may
+//! not be empty (`kind=`, `kind in ()` and `kind in (a,)`
+//! are refused with the column of the empty value).
 //!
 //! Invariant: a [`Selector`] only exists parsed, so its requirements are well-formed for
 //! the mode it was parsed in, and [`Selector::text`] is the trimmed text it came from.
@@ -70,6 +80,22 @@ pub enum Requirement {
         /// The excluded values (never empty).
         values: BTreeSet<String>,
     },
+    /// `key>N` (label selectors only): the key is present and its value is an integer
+    /// greater than `N`.
+    GreaterThan {
+        /// The key.
+        key: String,
+        /// The bound.
+        value: i64,
+    },
+    /// `key<N` (label selectors only): the key is present and its value is an integer less
+    /// than `N`.
+    LessThan {
+        /// The key.
+        key: String,
+        /// The bound.
+        value: i64,
+    },
     /// `key`: the key is present.
     Exists {
         /// The key.
@@ -90,6 +116,8 @@ impl Requirement {
             | Requirement::NotEquals { key, .. }
             | Requirement::In { key, .. }
             | Requirement::NotIn { key, .. }
+            | Requirement::GreaterThan { key, .. }
+            | Requirement::LessThan { key, .. }
             | Requirement::Exists { key }
             | Requirement::NotExists { key } => key,
         }
@@ -102,6 +130,12 @@ impl Requirement {
             (Requirement::NotEquals { value: not, .. }, Some(v)) => v != not,
             (Requirement::In { values, .. }, Some(v)) => values.contains(v),
             (Requirement::NotIn { values, .. }, Some(v)) => !values.contains(v),
+            (Requirement::GreaterThan { value: bound, .. }, Some(v)) => {
+                v.parse::<i64>().is_ok_and(|n| n > *bound)
+            }
+            (Requirement::LessThan { value: bound, .. }, Some(v)) => {
+                v.parse::<i64>().is_ok_and(|n| n < *bound)
+            }
             (Requirement::Exists { .. }, Some(_)) | (Requirement::NotExists { .. }, None) => true,
             (Requirement::NotEquals { .. } | Requirement::NotIn { .. }, None) => true,
             _ => false,
@@ -110,7 +144,8 @@ impl Requirement {
 }
 
 impl fmt::Display for Requirement {
-    /// The canonical form: `k=v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
+    /// The canonical form: `k=v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k>1`, `k<1`, `k`,
+    /// `!k` (an empty value in a list stays empty: `k in (,a)`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let list = |values: &BTreeSet<String>| values.iter().cloned().collect::<Vec<_>>().join(",");
         match self {
@@ -118,6 +153,8 @@ impl fmt::Display for Requirement {
             Requirement::NotEquals { key, value } => write!(f, "{key}!={value}"),
             Requirement::In { key, values } => write!(f, "{key} in ({})", list(values)),
             Requirement::NotIn { key, values } => write!(f, "{key} notin ({})", list(values)),
+            Requirement::GreaterThan { key, value } => write!(f, "{key}>{value}"),
+            Requirement::LessThan { key, value } => write!(f, "{key}<{value}"),
             Requirement::Exists { key } => write!(f, "{key}"),
             Requirement::NotExists { key } => write!(f, "!{key}"),
         }
@@ -393,17 +430,12 @@ impl Parser {
             Tok::NotEq => Ok(Requirement::NotEquals { value: self.exact_value(&op)?, key }),
             Tok::Ident(ref w) if w == "in" => Ok(Requirement::In { values: self.value_list("in")?, key }),
             Tok::Ident(ref w) if w == "notin" => Ok(Requirement::NotIn { values: self.value_list("notin")?, key }),
-            Tok::Gt | Tok::Lt => err(
-                op_at,
-                format!(
-                    "operator {} is not supported, expected one of =, ==, !=, in, notin",
-                    op.describe()
-                ),
-            ),
+            Tok::Gt => Ok(Requirement::GreaterThan { value: self.integer(&op)?, key }),
+            Tok::Lt => Ok(Requirement::LessThan { value: self.integer(&op)?, key }),
             other => err(
                 op_at,
                 format!(
-                    "found {} after key {key:?}, expected an operator (=, ==, !=, in, notin), ',' or the end of the selector",
+                    "found {} after key {key:?}, expected an operator (=, ==, !=, in, notin, <, >), ',' or the end of the selector",
                     other.describe()
                 ),
             ),
@@ -436,6 +468,32 @@ impl Parser {
         }
     }
 
+    /// The integer after `<` or `>` (Kubernetes: exactly one value, parsed as a 64-bit
+    /// integer).
+    fn integer(&mut self, op: &Tok) -> Result<i64, SelectorError> {
+        let (tok, at) = self.next();
+        let Tok::Ident(text) = tok else {
+            return err(
+                at,
+                format!(
+                    "found {} after {}, expected an integer",
+                    tok.describe(),
+                    op.describe()
+                ),
+            );
+        };
+        self.check_value(&text, at)?;
+        text.parse().or_else(|_| {
+            err(
+                at,
+                format!(
+                    "value {text:?} after {}: expected an integer",
+                    op.describe()
+                ),
+            )
+        })
+    }
+
     fn value_list(&mut self, op: &str) -> Result<BTreeSet<String>, SelectorError> {
         let (tok, at) = self.next();
         if tok != Tok::Open {
@@ -446,6 +504,9 @@ impl Parser {
                     tok.describe()
                 ),
             );
+        }
+        if self.mode == Mode::Labels {
+            return self.label_values(op);
         }
         let mut values = BTreeSet::new();
         loop {
@@ -486,9 +547,62 @@ impl Parser {
         }
     }
 
+    /// A label selector's value list after its `(`, read as apimachinery's `parseValues`
+    /// reads it: `()` is the empty string alone, and an empty place before, between or after
+    /// commas is the empty string.
+    fn label_values(&mut self, op: &str) -> Result<BTreeSet<String>, SelectorError> {
+        let mut values = BTreeSet::new();
+        if self.peek() == &Tok::Close {
+            self.next();
+            values.insert(String::new());
+            return Ok(values);
+        }
+        // Each turn reads one place of the list (a value or nothing) and what ends it.
+        loop {
+            if let Tok::Ident(_) = self.peek() {
+                let (Tok::Ident(value), at) = self.next() else {
+                    unreachable!()
+                };
+                self.check_value(&value, at)?;
+                values.insert(value);
+            } else {
+                values.insert(String::new());
+            }
+            let (tok, at) = self.next();
+            match tok {
+                Tok::Comma => continue,
+                Tok::Close => return Ok(values),
+                Tok::End => {
+                    return err(
+                        at,
+                        format!("unbalanced parentheses: the list after '{op}' has no closing ')'"),
+                    )
+                }
+                other => {
+                    return err(
+                        at,
+                        format!(
+                            "found {} in the list after '{op}', expected ',' or ')'",
+                            other.describe()
+                        ),
+                    )
+                }
+            }
+        }
+    }
+
     fn check_key(&self, key: &str, at: usize) -> Result<(), SelectorError> {
         if self.mode == Mode::Jobs {
-            return Ok(()); // the lexer already excludes whitespace and `,()=!`
+            // The lexer already excludes whitespace and `,()=!`. A `<` or `>` in a key is
+            // almost surely a comparison, which job selectors do not have: say so rather
+            // than read `size>10` as "the key `size>10` exists".
+            if let Some(i) = key.find(['<', '>']) {
+                return err(
+                    at + key[..i].chars().count(),
+                    format!("key {key:?}: job selectors have no '<' or '>' comparisons (only label selectors do); use =, !=, in or notin"),
+                );
+            }
+            return Ok(());
         }
         validate_label_key(key).map_err(|m| SelectorError {
             position: at,

@@ -3,7 +3,12 @@
 //!
 //! Semantics are Vixie cron's: each field is `*` or a comma list of `N`, `N-M`, `*/S`, `N-M/S`
 //! (and `N/S`, meaning `N-max/S`); months and weekdays also take three-letter English names;
-//! day of week 0 and 7 are Sunday. When both day fields are restricted (neither starts with
+//! day of week 0 and 7 are Sunday, and a weekday range ending on Sunday as 0 ends on 7
+//! (`6-0`, `mon-sun`, as cronie reads them); a step may exceed the field's range (`*/15` in
+//! the month field: January only, as in cronie). Deliberately stricter than cronie: a range
+//! that runs backwards otherwise (`5-1`) is refused, where cronie silently sets nothing for it
+//! (also for `mon-sun/2`, where cronie applies its Sunday rule only without a step; here the
+//! rule holds with a step too). When both day fields are restricted (neither starts with
 //! `*`), a day matches if EITHER matches; this compiles to two specs whose union is taken.
 //! Times are wall-clock times in the local zone and go through the same DST handling as
 //! calendar events: a time in a spring-forward gap is skipped.
@@ -182,7 +187,10 @@ fn span(element: &str, whole: &str, field: &CronField) -> Result<Span, CalendarE
     let (start, stop) = if range == "*" {
         (field.min, field.max)
     } else if let Some((a, b)) = range.split_once('-') {
-        let (a, b) = (value(a, field)?, value(b, field)?);
+        let (a, mut b) = (value(a, field)?, value(b, field)?);
+        if field.name == DOW.name && a > b && b == 0 {
+            b = 7; // cronie: a weekday range that ends on Sunday as 0 (`6-0`, `mon-sun`) ends on 7
+        }
         if a > b {
             let msg = format!("{name} range {range} runs backwards; write the smaller value first or list the values");
             return Err(CalendarError::new(range, msg));
@@ -200,13 +208,16 @@ fn step_value(text: &str, element: &str, field: &CronField) -> Result<i64, Calen
         .parse::<i64>()
         .ok()
         .filter(|_| text.bytes().all(|b| b.is_ascii_digit()));
+    // cronie takes any positive step, also one past the field's range (`*/15` in the month
+    // field is January only); it warns, and so does nothing here: the schedule is what cron
+    // would run. The bound keeps the arithmetic in `next.rs` far from overflow.
     match step {
-        Some(s) if (1..=field.max).contains(&s) => Ok(s),
+        Some(s) if (1..=i64::from(i32::MAX)).contains(&s) => Ok(s),
         _ => Err(CalendarError::new(
             element,
             format!(
-                "step {text:?} in the {}: expected a number 1..{}",
-                field.name, field.max
+                "step {text:?} in the {}: expected a whole number of at least 1",
+                field.name
             ),
         )),
     }

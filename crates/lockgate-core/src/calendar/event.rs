@@ -112,11 +112,10 @@ fn parse_body(body: &str) -> Result<CalendarSpec, CalendarError> {
     if let Some(spec) = CalendarSpec::keyword(body) {
         return Ok(spec);
     }
-    if body.starts_with(' ') || body.ends_with(' ') {
-        return Err(CalendarError::new(
-            body,
-            "remove the leading or trailing space",
-        ));
+    // As systemd reads it: blanks may end the weekdays or the date (`Wed `, `2003-03-05 `
+    // mean midnight), never lead the text or follow a time or a keyword.
+    if body.starts_with(' ') {
+        return Err(CalendarError::new(body, "remove the leading space"));
     }
     let mut p = Parser { text: body, pos: 0 };
     let mut spec = CalendarSpec {
@@ -174,6 +173,17 @@ impl<'a> Parser<'a> {
             end
         };
         &rest[..end]
+    }
+
+    /// The error for text left after the time's `what`: blanks there are refused as systemd
+    /// refuses them (they may end the weekdays or the date only).
+    fn after_time(&self, what: &str) -> CalendarError {
+        if self.rest().bytes().all(|b| b == b' ') {
+            let msg =
+                "remove the trailing space (systemd allows one only after a weekday or a date)";
+            return CalendarError::new(self.text, msg);
+        }
+        CalendarError::new(self.rest(), format!("unexpected text after the {what}"))
     }
 
     fn fail<T>(&self, at: usize, message: &str) -> Result<T, CalendarError> {
@@ -360,19 +370,11 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
                 let s = self.chain(true)?;
                 if self.peek().is_some() {
-                    return Err(CalendarError::new(
-                        self.rest(),
-                        "unexpected text after the seconds",
-                    ));
+                    return Err(self.after_time("seconds"));
                 }
                 Some(s)
             }
-            Some(_) => {
-                return Err(CalendarError::new(
-                    self.rest(),
-                    "unexpected text after the minutes",
-                ))
-            }
+            Some(_) => return Err(self.after_time("minutes")),
         };
         spec.hour = finish(hour, Field::Hour, false)?;
         spec.minute = finish(minute, Field::Minute, false)?;

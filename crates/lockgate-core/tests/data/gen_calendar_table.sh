@@ -35,6 +35,11 @@ cases() {
 		'*-*-* *:*:0/10' '*:2/3' '2016-03-01..15 16:00' '2024..2026-*-01 04:00'; do
 		printf 'UTC\t%s\t%s\n' "$B" "$expr"
 	done
+	# Blanks after the weekdays or the date (systemd reads them as midnight; test-calendarspec.c).
+	for expr in 'Wed ' 'Mon,Fri ' 'mon..fri  ' 'Wed, 17:48' 'Mon  02:00' '2003-03-05 ' '*-*~05,3 ' \
+		'Mon 2024-01-01 ' 'sat *-1..7 ' '10-15 '; do
+		printf 'UTC\t%s\t%s\n' "$B" "$expr"
+	done
 	# Month ends, leap days, year boundaries.
 	for expr in '*-*-31' '*-*-31 12:00' '*-*~1' '*-*~1..7' 'Fri *-*~1..7' '*-02-29' 'Mon *-02-29' \
 		'*-02~1' '*-02-28,29' '*-12-31 23:59:59' '*-01-01 00:00:00' '*-02-30' 'yearly' '*-*-29,30,31'; do

@@ -108,6 +108,11 @@ fn cron_lines_match_hand_checked_table() {
 #[case::weekdays_space("mon wed", "wed", "\",\"")]
 #[case::missing_minutes("8", "8", "minutes")]
 #[case::trailing_space("12:00 ", "12:00 ", "space")]
+#[case::space_after_keyword("daily ", "daily", "keyword")]
+#[case::leading_space(" Mon", " Mon", "leading space")]
+#[case::space_after_time("Mon 02:00 ", "Mon 02:00 ", "only after a weekday or a date")]
+#[case::cron_weekday_backwards("0 0 * * 5-1", "5-1", "backwards")]
+#[case::cron_huge_step("*/9999999999 * * * *", "*/9999999999", "step")]
 #[case::empty("", "", "empty")]
 fn bad_expressions_name_the_part(#[case] expr: &str, #[case] part: &str, #[case] says: &str) {
     let err = Schedule::parse(expr).expect_err(expr);
