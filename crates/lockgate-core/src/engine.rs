@@ -39,13 +39,16 @@
 
 mod admission;
 mod entries;
+mod exclusive;
 pub mod explain;
+mod explain_conflict;
 mod invariants;
 mod needs;
 mod nodes;
 mod placement;
 mod queue;
 mod rebuild;
+mod reserve;
 mod scopes;
 mod timers;
 
