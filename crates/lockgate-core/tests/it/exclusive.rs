@@ -243,3 +243,125 @@ fn overlap_with_exclusive_excludes_every_overlapping_holder() {
         assert_eq!(state(&e, db), Some(JobState::Running));
     }
 }
+
+/// Limit reservations: a restore on repo a, held by `restores` (a restore on repo b runs)
+/// and by `repo-io[repo=a]` (a stream of backups churns it), reserves `repo-io[repo=a]`
+/// once it has waited that limit's own `reserve_after` (1 s; the global one is 10 h). From
+/// then on it waits only for the holders admitted before (docs/policy.md,
+/// "Reservations"): it starts the instant the other restore ends. Without the limit's
+/// `reserve_after` a backup holds the partition at that instant and the restore waits on.
+#[test]
+fn a_limit_reserves_after_its_own_reserve_after() {
+    let toml = |after: &str| {
+        format!(
+            "[leases]\nttl = \"1h\"\n[queue]\nreserve_after = \"10h\"\n[[limit]]\nname = \"repo-io\"\nper = [\"repo\"]\nmax = 1\n{after}[[limit]]\nname = \"restores\"\nmatch = \"kind=restore\"\nmax = 1\n"
+        )
+    };
+    for (after, starts) in [("reserve_after = \"1s\"\n", true), ("", false)] {
+        for mut e in both(&toml(after)) {
+            let r1 = submit(&mut e, repo("restore", "b"), 0);
+            let mut cur = Some(submit(&mut e, repo("backup", "a"), 0));
+            let r2 = submit(&mut e, repo("restore", "a"), 100);
+            for t in (300..3_000).step_by(300) {
+                e.handle_timeout(Timestamp(t - 50));
+                let next = submit(&mut e, repo("backup", "a"), t - 50);
+                if let Some(c) = cur.take() {
+                    finish(&mut e, c, t);
+                }
+                cur = (state(&e, next) == Some(JobState::Running)).then_some(next);
+            }
+            assert_eq!(
+                cur.is_none(),
+                starts,
+                "the stream stalls once the partition is reserved"
+            );
+            finish(&mut e, r1, 3_000);
+            assert_eq!(
+                state(&e, r2) == Some(JobState::Running),
+                starts,
+                "{after:?}"
+            );
+        }
+    }
+}
+
+/// Conflict reservations: a restore on repo a, held by a backup on that key and by the
+/// `restores` limit, reserves the key after the conflict's `reserve_after`, so the backups
+/// queued behind it on that key no longer pass it; those on repo b do.
+#[test]
+fn a_conflict_reserves_its_key_after_its_own_reserve_after() {
+    let toml = "[leases]\nttl = \"1h\"\n[queue]\nreserve_after = \"10h\"\n[[conflict]]\nkeys = [\"repo\"]\nreserve_after = \"1s\"\n[[limit]]\nname = \"restores\"\nmatch = \"kind=restore\"\nmax = 1\n";
+    for mut e in both(toml) {
+        let other = submit(&mut e, repo("restore", "b"), 0);
+        let h = submit(&mut e, repo("backup", "a"), 0);
+        let r = submit(&mut e, repo("restore", "a"), 100);
+        e.handle_timeout(Timestamp(1_200));
+        let b = submit(&mut e, repo("backup", "a"), 1_200);
+        let unrelated = submit(&mut e, repo("backup", "c"), 1_200);
+        finish(&mut e, h, 1_300);
+        assert_eq!(
+            state(&e, b),
+            Some(JobState::Queued),
+            "the key is reserved for the restore"
+        );
+        assert_eq!(state(&e, unrelated), Some(JobState::Running));
+        let why = e.explain(b, Timestamp(1_300)).unwrap();
+        assert_eq!(
+            why.reasons[0].text,
+            format!("conflict:repo=a: reserved for job {r}")
+        );
+        finish(&mut e, other, 1_400);
+        assert_eq!(state(&e, r), Some(JobState::Running));
+    }
+}
+
+/// The complaint about global strict order: a prune waiting on repo a held a
+/// backup on repo b. A strict conflict holds back only jobs on its own key.
+#[test]
+fn a_strict_conflict_holds_back_only_its_own_key() {
+    let rule = "[[conflict]]\nkeys = [\"repo\"]\nmatch = \"kind in (backup, prune)\"\n";
+    let strict_conflict = format!("[leases]\nttl = \"1h\"\n{rule}strict = true\n");
+    let strict_queue = format!("[leases]\nttl = \"1h\"\n[queue]\nstrict = true\n{rule}");
+    for (toml, holds_b) in [(strict_conflict, false), (strict_queue, true)] {
+        for mut e in both(&toml) {
+            let h = submit(&mut e, repo("backup", "a"), 0);
+            // The prune is pinned to a node that is not registered: it cannot run anyway,
+            // so without `strict` it would reserve nothing.
+            let p = submit(
+                &mut e,
+                JobSpec {
+                    node: Some("gone".into()),
+                    ..repo("prune", "a")
+                },
+                10,
+            );
+            finish(&mut e, h, 20);
+            assert_eq!(state(&e, p), Some(JobState::Queued));
+            let b = submit(&mut e, repo("backup", "b"), 30);
+            let a = submit(&mut e, repo("backup", "a"), 30);
+            assert_eq!(
+                state(&e, a),
+                Some(JobState::Queued),
+                "strict: repo a waits for the prune"
+            );
+            assert_eq!(state(&e, b) == Some(JobState::Queued), holds_b, "{toml}");
+        }
+    }
+}
+
+#[test]
+fn the_new_keys_round_trip_and_diff() {
+    let text = "[[limit]]\nname = \"restores\"\nmatch = \"kind=restore\"\nmax = 2\nreserve_after = \"30s\"\nstrict = true\n\n[[conflict]]\nkeys = [\"repo\"]\nexclusive = \"kind in (prune, check)\"\nexclusive_delay = \"30s\"\nreserve_after = \"1m\"\nstrict = true\n";
+    let p = policy(text);
+    let c = &p.conflicts[0];
+    assert_eq!(c.exclusive_delay, std::time::Duration::from_secs(30));
+    assert_eq!(c.reserve.after, Some(std::time::Duration::from_secs(60)));
+    assert!(c.reserve.strict && p.limits[0].reserve.strict);
+    let written = p.to_toml_string();
+    assert_eq!(policy(&written), p, "{written}");
+    let relaxed = policy(&text.replace("exclusive_delay = \"30s\"", "exclusive_delay = \"1m\""));
+    assert_eq!(
+        p.diff(&relaxed),
+        vec!["conflict[0]: exclusive_delay \"30s\" -> \"1m\"".to_string()]
+    );
+}
