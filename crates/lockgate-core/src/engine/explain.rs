@@ -18,8 +18,8 @@ pub struct Reason {
     /// Scope name, when the condition is a scope (`limit:per-datastore[datastore=ds1]`).
     pub scope: Option<String>,
     /// `capacity`, `zero`, `over_limit`, `conflict`, `reserved`, `node_missing`,
-    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`
-    /// or `strict`.
+    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`,
+    /// `strict` or `exclusive_waiting` (an exclusive job ranked above waits for the key).
     pub kind: String,
     /// Units in use in the scope.
     pub count: Option<u64>,
