@@ -27,6 +27,9 @@
 //!   plus O(S) over the interned scopes to find the node's per-node pools;
 //! - with `fair_share`, every admission and release also re-keys the owner's classes:
 //!   O(c_o log c) for the c_o classes of that owner (without fair share: nothing);
+//! - shared/exclusive conflicts: O(1) per key checked (two counters); an exclusive job
+//!   entering or leaving the queue: O(log n) per key (`engine/exclusive.rs`);
+//! - reservations (per rule): O(s) per blocked evaluation (`engine/reserve.rs`);
 //! - policy change, restore: O(n log n) (every job is re-indexed);
 //! - explain: O(n) (the position counts competing jobs; not on the admission path).
 //!
@@ -35,17 +38,21 @@
 //!   scope *over limit*; it then admits nothing until it drains);
 //! - a job is admitted at most once per attempt, and holds exactly what it took;
 //! - after every operation, no queued job is admissible unless strict order or a
-//!   reservation holds it.
+//!   reservation holds it (a waiting exclusive job's hold on its key is one);
+//! - no exclusive holder of a conflict key holds it beside another holder.
 
 mod admission;
 mod entries;
+mod exclusive;
 pub mod explain;
+mod explain_conflict;
 mod invariants;
 mod needs;
 mod nodes;
 mod placement;
 mod queue;
 mod rebuild;
+mod reserve;
 mod scopes;
 mod timers;
 

@@ -133,6 +133,21 @@ pub struct Limit {
     /// Per-value overrides. The key holds one value per `per` key, in `per` order (the
     /// document writes them comma-joined: `values = { "ds1,backup" = 3 }`).
     pub values: BTreeMap<Vec<String>, u32>,
+    /// Reservations on this limit's partitions (`reserve_after`, `strict`).
+    pub reserve: Reserve,
+}
+
+/// How a waiting job holds one rule's scopes for itself (policy.md, "Reservations"):
+/// `reserve_after` and `strict` on a `[[limit]]` or `[[conflict]]`; `[queue]` gives the
+/// default `reserve_after`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reserve {
+    /// A job held by this rule reserves its scope after waiting this long; `None`: the
+    /// `[queue]` value.
+    pub after: Option<Duration>,
+    /// Strict order on this rule's scopes: a job it holds reserves them at once, whatever
+    /// else holds the job (default false).
+    pub strict: bool,
 }
 
 impl Limit {
@@ -190,6 +205,14 @@ pub struct Conflict {
     pub overlap: Option<String>,
     /// Which jobs take part; `None`: every job that has the keys.
     pub matcher: Option<Selector>,
+    /// Which of the taking-part jobs need the key alone (within `matcher`); the others
+    /// share it with each other. `None`: every job needs it alone.
+    pub exclusive: Option<Selector>,
+    /// How long shared jobs ranked below a waiting exclusive job may still pass it (counted
+    /// from when it was queued). Default 0: none may.
+    pub exclusive_delay: Duration,
+    /// Reservations on this conflict's keys (`reserve_after`, `strict`).
+    pub reserve: Reserve,
 }
 
 /// `[leases]`.

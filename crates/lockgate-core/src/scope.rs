@@ -58,6 +58,9 @@ pub enum ScopeKey {
         parts: Vec<(String, String)>,
         /// Overlap attribute name and value, for overlap conflicts.
         overlap: Option<(String, String)>,
+        /// The counter of exclusive holders beside the counter of every holder (a conflict
+        /// with `exclusive`): shared jobs need it free, exclusive jobs take it.
+        exclusive: bool,
     },
     /// Placement of movable jobs with one selector: a job waits here when no eligible node
     /// has room.
@@ -88,7 +91,12 @@ impl ScopeKey {
             ScopeKey::NodePrepare(_) => "node-prepare".into(),
             ScopeKey::Pool(p) => format!("pool:{p}"),
             ScopeKey::NodePool { pool, .. } => format!("pool:{pool}@node"),
-            ScopeKey::Conflict { index, .. } => format!("conflict[{index}]"),
+            ScopeKey::Conflict {
+                index, exclusive, ..
+            } => match exclusive {
+                false => format!("conflict[{index}]"),
+                true => format!("conflict-exclusive[{index}]"),
+            },
             ScopeKey::Placement(_) => "placement".into(),
         }
     }
@@ -112,8 +120,17 @@ impl fmt::Display for ScopeKey {
             ScopeKey::NodePrepare(n) => write!(f, "node-prepare:{n}"),
             ScopeKey::Pool(p) => write!(f, "pool:{p}"),
             ScopeKey::NodePool { pool, node } => write!(f, "pool:{pool}@{node}"),
-            ScopeKey::Conflict { parts, overlap, .. } => {
-                f.write_str("conflict:")?;
+            ScopeKey::Conflict {
+                parts,
+                overlap,
+                exclusive,
+                ..
+            } => {
+                f.write_str(if *exclusive {
+                    "conflict-exclusive:"
+                } else {
+                    "conflict:"
+                })?;
                 write_parts(f, parts)?;
                 if let Some((k, v)) = overlap {
                     if !parts.is_empty() {
@@ -243,6 +260,13 @@ pub(crate) fn scopes_of(policy: &Policy, job: &Job) -> JobScopes {
 /// The scopes one conflict rule gives `job` (none when it does not apply): its key, and
 /// with `overlap` the per-value scopes plus the "every holder" (`<attr>=`) and "star holder"
 /// (`<attr>=*`) counters.
+///
+/// With `exclusive`, every one of those scopes gets a twin that counts exclusive holders
+/// only (`conflict-exclusive:..`). An exclusive job checks the every-holder scopes free
+/// and takes the twins; a shared job takes the every-holder scopes and checks the twins
+/// free. So two shared jobs never meet on a scope one of them checks free, and an
+/// exclusive job meets everyone. In every case what a job *takes* from a rule is exactly
+/// what a job it conflicts with checks free (reservations rely on it, `engine/reserve.rs`).
 fn conflict_scopes(
     job: &Job,
     index: usize,
@@ -255,27 +279,45 @@ fn conflict_scopes(
     let Some(parts) = per_parts(job, &conflict.keys) else {
         return;
     };
+    // `None`: the rule has no `exclusive`, everyone needs the key alone (no twins).
+    let alone = conflict.exclusive.as_ref().map(|m| matches(job, m));
+    let mut use_key = |overlap: Option<(String, String)>, free: bool, take: u64| {
+        let key = |exclusive| ScopeKey::Conflict {
+            index,
+            parts: parts.clone(),
+            overlap: overlap.clone(),
+            exclusive,
+        };
+        let check = |free| if free { Check::Free } else { Check::Fits };
+        match alone {
+            None => push(key(false), take, check(free)),
+            // Exclusive: as without `exclusive`, and it takes the twin where it takes.
+            Some(true) => {
+                push(key(false), take, check(free));
+                if take > 0 {
+                    push(key(true), take, Check::Fits);
+                }
+            }
+            // Shared: takes the every-holder scope where it takes, and needs the twin
+            // (the exclusive holders) free where it would need the key free.
+            Some(false) => {
+                if take > 0 {
+                    push(key(false), take, Check::Fits);
+                }
+                if free {
+                    push(key(true), 0, Check::Free);
+                }
+            }
+        }
+    };
     let Some(attr) = &conflict.overlap else {
-        let overlap = None;
-        push(
-            ScopeKey::Conflict {
-                index,
-                parts,
-                overlap,
-            },
-            1,
-            Check::Free,
-        );
+        use_key(None, true, 1);
         return;
     };
     let Some(list) = job.attrs.get(attr) else {
         return;
     };
-    let scope = |v: &str| ScopeKey::Conflict {
-        index,
-        parts: parts.clone(),
-        overlap: Some((attr.clone(), v.to_string())),
-    };
+    let scope = |v: &str| Some((attr.clone(), v.to_string()));
     // `<attr>=` (empty value) counts every holder, `<attr>=*` the star holders.
     let values: Vec<&str> = list
         .split(',')
@@ -286,13 +328,13 @@ fn conflict_scopes(
         return;
     }
     if values.contains(&"*") {
-        push(scope(""), 1, Check::Free);
-        push(scope("*"), 1, Check::Fits);
+        use_key(scope(""), true, 1);
+        use_key(scope("*"), false, 1);
     } else {
-        push(scope(""), 1, Check::Fits);
-        push(scope("*"), 0, Check::Free);
+        use_key(scope(""), false, 1);
+        use_key(scope("*"), true, 0);
         for v in values {
-            push(scope(v), 1, Check::Free);
+            use_key(scope(v), true, 1);
         }
     }
 }
@@ -314,6 +356,11 @@ impl Interner {
         self.keys.push(key.clone());
         self.ids.insert(key, id);
         id
+    }
+
+    /// The id of a key already interned.
+    pub fn get(&self, key: &ScopeKey) -> Option<ScopeId> {
+        self.ids.get(key).copied()
     }
 
     /// The key of an id.
@@ -369,8 +416,18 @@ mod tests {
                     index: 0,
                     parts: vec![p("datastore", "ds1"), p("group", "vm/100")],
                     overlap: None,
+                    exclusive: false,
                 },
                 "conflict:datastore=ds1,group=vm/100",
+            ),
+            (
+                ScopeKey::Conflict {
+                    index: 1,
+                    parts: vec![p("repo", "main")],
+                    overlap: None,
+                    exclusive: true,
+                },
+                "conflict-exclusive:repo=main",
             ),
         ];
         for (key, name) in cases {

@@ -325,6 +325,12 @@ fn capacity_uses(policy: &Policy, s: &Shape, out: &mut Vec<ScopeUse>) {
     };
     for u in &scopes.common {
         match &u.key {
+            // Under a conflict with `exclusive`, only exclusive jobs form cliques: shared
+            // jobs take the key without needing it alone, and the exclusive twin only
+            // counts. Leaving them out keeps the bound a lower bound.
+            ScopeKey::Conflict {
+                index, exclusive, ..
+            } if *exclusive || shares(scopes, *index) => {}
             ScopeKey::Conflict { overlap: None, .. } => push(u.key.to_string(), hold, 1, 1),
             // Jobs sharing a value conflict pairwise, and a `*` holder conflicts with all
             // of them: one clique per value, the `*` holders in every clique (and their
@@ -348,6 +354,14 @@ fn capacity_uses(policy: &Policy, s: &Shape, out: &mut Vec<ScopeUse>) {
     if let Some(cap) = scopes.prepare.as_ref().and_then(|k| k.limit_in(policy)) {
         push(ScopeKey::GlobalPrepare.to_string(), s.prep, 1, cap);
     }
+}
+
+/// Whether a job shares the keys of conflict `index` (it needs the exclusive twin free).
+fn shares(scopes: &JobScopes, index: usize) -> bool {
+    scopes.common.iter().any(|w| {
+        matches!(&w.key, ScopeKey::Conflict { index: i, exclusive: true, .. } if *i == index)
+            && w.take == 0
+    })
 }
 
 #[cfg(test)]

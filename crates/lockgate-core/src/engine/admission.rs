@@ -52,6 +52,9 @@ pub(crate) enum BlockKind {
     NoRoom,
     /// `not_before` has not passed.
     NotBefore(Timestamp),
+    /// An exclusive job ranked above waits for this conflict key: a shared job is not
+    /// admitted on it (`engine/exclusive.rs`).
+    ExclusiveWaiting(JobId),
 }
 
 impl BlockKind {
@@ -148,12 +151,20 @@ impl Engine {
                 _ => None,
             },
         };
-        let kind = kind.or_else(|| {
-            let r = s
-                .reserved_by
-                .filter(|&r| r != id && self.entries.contains(r))?;
-            (self.eff_rank(r) < self.eff_rank(id)).then_some(BlockKind::Reserved(r))
-        });
+        let kind = kind
+            .or_else(|| match check {
+                Check::Free => self
+                    .exclusive_ahead(scope, id)
+                    .map(BlockKind::ExclusiveWaiting),
+                Check::Fits => None,
+            })
+            .or_else(|| {
+                let r = s
+                    .reserved_by
+                    .filter(|&r| r != id && self.entries.contains(r))?;
+                (self.reservation_applies(scope, check) && self.eff_rank(r) < self.eff_rank(id))
+                    .then_some(BlockKind::Reserved(r))
+            });
         if let Some(kind) = kind {
             out.push(Block {
                 scope: Some(scope),
@@ -312,7 +323,10 @@ impl Engine {
         let s = &mut self.scopes.states[scope as usize];
         s.used += amount;
         s.peak = s.peak.max(s.used);
-        s.holders.insert(id);
+        // A scope that is only checked (taken 0) is not held: explain names real holders.
+        if amount > 0 {
+            s.holders.insert(id);
+        }
         self.entries.get_mut(id).held.push((scope, amount));
     }
 
@@ -603,39 +617,10 @@ impl Engine {
         }
     }
 
-    /// A blocked job that has waited `reserve_after` and is held only by full scopes
-    /// reserves them (or takes a reservation over from a worse-ranked job).
+    /// A blocked job reserves the scopes that hold it, as each rule allows
+    /// (`engine/reserve.rs`).
     fn maybe_reserve(&mut self, id: JobId, now: Timestamp) {
-        let e = &self.entries.get(id);
-        let due = e.job.queued_at.plus(self.policy.queue.reserve_after);
-        if now < due {
-            if !e.reserve_armed {
-                let attempt = e.job.attempt;
-                self.entries.get_mut(id).reserve_armed = true;
-                self.timers.arm(due, Timer::Reserve(id, attempt));
-            }
-            return;
-        }
-        let Err(blocks) = self.evaluate(id, now, true) else {
-            return;
-        };
-        if !blocks.iter().all(|b| b.kind.is_capacity()) {
-            return;
-        }
-        let rank = self.eff_rank(id);
-        for b in blocks {
-            let Some(s) = b.scope else { continue };
-            let current = self.scopes.states[s as usize].reserved_by;
-            let take = match current {
-                None => true,
-                Some(r) if r == id => false,
-                Some(r) => !self.entries.contains(r) || rank < self.eff_rank(r),
-            };
-            if take {
-                self.scopes.states[s as usize].reserved_by = Some(id);
-                self.scopes.reserved.insert(s);
-            }
-        }
+        self.reserve_scopes(id, now);
     }
 
     // ----- the pass -----

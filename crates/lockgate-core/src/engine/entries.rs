@@ -29,8 +29,9 @@ pub(crate) struct Entry {
     pub class: Option<ClassId>,
     /// The placement scope of a movable job.
     pub placement: Option<ScopeId>,
-    /// A timer is set for when it may reserve (armed when it is first found blocked).
-    pub reserve_armed: bool,
+    /// The earliest pending timer for when it may reserve (armed when it is found
+    /// blocked by a rule whose `reserve_after` has not passed).
+    pub reserve_armed: Option<crate::time::Timestamp>,
 }
 
 impl Entry {
@@ -42,7 +43,7 @@ impl Entry {
             held: Vec::new(),
             class: None,
             placement: None,
-            reserve_armed: false,
+            reserve_armed: None,
         }
     }
 }

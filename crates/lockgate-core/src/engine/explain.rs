@@ -18,8 +18,8 @@ pub struct Reason {
     /// Scope name, when the condition is a scope (`limit:per-datastore[datastore=ds1]`).
     pub scope: Option<String>,
     /// `capacity`, `zero`, `over_limit`, `conflict`, `reserved`, `node_missing`,
-    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`
-    /// or `strict`.
+    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`,
+    /// `strict` or `exclusive_waiting` (an exclusive job ranked above waits for the key).
     pub kind: String,
     /// Units in use in the scope.
     pub count: Option<u64>,
@@ -216,7 +216,10 @@ impl Engine {
                 "over_limit",
                 format!("{name}: {used}/{} over limit after a policy change; admits nothing until it drains", limit.unwrap_or(0)),
             ),
-            BlockKind::Conflict => ("conflict", conflict_text(key.as_ref(), &name, &holders)),
+            BlockKind::Conflict => match self.shared_conflict_text(id, key.as_ref(), &holders) {
+                Some(text) => ("conflict", text),
+                None => ("conflict", conflict_text(key.as_ref(), &name, &holders)),
+            },
             BlockKind::Reserved(r) => {
                 holders = vec![*r];
                 ("reserved", format!("{name}: reserved for job {r}"))
@@ -239,10 +242,14 @@ impl Engine {
             ),
             BlockKind::NoEligibleNode | BlockKind::NoRoom => self.placement_text(&block),
             BlockKind::NotBefore(t) => ("not_before", format!("not before {}", rfc3339(*t))),
+            BlockKind::ExclusiveWaiting(e) => {
+                holders = vec![*e];
+                ("exclusive_waiting", self.exclusive_waiting_text(id, *e, key.as_ref()))
+            }
         };
         let scope = key
             .filter(|k| !matches!(k, ScopeKey::Placement(_)))
-            .map(|k| k.to_string());
+            .map(|k| super::explain_conflict::shown_key(&k).to_string());
         Reason {
             scope,
             kind: kind.into(),

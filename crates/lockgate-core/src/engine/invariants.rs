@@ -80,6 +80,19 @@ impl Engine {
                 ));
             }
         }
+        for (i, s) in self.scopes.states.iter().enumerate() {
+            if let Some(r) = s.exclusive_waiting.iter().find(|r| {
+                self.entries
+                    .find(r.id)
+                    .is_none_or(|e| e.class.is_none() || self.base_rank(&e.job) != **r)
+            }) {
+                return Err(format!(
+                    "scope {} holds back for job {}, which is not queued in a class",
+                    self.scopes.interner.key(i as u32),
+                    r.id
+                ));
+            }
+        }
         for (cid, class) in self.queue.classes.iter().enumerate() {
             if class.jobs.is_empty() || self.queue.free.contains(&(cid as u32)) {
                 continue;

@@ -210,6 +210,7 @@ impl Engine {
             self.detach(cid);
             self.file(cid, true);
         }
+        self.hold_exclusive(id);
     }
 
     fn new_class(&mut self, sig: ClassSig) -> ClassId {
@@ -244,6 +245,10 @@ impl Engine {
 
     /// Takes a queued job out of its class.
     pub(crate) fn dequeue(&mut self, id: JobId) {
+        if self.entries.find(id).is_none_or(|e| e.class.is_none()) {
+            return;
+        }
+        self.release_exclusive(id);
         let Some(cid) = self.entries.find_mut(id).and_then(|e| e.class.take()) else {
             return;
         };
@@ -414,6 +419,12 @@ impl Engine {
                 .copied(),
         };
         let Some((key, cid)) = next else { return };
+        let head = self.queue.classes[cid as usize].head();
+        if let (Some(first), Some(h)) = (s.exclusive_waiting.first(), head) {
+            if *first < self.base_rank(&self.entries.get(h).job) {
+                return;
+            }
+        }
         if let Some(r) = s.reserved_by {
             let head = self.queue.classes[cid as usize].head();
             if head != Some(r) && self.entries.contains(r) && self.eff_rank(r) < key {

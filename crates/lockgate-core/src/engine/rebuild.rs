@@ -140,6 +140,8 @@ impl Engine {
         let before: BTreeSet<JobId> = self.admitted_ids();
         self.policy = policy;
         self.rebuild(now);
+        // `exclusive_delay`s that passed before the change hold back again at once.
+        self.fire_timers(now);
         let over_limit: Vec<String> = (0..self.scopes.states.len())
             .filter(|&i| {
                 self.scopes.states[i]
@@ -200,7 +202,7 @@ impl Engine {
             (e.needs, e.placement) = (needs, placement);
             e.held.clear();
             e.class = None;
-            e.reserve_armed = false;
+            e.reserve_armed = None;
             if job.state.is_admitted() {
                 self.retake(id, &job);
             }

@@ -26,6 +26,9 @@ pub(crate) struct ScopeState {
     /// index files and unfiles them; see `queue.rs`).
     pub waiters: BTreeSet<(Rank, ClassId)>,
     pub reserved_by: Option<JobId>,
+    /// On a conflict's exclusive twin: the base ranks of the queued exclusive jobs that
+    /// take it and have waited their `exclusive_delay` (`engine/exclusive.rs`).
+    pub exclusive_waiting: BTreeSet<Rank>,
 }
 
 /// Every counted scope.

@@ -36,6 +36,9 @@ pub(crate) enum Timer {
     Reserve(JobId, u32),
     /// A node's TTL may have run out.
     NodeTtl(String),
+    /// `exclusive_delay` passed for this attempt: the exclusive job starts holding shared
+    /// jobs ranked below it back.
+    ExclusiveDue(JobId, u32),
 }
 
 /// Every armed timer, by due time (ties in [`Timer`] order, so firing is deterministic).
@@ -116,10 +119,17 @@ impl Engine {
                 if !self.queued_for(id, attempt) {
                     return false;
                 }
+                self.entries.get_mut(id).reserve_armed = None;
                 self.wake_class_of(id);
                 true
             }
             Timer::NodeTtl(name) => self.node_ttl_timer(name, now),
+            Timer::ExclusiveDue(id, attempt) => {
+                if self.queued_for(id, attempt) {
+                    self.exclusive_delay_passed(id, now);
+                }
+                false
+            }
         }
     }
 

@@ -64,6 +64,8 @@ pub(crate) const ROOT: &[Key] = &[
             value("match"),
             value("max"),
             value("values"),
+            value("reserve_after"),
+            value("strict"),
         ]),
     ),
     key(
@@ -82,7 +84,15 @@ pub(crate) const ROOT: &[Key] = &[
     key("resources", Shape::Section(&[])),
     key(
         "conflict",
-        Shape::Numbered(&[value("keys"), value("overlap"), value("match")]),
+        Shape::Numbered(&[
+            value("keys"),
+            value("overlap"),
+            value("match"),
+            value("exclusive"),
+            value("exclusive_delay"),
+            value("reserve_after"),
+            value("strict"),
+        ]),
     ),
     key("leases", Shape::Section(&[value("ttl")])),
     key(
@@ -246,6 +256,8 @@ mod tests {
                 r#match: Some("".into()),
                 max: Some(1),
                 values: [("x".to_string(), 1)].into(),
+                reserve_after: Some("1s".into()),
+                strict: Some(true),
             }],
             nodes: Some(RawNodes {
                 max_running: Some(1),
@@ -259,6 +271,10 @@ mod tests {
                 keys: vec!["a".into()],
                 overlap: Some("b".into()),
                 r#match: Some("".into()),
+                exclusive: Some("kind=prune".into()),
+                exclusive_delay: Some("1s".into()),
+                reserve_after: Some("1s".into()),
+                strict: Some(true),
             }],
             leases: Some(RawLeases {
                 ttl: Some("1s".into()),

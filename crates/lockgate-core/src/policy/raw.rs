@@ -90,6 +90,13 @@ pub struct RawLimit {
     /// Per-value overrides; a key holds one value per `per` key, comma-joined.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub values: BTreeMap<String, i64>,
+    /// A job this limit holds reserves its partition after waiting this long. Default: the
+    /// `[queue]` value. Shorter bounds the wait of big jobs, at the price of idle room.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve_after: Option<String>,
+    /// Strict order on this limit's partitions. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 /// `[nodes]`.
@@ -136,6 +143,21 @@ pub struct RawConflict {
     /// Job selector of the jobs that take part. Default: every job with the keys.
     #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
     pub r#match: Option<String>,
+    /// Job selector (within `match`) of the jobs that need the key alone; the others share
+    /// it. Default: every job needs it alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive: Option<String>,
+    /// Shared jobs may pass a waiting exclusive job for this long after it was queued.
+    /// Default `"0s"`: none may (no writer starvation), at the price of shared throughput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive_delay: Option<String>,
+    /// A job this conflict holds reserves its key after waiting this long. Default: the
+    /// `[queue]` value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve_after: Option<String>,
+    /// Strict order on this conflict's keys. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 /// `[leases]`.

@@ -474,6 +474,7 @@ fn limit(l: &RawLimit, p: &FieldPath) -> Checked<Limit> {
         matcher,
         max,
         values,
+        reserve: reserve(&l.reserve_after, l.strict, p)?,
     })
 }
 
@@ -539,10 +540,33 @@ fn conflict(c: &RawConflict, p: &FieldPath) -> Checked<Conflict> {
         .as_ref()
         .map(|m| job_selector(m, &p.key("match")))
         .transpose()?;
+    let exclusive = c
+        .exclusive
+        .as_ref()
+        .map(|m| job_selector(m, &p.key("exclusive")))
+        .transpose()?;
+    let delay_path = p.key("exclusive_delay");
+    if c.exclusive_delay.is_some() && exclusive.is_none() {
+        return bad(
+            &delay_path,
+            "`exclusive_delay` needs `exclusive`: expected `exclusive = \"<match expression>\"` naming the jobs that need the key alone (without it every job needs it alone and nobody shares)",
+        );
+    }
     Ok(Conflict {
         keys,
         overlap: c.overlap.clone(),
         matcher,
+        exclusive,
+        exclusive_delay: opt_duration(&c.exclusive_delay, &delay_path)?.unwrap_or_default(),
+        reserve: reserve(&c.reserve_after, c.strict, p)?,
+    })
+}
+
+/// `reserve_after` and `strict` of a `[[limit]]` or `[[conflict]]`.
+fn reserve(after: &Option<String>, strict: Option<bool>, p: &FieldPath) -> Checked<Reserve> {
+    Ok(Reserve {
+        after: opt_duration(after, &p.key("reserve_after"))?,
+        strict: strict.unwrap_or(false),
     })
 }
 

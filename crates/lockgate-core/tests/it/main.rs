@@ -3,6 +3,7 @@
 mod calendar;
 mod common;
 mod engine;
+mod exclusive;
 mod policy;
 mod props;
 mod seeds;

@@ -53,7 +53,14 @@ fn policy_text(variant: u8) -> String {
         2 => "[[limit]]\nname = \"per-owner\"\nper = [\"owner\"]\nmax = 3\n[[limit]]\nname = \"restores\"\nmatch = \"kind in (restore, data-upload)\"\nmax = 2\n",
         _ => "[global]\nmax_running = 7\n[[limit]]\nname = \"per-ds\"\nper = [\"datastore\"]\nmax = 3\n",
     };
-    format!("{BASE}{limits}")
+    // Shared and exclusive conflicts: on a key, with `overlap`, with and without a delay.
+    let shared = match variant % 4 {
+        0 => "[[conflict]]\nkeys = [\"datastore\"]\nmatch = \"kind in (backup, verify, sync)\"\nexclusive = \"kind=verify\"\n",
+        1 => "[[conflict]]\noverlap = \"ns\"\nexclusive = \"kind in (restore, tape)\"\nexclusive_delay = \"700ms\"\n",
+        2 => "[[conflict]]\nkeys = [\"datastore\"]\nexclusive = \"kind=sync\"\nexclusive_delay = \"2s\"\n[[conflict]]\nkeys = [\"group\"]\noverlap = \"ns\"\nexclusive = \"kind=verify\"\n",
+        _ => "",
+    };
+    format!("{BASE}{limits}{shared}")
 }
 
 fn extra_queue(flavor: u8) -> &'static str {
@@ -61,6 +68,7 @@ fn extra_queue(flavor: u8) -> &'static str {
         0 => "",
         1 => "strict = true\n",
         2 => "fair_share = \"owner\"\naging = \"500ms\"\n",
+        4 => "",
         _ => "fair_share = \"owner\"\n",
     }
 }
@@ -70,6 +78,28 @@ fn make_policy(variant: u8, flavor: u8) -> Policy {
         policy_text(variant).replace("[queue]\n", &format!("[queue]\n{}", extra_queue(flavor)));
     let text = if flavor == 2 {
         text.replace("reserve_after = \"10h\"", "reserve_after = \"300ms\"")
+    } else {
+        text
+    };
+    // Reservations per scope: a limit and a conflict with their own `reserve_after`, a
+    // strict limit and strict conflicts; the global `reserve_after` stays 10 h.
+    let text = if flavor == 4 {
+        text.replace(
+            "name = \"per-ds\"\n",
+            "name = \"per-ds\"\nreserve_after = \"200ms\"\n",
+        )
+        .replace(
+            "name = \"per-owner\"\n",
+            "name = \"per-owner\"\nstrict = true\n",
+        )
+        .replace(
+            "keys = [\"datastore\", \"group\"]\n",
+            "keys = [\"datastore\", \"group\"]\nreserve_after = \"400ms\"\n",
+        )
+        .replace(
+            "exclusive = \"kind=verify\"\n",
+            "exclusive = \"kind=verify\"\nstrict = true\n",
+        )
     } else {
         text
     };
@@ -162,6 +192,10 @@ fn apply(e: &mut Engine, op: &Op, now: &mut u64, flavor: u8) -> bool {
             let mut attrs = BTreeMap::new();
             attrs.insert("datastore".to_string(), format!("ds{ds}"));
             attrs.insert("group".to_string(), format!("vm/{group}"));
+            let ns = ["a", "b", "a,b", "*", ""][(ds + group + owner) as usize % 5];
+            if !ns.is_empty() {
+                attrs.insert("ns".to_string(), ns.to_string());
+            }
             let (node, node_selector, executor) = match place {
                 0 => (None, None, None),
                 1 => (Some(format!("n{node}")), None, Some(Executor::Agent)),
@@ -330,7 +364,7 @@ fn recount(e: &Engine, only: Option<&BTreeSet<JobId>>) -> BTreeMap<String, (u64,
         .conflicts
         .iter()
         .enumerate()
-        .filter(|(_, c)| c.overlap.is_none())
+        .filter(|(_, c)| c.overlap.is_none() && c.exclusive.is_none())
     {
         for j in &admitted {
             if c.matcher
@@ -352,8 +386,79 @@ fn recount(e: &Engine, only: Option<&BTreeSet<JobId>>) -> BTreeMap<String, (u64,
     out
 }
 
+/// A job taking part in a conflict: its key values, its set (with `overlap`), and whether
+/// it needs the key alone.
+type Taker<'a> = (&'a Job, Vec<String>, Option<BTreeSet<String>>, bool);
+
+/// Every pair of admitted jobs that conflict under the policy, recomputed from the jobs
+/// alone: equal keys, overlapping sets (`*` overlaps all) where the rule has `overlap`,
+/// and not both shared where it has `exclusive`.
+fn conflicting_pairs(
+    e: &Engine,
+    only: Option<&BTreeSet<JobId>>,
+) -> BTreeSet<(usize, JobId, JobId)> {
+    let admitted = live_sorted(e, |j| {
+        j.state.is_admitted() && only.is_none_or(|o| o.contains(&j.id))
+    });
+    let mut out = BTreeSet::new();
+    for (i, c) in e.policy().conflicts.iter().enumerate() {
+        let part: Vec<Taker<'_>> = admitted
+            .iter()
+            .filter(|j| {
+                c.matcher
+                    .as_ref()
+                    .is_none_or(|m| m.matches(|k| j.key_value(k)))
+            })
+            .filter_map(|j| {
+                let key: Option<Vec<String>> = c
+                    .keys
+                    .iter()
+                    .map(|k| j.key_value(k.name()).map(str::to_string))
+                    .collect();
+                let set = match &c.overlap {
+                    None => None,
+                    Some(a) => {
+                        let set: BTreeSet<String> = j
+                            .attrs
+                            .get(a)?
+                            .split(',')
+                            .map(|v| v.trim().to_string())
+                            .filter(|v| !v.is_empty())
+                            .collect();
+                        if set.is_empty() {
+                            return None;
+                        }
+                        Some(set)
+                    }
+                };
+                let alone = c
+                    .exclusive
+                    .as_ref()
+                    .is_none_or(|m| m.matches(|k| j.key_value(k)));
+                Some((j, key?, set, alone))
+            })
+            .collect();
+        for (x, (a, ka, sa, ea)) in part.iter().enumerate() {
+            for (b, kb, sb, eb) in &part[x + 1..] {
+                let overlaps = match (sa, sb) {
+                    (Some(sa), Some(sb)) => {
+                        sa.contains("*") || sb.contains("*") || !sa.is_disjoint(sb)
+                    }
+                    _ => true,
+                };
+                if ka == kb && overlaps && (*ea || *eb) {
+                    out.insert((i, a.id, b.id));
+                }
+            }
+        }
+    }
+    out
+}
+
 struct Checker {
     prev: BTreeMap<String, (u64, Option<u64>)>,
+    /// Conflicting pairs of the previous step (a policy change may create some).
+    pairs: BTreeSet<(usize, JobId, JobId)>,
     admissions: BTreeSet<(JobId, u32, bool)>,
 }
 
@@ -395,6 +500,17 @@ impl Checker {
             }
         }
         self.prev = counts;
+        if policy_change {
+            self.pairs = conflicting_pairs(e, Some(running_before));
+        }
+        let pairs = conflicting_pairs(e, None);
+        if let Some(p) = pairs.difference(&self.pairs).next() {
+            return Err(format!(
+                "conflict[{}]: jobs {} and {} hold one key and one needs it alone",
+                p.0, p.1, p.2
+            ));
+        }
+        self.pairs = pairs;
         let stuck = e.admissible_waiting(Timestamp(now));
         if !stuck.is_empty() {
             return Err(format!("admissible jobs left waiting: {stuck:?}"));
@@ -434,6 +550,7 @@ fn run_case(
     let (mut now_f, mut now_s) = (1_000u64, 1_000u64);
     let mut checker = Checker {
         prev: BTreeMap::new(),
+        pairs: BTreeSet::new(),
         admissions: BTreeSet::new(),
     };
     for (step, op) in ops.iter().enumerate() {
@@ -498,6 +615,11 @@ proptest! {
     #[test]
     fn invariants_hold_with_fair_share_aging_and_reservations(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
         run_case(&ops, variant, 2, false)?;
+    }
+
+    #[test]
+    fn invariants_hold_with_reservations_per_scope(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
+        run_case(&ops, variant, 4, false)?;
     }
 
     #[test]

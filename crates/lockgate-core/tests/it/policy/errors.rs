@@ -162,6 +162,48 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
     "queue.reserve_after",
     "invalid duration"
 )]
+#[case::bad_limit_reserve_after(
+    "[[limit]]\nname = \"a\"\nmax = 1\nreserve_after = \"soon\"\n",
+    4,
+    "limit[0].reserve_after",
+    "invalid duration \"soon\": expected a whole number followed by ms, s, m, h or d"
+)]
+#[case::limit_strict_not_bool(
+    "[[limit]]\nname = \"a\"\nstrict = \"yes\"\n",
+    3,
+    "limit[0].strict",
+    "expected true or false, got \"yes\""
+)]
+#[case::bad_conflict_exclusive(
+    "[[conflict]]\nkeys = [\"repo\"]\nexclusive = \"kind in (prune\"\n",
+    3,
+    "conflict[0].exclusive",
+    "invalid job selector \"kind in (prune\""
+)]
+#[case::bad_exclusive_delay(
+    "[[conflict]]\nkeys = [\"repo\"]\nexclusive = \"kind=prune\"\nexclusive_delay = \"30 s\"\n",
+    4,
+    "conflict[0].exclusive_delay",
+    "invalid duration \"30 s\""
+)]
+#[case::exclusive_delay_without_exclusive(
+    "[[conflict]]\nkeys = [\"repo\"]\nexclusive_delay = \"30s\"\n",
+    3,
+    "conflict[0].exclusive_delay",
+    "`exclusive_delay` needs `exclusive`"
+)]
+#[case::bad_conflict_reserve_after(
+    "[[conflict]]\nkeys = [\"repo\"]\n\nreserve_after = \"-1s\"\n",
+    4,
+    "conflict[0].reserve_after",
+    "invalid duration \"-1s\""
+)]
+#[case::conflict_strict_not_bool(
+    "[[conflict]]\nkeys = [\"repo\"]\nstrict = 1\n",
+    3,
+    "conflict[0].strict",
+    "expected true or false, got 1"
+)]
 #[case::bad_prepare_timeout(
     "[kinds.x]\nprepare_timeout = \"soon\"\n",
     2,
