@@ -1,6 +1,6 @@
 //! `lockgate job`: submit, list, show, explain, wait for and cancel jobs.
 
-use super::output::{self, or_dash, print_json, render_table, table};
+use super::output::{self, or_dash, print_json, table};
 use super::{flags, session};
 use crate::GlobalArgs;
 use lockgate_api::{ExplainView, JobOrder, JobQuery, JobView, SubmitRequest};
@@ -202,7 +202,10 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
         .to_string(),
     );
     field("Node:", or_dash(job.node.as_ref()));
-    field("Attrs:", or_dash((!attrs.is_empty()).then(|| attrs.join(","))));
+    field(
+        "Attrs:",
+        or_dash((!attrs.is_empty()).then(|| attrs.join(","))),
+    );
     field("Attempt:", job.attempt.to_string());
     field("Submitted:", output::time(&job.submitted_at));
     if job
@@ -382,6 +385,7 @@ fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::output::render_table;
     use crate::cmd::testdata;
 
     /// The snapshots' clock: ten minutes after the fixtures' submit time.
