@@ -236,11 +236,20 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
     text
 }
 
-/// `job explain` for people: the one-line text, then every holding condition.
+/// `job explain` for people: the summary (position and effective priority with its
+/// terms), then every holding condition once, one per line. The one-line `text` of the
+/// JSON ends with the same conditions joined by `; `; that tail is left out of the first
+/// line so no reason is printed twice.
 fn render_explain(id: u64, ex: &ExplainView) -> String {
-    let mut text = format!("job {id}: {}\n", ex.text);
-    for r in &ex.reasons {
-        text.push_str(&format!("  - {}\n", r.text));
+    let reasons: Vec<&str> = ex.reasons.iter().map(|r| r.text.as_str()).collect();
+    let tail = format!("; {}", reasons.join("; "));
+    let head = match ex.text.strip_suffix(&tail) {
+        Some(head) if !reasons.is_empty() => head,
+        _ => ex.text.as_str(),
+    };
+    let mut text = format!("job {id}: {head}\n");
+    for r in reasons {
+        text.push_str(&format!("  - {r}\n"));
     }
     text
 }
@@ -462,5 +471,23 @@ mod tests {
     #[test]
     fn job_explain_text() {
         insta::assert_snapshot!(render_explain(4, &testdata::explain()));
+    }
+
+    #[test]
+    fn job_explain_prints_every_reason_once() {
+        let ex = testdata::explain();
+        let text = render_explain(4, &ex);
+        for r in &ex.reasons {
+            assert_eq!(text.matches(&r.text).count(), 1, "{text}");
+        }
+        let admissible = ExplainView {
+            reasons: vec![],
+            text: "queued, 1st in line, effective priority 0.00; admissible now".into(),
+            ..ex
+        };
+        assert_eq!(
+            render_explain(9, &admissible),
+            "job 9: queued, 1st in line, effective priority 0.00; admissible now\n"
+        );
     }
 }

@@ -88,7 +88,10 @@ pub fn explain() -> ExplainView {
                 "conflicts with job 3 (same group vm/100)",
             ),
         ],
-        text: "2nd in line; datastore:ds1 is full (2/2); conflicts with job 3".into(),
+        text: "queued, 2nd in line, effective priority 5.50 (priority 5, +0.50 for 5m waiting \
+               at aging 10m); datastore:ds1 is full (2/2: jobs 1, 2); conflicts with job 3 \
+               (same group vm/100)"
+            .into(),
     }
 }
 
