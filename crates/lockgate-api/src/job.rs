@@ -201,10 +201,22 @@ pub struct FinishRequest {
 /// `GET /v1/jobs` answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobList {
-    /// One page of jobs, by id.
+    /// One page of jobs, by id (ascending, or descending with `order=desc`).
     pub jobs: Vec<JobView>,
-    /// Pass as `after` for the next page; `null` on the last page.
+    /// Pass as `after` for the next page (as `before` with `order=desc`); `null` on the
+    /// last page. A page may hold fewer than `limit` jobs and still have a `next`.
     pub next: Option<u64>,
+}
+
+/// The order of a job listing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobOrder {
+    /// Oldest (lowest id) first; pages go on with `after`. The default.
+    #[default]
+    Asc,
+    /// Newest (highest id) first; pages go on with `before`.
+    Desc,
 }
 
 /// `GET /v1/jobs` query.
@@ -229,6 +241,20 @@ pub struct JobQuery {
     /// Jobs with a larger id than this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<u64>,
+    /// Jobs with a smaller id than this (the cursor of `order=desc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<u64>,
+    /// `asc` (default) or `desc`: newest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<JobOrder>,
+    /// Only jobs that have not ended (queued, preparing, prepared, running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<bool>,
+    /// Only jobs this selector matches, as a limit's `match` reads it: `KEY=VALUE` pairs
+    /// joined by `,` (all must hold) over the job's attributes, `kind`, `owner` and `node`;
+    /// `!=`, `in (..)`, `notin (..)`, `KEY` and `!KEY` too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attr: Option<String>,
 }
 
 /// One holding condition in an explanation (policy.md, Explain).

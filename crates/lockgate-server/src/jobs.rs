@@ -9,6 +9,7 @@
 //! - A wait is answered by the commit that changes the job's state away from `from`, or,
 //!   when the poll times out, by a fresh read: never by a state the store could lose.
 
+mod list;
 mod ops;
 mod routes;
 

@@ -236,8 +236,14 @@ pub struct JobFilter {
     pub owner: Option<String>,
     /// Node.
     pub node: Option<String>,
+    /// Only jobs that have not ended: queued, preparing, prepared or running.
+    pub active: bool,
     /// Only ids above this.
     pub after: Option<JobId>,
+    /// Only ids below this (the cursor of a newest-first listing).
+    pub before: Option<JobId>,
+    /// Newest (highest id) first; otherwise oldest first.
+    pub newest_first: bool,
     /// At most this many.
     pub limit: usize,
 }
@@ -285,7 +291,8 @@ pub trait Store: Send {
     /// [`StoreError::Io`] or [`StoreError::Corrupt`].
     fn job_by_key(&mut self, owner: &str, key: &str) -> Result<Option<Job>, StoreError>;
 
-    /// Jobs matching a filter, by id.
+    /// Jobs matching a filter, by id (ascending, or descending with
+    /// [`JobFilter::newest_first`]).
     ///
     /// # Errors
     /// [`StoreError::Io`] or [`StoreError::Corrupt`].

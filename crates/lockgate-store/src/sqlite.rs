@@ -55,6 +55,22 @@ const MIGRATIONS: &[&str] = &[
     backups::MIGRATION,
 ];
 
+/// The job listing, oldest first: a fixed text (and [`JOBS_DESC`]), so both statements
+/// stay in the prepared-statement cache. `?8` is the active filter: the states that have
+/// not ended (a test checks the list against `JobState::is_terminal`).
+const JOBS_ASC: &str = "SELECT body FROM jobs WHERE id > ?1 AND id < ?7
+    AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR kind = ?3)
+    AND (?4 IS NULL OR owner = ?4) AND (?5 IS NULL OR node = ?5)
+    AND (?8 = 0 OR state IN ('queued', 'preparing', 'prepared', 'running'))
+    ORDER BY id LIMIT ?6";
+
+/// The job listing, newest first (as [`JOBS_ASC`]).
+const JOBS_DESC: &str = "SELECT body FROM jobs WHERE id > ?1 AND id < ?7
+    AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR kind = ?3)
+    AND (?4 IS NULL OR owner = ?4) AND (?5 IS NULL OR node = ?5)
+    AND (?8 = 0 OR state IN ('queued', 'preparing', 'prepared', 'running'))
+    ORDER BY id DESC LIMIT ?6";
+
 /// The SQLite store. See the module docs.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -393,14 +409,18 @@ impl Store for SqliteStore {
     }
 
     fn jobs(&mut self, f: &JobFilter) -> Result<Vec<Job>, StoreError> {
-        let sql = "SELECT body FROM jobs WHERE id > ?1
-                   AND (?2 IS NULL OR state = ?2) AND (?3 IS NULL OR kind = ?3)
-                   AND (?4 IS NULL OR owner = ?4) AND (?5 IS NULL OR node = ?5)
-                   ORDER BY id LIMIT ?6";
         let after = f.after.unwrap_or(0) as i64;
+        let before = f.before.map_or(i64::MAX, |b| b.min(i64::MAX as u64) as i64);
         let limit = f.limit as i64;
+        let active = i64::from(f.active);
         let state = f.state.map(JobState::as_str);
-        self.rows_to_jobs(sql, &[&after, &state, &f.kind, &f.owner, &f.node, &limit])
+        let sql = if f.newest_first { JOBS_DESC } else { JOBS_ASC };
+        self.rows_to_jobs(
+            sql,
+            &[
+                &after, &state, &f.kind, &f.owner, &f.node, &limit, &before, &active,
+            ],
+        )
     }
 
     fn events_after(&mut self, after: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
@@ -608,5 +628,21 @@ mod tests {
         // Retention never deletes backup records.
         s.prune(Timestamp(u64::MAX / 2)).unwrap();
         assert_eq!(s.backups().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn the_active_filter_names_every_state_that_has_not_ended() {
+        let live: Vec<String> = JobState::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        let list = format!("state IN ({})", live.join(", "));
+        assert!(JOBS_ASC.contains(&list), "{list}");
+        assert!(JOBS_DESC.contains(&list), "{list}");
+        assert_eq!(
+            JOBS_ASC.replace("ORDER BY id", "ORDER BY id DESC"),
+            JOBS_DESC
+        );
     }
 }

@@ -37,16 +37,29 @@ impl Client {
             ("kind", &q.kind),
             ("owner", &q.owner),
             ("node", &q.node),
+            ("attr", &q.attr),
         ] {
             if let Some(v) = v {
                 parts.push(format!("{k}={}", super::encode(v)));
             }
         }
-        if let Some(l) = q.limit {
-            parts.push(format!("limit={l}"));
+        for (k, v) in [("limit", q.limit.map(u64::from)), ("after", q.after)] {
+            if let Some(v) = v {
+                parts.push(format!("{k}={v}"));
+            }
         }
-        if let Some(a) = q.after {
-            parts.push(format!("after={a}"));
+        if let Some(b) = q.before {
+            parts.push(format!("before={b}"));
+        }
+        if let Some(o) = q.order {
+            let o = match o {
+                lockgate_api::JobOrder::Asc => "asc",
+                lockgate_api::JobOrder::Desc => "desc",
+            };
+            parts.push(format!("order={o}"));
+        }
+        if let Some(a) = q.active {
+            parts.push(format!("active={a}"));
         }
         let qs = if parts.is_empty() {
             String::new()

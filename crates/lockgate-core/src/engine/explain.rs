@@ -113,6 +113,9 @@ impl Engine {
             "queued, {} in line, effective priority {effective_priority:.2}",
             ordinal(position)
         );
+        if let Some(terms) = self.priority_terms(&job, now) {
+            text.push_str(&format!(" ({terms})"));
+        }
         if reasons.is_empty() {
             text.push_str("; admissible now");
         } else {
@@ -130,6 +133,41 @@ impl Engine {
 }
 
 impl Engine {
+    /// How the effective priority comes from the job's own, term by term as
+    /// `effective_priority` adds them: `+` the waiting time over `[queue].aging`, `-` the
+    /// fair-share term, the owner's running jobs over its weight. In ranks that term is
+    /// `fair_term`: the same count times the aging scale, so each running job of a weight-1
+    /// owner weighs as much as one `aging` of waiting. `None` when neither term applies.
+    fn priority_terms(&self, job: &crate::job::Job, now: Timestamp) -> Option<String> {
+        use crate::time::format_duration;
+        use std::time::Duration;
+        let mut parts = vec![format!("priority {}", job.priority)];
+        let aging = self.policy.queue.aging;
+        if let Some(a) = aging {
+            let waited = now.since(job.queued_at);
+            parts.push(format!(
+                "+{:.2} for {} waiting at aging {}",
+                waited as f64 / a.as_millis() as f64,
+                format_duration(Duration::from_secs(waited / 1000)),
+                format_duration(a)
+            ));
+        }
+        let running = self.owner_running.get(&job.owner).copied().unwrap_or(0);
+        if self.policy.queue.fair_share && running > 0 {
+            let weight = self.policy.owner_weight(&job.owner);
+            let scale = match aging {
+                Some(a) => format!(", each worth {} of waiting", format_duration(a / weight)),
+                None => String::new(),
+            };
+            parts.push(format!(
+                "-{:.2} fair share: owner {:?} has {running} running at weight {weight}{scale}",
+                running as f64 / f64::from(weight),
+                job.owner
+            ));
+        }
+        (parts.len() > 1).then(|| parts.join(", "))
+    }
+
     /// Every condition holding a queued job.
     pub(crate) fn evaluate_all(&mut self, id: JobId, now: Timestamp) -> Result<(), Vec<Block>> {
         self.evaluate(id, now, true).map(|_| ())

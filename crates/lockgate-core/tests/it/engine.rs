@@ -501,3 +501,30 @@ fn a_huge_finish_message_is_cut_to_the_message_quota() {
         "{m}"
     );
 }
+
+#[test]
+fn explain_says_where_a_fair_share_priority_comes_from() {
+    let mut e = engine(
+        "[global]\nmax_running = 14\n[queue]\nfair_share = \"owner\"\naging = \"10m\"\n[owners.bob]\nweight = 2\n",
+    );
+    for _ in 0..14 {
+        submit(&mut e, spec("backup", &[]), 0);
+    }
+    let waits = submit(&mut e, spec("backup", &[]), 0);
+    let why = e.explain(waits, Timestamp(120_000)).unwrap();
+    assert_eq!(why.effective_priority, -13.8);
+    assert_eq!(
+        why.text,
+        "queued, 1st in line, effective priority -13.80 (priority 0, +0.20 for 2m waiting at \
+         aging 10m, -14.00 fair share: owner \"alice\" has 14 running at weight 1, each worth \
+         10m of waiting); global: 14/14 (jobs 1, 2, 3, 4, 5, 6, 7, 8, +6 more)"
+    );
+    // Without aging or running jobs, no terms: the priority is the job's own.
+    let mut plain = engine("[global]\nmax_running = 0\n");
+    let j = submit(&mut plain, spec("backup", &[]), 0);
+    let text = plain.explain(j, Timestamp(5)).unwrap().text;
+    assert!(
+        text.starts_with("queued, 1st in line, effective priority 0.00; "),
+        "{text}"
+    );
+}

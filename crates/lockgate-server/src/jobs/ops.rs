@@ -5,17 +5,10 @@ use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::event_loop::Loop;
 use crate::protocol::Reply;
-use lockgate_api::{
-    ErrorCode, ExplainView, FinishRequest, JobList, JobQuery, JobView, Role, SubmitRequest,
-};
+use lockgate_api::{ErrorCode, ExplainView, FinishRequest, JobView, Role, SubmitRequest};
 use lockgate_core::engine::{CancelError, LeaseError, SubmitError};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
-use lockgate_store::JobFilter;
-
-/// A `GET /v1/jobs` page ends before the job that would take its JSON past this many bytes
-/// (4 MiB), with `next` set, whatever `limit` asked for (at most 1000 jobs in any case).
-pub(crate) const MAX_LIST_BYTES: usize = 4 << 20;
 
 /// A long-poll on one job's state.
 #[derive(Debug)]
@@ -80,7 +73,7 @@ impl Loop {
     }
 
     /// The view of a job as the engine holds it now, else as `job` says.
-    fn current_view(&self, job: Job) -> JobView {
+    pub(super) fn current_view(&self, job: Job) -> JobView {
         match self.engine.job(job.id) {
             Some(live) => self.view(live),
             None => self.view(&job),
@@ -183,53 +176,6 @@ impl Loop {
         let job = self.find(id)?;
         may_see(p, &job)?;
         Ok(self.view(&job))
-    }
-
-    fn list(&mut self, p: &Principal, q: JobQuery) -> Result<JobList, ApiError> {
-        let state = match &q.state {
-            Some(s) => Some(JobState::parse(s).ok_or_else(|| {
-                let all: Vec<&str> = JobState::ALL.iter().map(|s| s.as_str()).collect();
-                ApiError::invalid(
-                    "state",
-                    format!("unknown state {s:?}: expected one of {}", all.join(", ")),
-                )
-            })?),
-            None => None,
-        };
-        let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
-        let mut f = JobFilter {
-            state,
-            kind: q.kind,
-            owner: q.owner,
-            node: q.node,
-            after: q.after,
-            limit,
-        };
-        match p.role {
-            Role::Submitter => f.owner = Some(p.name.clone()),
-            Role::Agent => f.node = p.node.clone(),
-            _ => {}
-        }
-        let jobs = self.store.jobs(&f)?;
-        let full = jobs.len() == limit;
-        let mut views = Vec::with_capacity(jobs.len());
-        let mut bytes = 0;
-        for j in jobs {
-            let view = self.current_view(j);
-            bytes += serde_json::to_vec(&view).map_or(0, |v| v.len());
-            // At least one job per page, so paging always moves on.
-            if bytes > MAX_LIST_BYTES && !views.is_empty() {
-                let next = views.last().map(|v: &JobView| v.id);
-                return Ok(JobList { jobs: views, next });
-            }
-            views.push(view);
-        }
-        let next = if full {
-            views.last().map(|v| v.id)
-        } else {
-            None
-        };
-        Ok(JobList { jobs: views, next })
     }
 
     /// Answers at once when the state already differs from `from`, else registers a waiter

@@ -281,8 +281,8 @@ fn show(global: &GlobalArgs, views: &[BackupView]) {
                 done_of(&v.progress, true),
                 done_of(&v.progress, false),
                 or_dash(v.job),
-                v.created_at.clone(),
-                or_dash(v.finished_at.as_ref()),
+                output::time(&v.created_at),
+                output::time_or_dash(v.finished_at.as_ref()),
             ]
         })
         .collect();
@@ -365,9 +365,9 @@ fn print_summary(name: &str, view: &BackupView) {
     field("Namespaces:", view.namespaces.join(","));
     field("From:", view.request.from.clone());
     field("Archive:", view.archive.clone());
-    field("Created:", view.created_at.clone());
-    field("Started:", or_dash(view.started_at.as_ref()));
-    field("Finished:", or_dash(view.finished_at.as_ref()));
+    field("Created:", output::time(&view.created_at));
+    field("Started:", output::time_or_dash(view.started_at.as_ref()));
+    field("Finished:", output::time_or_dash(view.finished_at.as_ref()));
     field(
         "Blocks:",
         counts(view.blocks, &done_of(&view.progress, true)),
@@ -424,13 +424,21 @@ fn print_items(items: &[ItemResult]) {
 }
 
 fn print_hooks(hooks: &[HookResult]) {
+    print!("{}", render_hooks(hooks));
+}
+
+/// The hooks table, then the start of each hook's stderr (as `result.json` keeps it),
+/// indented under a line naming the hook: the table has no room for it and a failed hook's
+/// stderr is usually why it failed.
+fn render_hooks(hooks: &[HookResult]) -> String {
+    let phase = |h: &HookResult| format!("{:?}", h.phase).to_lowercase();
     let rows: Vec<Vec<String>> = hooks
         .iter()
         .map(|h| {
             vec![
                 h.block.to_string(),
                 h.pod.clone(),
-                format!("{:?}", h.phase).to_lowercase(),
+                phase(h),
                 h.container.clone(),
                 or_dash(h.exit_code),
                 format!("{}ms", h.duration_ms),
@@ -438,10 +446,23 @@ fn print_hooks(hooks: &[HookResult]) {
             ]
         })
         .collect();
-    table(
+    let mut text = output::render_table(
         &["BLOCK", "POD", "HOOK", "CONTAINER", "EXIT", "TIME", "ERROR"],
         &rows,
     );
+    for h in hooks.iter().filter(|h| !h.stderr.trim().is_empty()) {
+        text.push_str(&format!(
+            "\nstderr of the {} hook in {} ({}), block {}:\n",
+            phase(h),
+            output::escape(&h.pod),
+            output::escape(&h.container),
+            h.block
+        ));
+        for l in h.stderr.trim_end().lines() {
+            text.push_str(&format!("  {}\n", output::escape(l)));
+        }
+    }
+    text
 }
 
 fn print_uploads(uploads: &[UploadResult]) {
@@ -463,4 +484,32 @@ fn print_uploads(uploads: &[UploadResult]) {
         &["ITEM", "KIND", "VOLUME", "SNAPSHOT", "FINISHED", "ERROR"],
         &rows,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_shows_the_hooks_stderr() {
+        let hook = |block: usize, phase: &str, exit: Option<i32>, stderr: &str| {
+            serde_json::from_value::<HookResult>(serde_json::json!({
+                "block": block, "pod": "app/db-0", "phase": phase, "container": "postgres",
+                "command": ["pg_ctl", "stop"], "on_error": "Fail", "exit_code": exit,
+                "duration_ms": 120, "stderr": stderr,
+                "error": exit.filter(|c| *c != 0).map(|c| format!("exit code {c}")),
+            }))
+            .expect("a hook result")
+        };
+        let hooks = [
+            hook(0, "pre", Some(0), ""),
+            hook(
+                0,
+                "post",
+                Some(3),
+                "pg_ctl: no server running\nhint: is \u{1b}[31mPGDATA set?\n",
+            ),
+        ];
+        insta::assert_snapshot!(render_hooks(&hooks));
+    }
 }

@@ -1,10 +1,12 @@
 //! `lockgate job`: submit, list, show, explain, wait for and cancel jobs.
 
-use super::output::{self, or_dash, print_json, render_table, table};
+use super::output::{self, or_dash, print_json, table};
 use super::{flags, session};
 use crate::GlobalArgs;
-use lockgate_api::{ExplainView, JobQuery, JobView, SubmitRequest};
+use lockgate_api::{ExplainView, JobOrder, JobQuery, JobView, SubmitRequest};
 use lockgate_client::Client;
+use lockgate_core::policy::Executor;
+use lockgate_core::{JobState, Timestamp};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -72,6 +74,9 @@ struct LsArgs {
     /// Only jobs in this state.
     #[arg(long)]
     state: Option<String>,
+    /// Only jobs that have not ended (queued, preparing, prepared, running).
+    #[arg(long)]
+    active: bool,
     /// Only jobs of this kind.
     #[arg(long)]
     kind: Option<String>,
@@ -81,10 +86,19 @@ struct LsArgs {
     /// Only jobs on this node.
     #[arg(long)]
     node: Option<String>,
+    /// Only jobs with this attribute (repeatable: all must hold).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = flags::key_value)]
+    attr: Vec<(String, String)>,
     /// Page size.
     #[arg(long, default_value_t = 100)]
     limit: u32,
-    /// Jobs with a larger id than this.
+    /// Oldest first (the default is newest first).
+    #[arg(long)]
+    oldest_first: bool,
+    /// Jobs with a smaller id than this (the next page, newest first).
+    #[arg(long)]
+    before: Option<u64>,
+    /// Jobs with a larger id than this (the next page with --oldest-first).
     #[arg(long)]
     after: Option<u64>,
     /// Every page.
@@ -92,11 +106,47 @@ struct LsArgs {
     all: bool,
 }
 
-/// One table row per job.
-pub fn job_rows(jobs: &[JobView]) -> Vec<Vec<String>> {
+/// How long a job waited and ran, in milliseconds, as of `now`: the wait from entering
+/// the queue (its latest entry, after a retry) to admission, or until `now` while it is
+/// queued, or until it ended unadmitted; the run from `started_at` to its end, or until
+/// `now` while admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Durations {
+    wait: Option<u64>,
+    run: Option<u64>,
+}
+
+fn durations(j: &JobView, now: Timestamp) -> Durations {
+    let at = |t: Option<&String>| t.and_then(|t| lockgate_api::time::parse(t).ok());
+    let queued = at(j.queued_at.as_ref()).or(at(Some(&j.submitted_at)));
+    let admitted = at(j.prepare_started_at.as_ref())
+        .or(at(j.started_at.as_ref()))
+        .filter(|a| queued.is_none_or(|q| *a >= q));
+    let finished = at(j.finished_at.as_ref());
+    let end = if j.state.is_terminal() {
+        finished
+    } else {
+        Some(now)
+    };
+    let wait = match (queued, admitted) {
+        (Some(q), Some(a)) => Some(a.since(q)),
+        (Some(q), None) => end.map(|e| e.since(q)),
+        _ => None,
+    };
+    let started = at(j.started_at.as_ref()).filter(|s| queued.is_none_or(|q| *s >= q));
+    let run = match (started, end) {
+        (Some(s), Some(e)) if j.state != JobState::Queued => Some(e.since(s)),
+        _ => None,
+    };
+    Durations { wait, run }
+}
+
+/// One table row per job; the waits and runs of live jobs count up to `now`.
+pub fn job_rows(jobs: &[JobView], now: Timestamp) -> Vec<Vec<String>> {
     jobs.iter()
         .map(|j| {
             let attrs: Vec<String> = j.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let d = durations(j, now);
             vec![
                 j.id.to_string(),
                 j.kind.clone(),
@@ -104,7 +154,10 @@ pub fn job_rows(jobs: &[JobView]) -> Vec<Vec<String>> {
                 j.owner.clone(),
                 j.priority.to_string(),
                 or_dash(j.node.as_ref()),
-                j.submitted_at.clone(),
+                output::time(&j.submitted_at),
+                output::time_or_dash(j.started_at.as_ref()),
+                or_dash(d.wait.map(output::duration)),
+                or_dash(d.run.map(output::duration)),
                 attrs.join(","),
             ]
         })
@@ -119,23 +172,84 @@ const HEADER: &[&str] = &[
     "PRIO",
     "NODE",
     "SUBMITTED",
+    "STARTED",
+    "WAIT",
+    "RUN",
     "ATTRS",
 ];
 
-/// One job as `job show` prints it: its table row and its message.
-fn render_job(job: &JobView) -> String {
-    let mut text = render_table(HEADER, &job_rows(std::slice::from_ref(job)));
+/// One job as `job show` prints it: `Field:  value` lines, its times (each in the fixed
+/// width of [`output::time`]) and durations as of `now`, then its message.
+fn render_job(job: &JobView, now: Timestamp) -> String {
+    use std::fmt::Write;
+    let mut text = String::new();
+    let mut field = |k: &str, v: String| {
+        let _ = writeln!(text, "{k:<12} {v}");
+    };
+    let attrs: Vec<String> = job.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let d = durations(job, now);
+    field("Id:", job.id.to_string());
+    field("Kind:", job.kind.clone());
+    field("State:", job.state.to_string());
+    field("Owner:", job.owner.clone());
+    field("Priority:", job.priority.to_string());
+    field(
+        "Executor:",
+        match job.executor {
+            Executor::Client => "client",
+            Executor::Agent => "agent",
+        }
+        .to_string(),
+    );
+    field("Node:", or_dash(job.node.as_ref()));
+    field(
+        "Attrs:",
+        or_dash((!attrs.is_empty()).then(|| attrs.join(","))),
+    );
+    field("Attempt:", job.attempt.to_string());
+    field("Submitted:", output::time(&job.submitted_at));
+    if job
+        .queued_at
+        .as_ref()
+        .is_some_and(|q| *q != job.submitted_at)
+    {
+        field("Queued:", output::time_or_dash(job.queued_at.as_ref()));
+    }
+    if let Some(t) = &job.not_before {
+        field("Not before:", output::time(t));
+    }
+    let admitted = job.prepare_started_at.as_ref().or(job.started_at.as_ref());
+    field("Admitted:", output::time_or_dash(admitted));
+    if job.two_stage {
+        field("Prepared:", output::time_or_dash(job.prepared_at.as_ref()));
+    }
+    field("Started:", output::time_or_dash(job.started_at.as_ref()));
+    field("Finished:", output::time_or_dash(job.finished_at.as_ref()));
+    if let Some(t) = &job.retry_at {
+        field("Retry at:", output::time(t));
+    }
+    field("Wait:", or_dash(d.wait.map(output::duration)));
+    field("Run:", or_dash(d.run.map(output::duration)));
     if let Some(m) = &job.message {
-        text.push_str(&format!("message: {m}\n"));
+        field("Message:", m.clone());
     }
     text
 }
 
-/// `job explain` for people: the one-line text, then every holding condition.
+/// `job explain` for people: the summary (position and effective priority with its
+/// terms), then every holding condition once, one per line. The one-line `text` of the
+/// JSON ends with the same conditions joined by `; `; that tail is left out of the first
+/// line so no reason is printed twice.
 fn render_explain(id: u64, ex: &ExplainView) -> String {
-    let mut text = format!("job {id}: {}\n", ex.text);
-    for r in &ex.reasons {
-        text.push_str(&format!("  - {}\n", r.text));
+    let reasons: Vec<&str> = ex.reasons.iter().map(|r| r.text.as_str()).collect();
+    let tail = format!("; {}", reasons.join("; "));
+    let head = match ex.text.strip_suffix(&tail) {
+        Some(head) if !reasons.is_empty() => head,
+        _ => ex.text.as_str(),
+    };
+    let mut text = format!("job {id}: {head}\n");
+    for r in reasons {
+        text.push_str(&format!("  - {r}\n"));
     }
     text
 }
@@ -144,7 +258,7 @@ fn show(global: &GlobalArgs, job: &JobView) {
     if output::json(global) {
         print_json(job);
     } else {
-        output::print_text(&render_job(job));
+        output::print_text(&render_job(job, output::now()));
     }
 }
 
@@ -195,16 +309,30 @@ fn submit(global: &GlobalArgs, client: &Client, a: SubmitArgs) -> anyhow::Result
     Ok(())
 }
 
-/// `job ls`: one page, or every page with `--all`.
-fn ls(global: &GlobalArgs, client: &Client, a: LsArgs) -> anyhow::Result<()> {
-    let mut q = JobQuery {
-        state: a.state,
-        kind: a.kind,
-        owner: a.owner,
-        node: a.node,
+/// The listing query of `job ls`: newest first unless `--oldest-first`.
+fn query(a: &LsArgs) -> JobQuery {
+    let attr: Vec<String> = a.attr.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    JobQuery {
+        state: a.state.clone(),
+        kind: a.kind.clone(),
+        owner: a.owner.clone(),
+        node: a.node.clone(),
         limit: Some(a.limit),
         after: a.after,
-    };
+        before: a.before,
+        order: Some(if a.oldest_first {
+            JobOrder::Asc
+        } else {
+            JobOrder::Desc
+        }),
+        active: a.active.then_some(true),
+        attr: (!attr.is_empty()).then(|| attr.join(",")),
+    }
+}
+
+/// `job ls`: one page, or every page with `--all`.
+fn ls(global: &GlobalArgs, client: &Client, a: LsArgs) -> anyhow::Result<()> {
+    let mut q = query(&a);
     let mut jobs = Vec::new();
     let mut next;
     loop {
@@ -212,16 +340,18 @@ fn ls(global: &GlobalArgs, client: &Client, a: LsArgs) -> anyhow::Result<()> {
         jobs.extend(page.jobs);
         next = page.next;
         match next {
-            Some(n) if a.all => q.after = Some(n),
+            Some(n) if a.all && a.oldest_first => q.after = Some(n),
+            Some(n) if a.all => q.before = Some(n),
             _ => break,
         }
     }
     if output::json(global) {
         print_json(&lockgate_api::JobList { jobs, next });
     } else {
-        table(HEADER, &job_rows(&jobs));
+        table(HEADER, &job_rows(&jobs, output::now()));
         if let Some(n) = next {
-            eprintln!("more: --after {n} (or --all)");
+            let flag = if a.oldest_first { "after" } else { "before" };
+            eprintln!("more: --{flag} {n} (or --all)");
         }
     }
     Ok(())
@@ -264,21 +394,100 @@ fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::output::render_table;
     use crate::cmd::testdata;
+
+    /// The snapshots' clock: ten minutes after the fixtures' submit time.
+    fn now() -> Timestamp {
+        lockgate_api::time::parse("2026-03-27T22:27:41.250Z").unwrap()
+    }
 
     #[test]
     fn job_ls_table() {
         let jobs = testdata::jobs();
-        insta::assert_snapshot!(render_table(HEADER, &job_rows(&jobs)));
+        insta::assert_snapshot!(render_table(HEADER, &job_rows(&jobs, now())));
     }
 
     #[test]
     fn job_show_with_its_message() {
-        insta::assert_snapshot!(render_job(&testdata::jobs()[2]));
+        insta::assert_snapshot!(render_job(&testdata::jobs()[2], now()));
+    }
+
+    #[test]
+    fn job_show_has_times_and_durations() {
+        let shown: Vec<String> = testdata::jobs()
+            .iter()
+            .map(|j| render_job(j, now()))
+            .collect();
+        insta::assert_snapshot!(shown.join("\n"));
+    }
+
+    #[test]
+    fn durations_of_a_retried_job_count_from_its_latest_queue_entry() {
+        let mut j = testdata::jobs()[0].clone();
+        j.state = JobState::Queued;
+        j.queued_at = Some("2026-03-27T22:25:41.250Z".into());
+        let d = durations(&j, now());
+        assert_eq!(
+            d,
+            Durations {
+                wait: Some(120_000),
+                run: None
+            }
+        );
+    }
+
+    #[test]
+    fn job_ls_asks_newest_first_with_the_filters() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            ls: LsArgs,
+        }
+        let cli = Cli::parse_from([
+            "ls",
+            "--active",
+            "--attr",
+            "datastore=ds1",
+            "--attr",
+            "group=vm/100",
+            "--kind",
+            "backup",
+        ]);
+        let q = query(&cli.ls);
+        assert_eq!(q.order, Some(JobOrder::Desc));
+        assert_eq!(q.active, Some(true));
+        assert_eq!(q.attr.as_deref(), Some("datastore=ds1,group=vm/100"));
+        assert_eq!(q.kind.as_deref(), Some("backup"));
+        let old = Cli::parse_from(["ls", "--oldest-first", "--after", "7"]);
+        let q = query(&old.ls);
+        assert_eq!(
+            (q.order, q.after, q.active),
+            (Some(JobOrder::Asc), Some(7), None)
+        );
     }
 
     #[test]
     fn job_explain_text() {
         insta::assert_snapshot!(render_explain(4, &testdata::explain()));
+    }
+
+    #[test]
+    fn job_explain_prints_every_reason_once() {
+        let ex = testdata::explain();
+        let text = render_explain(4, &ex);
+        for r in &ex.reasons {
+            assert_eq!(text.matches(&r.text).count(), 1, "{text}");
+        }
+        let admissible = ExplainView {
+            reasons: vec![],
+            text: "queued, 1st in line, effective priority 0.00; admissible now".into(),
+            ..ex
+        };
+        assert_eq!(
+            render_explain(9, &admissible),
+            "job 9: queued, 1st in line, effective priority 0.00; admissible now\n"
+        );
     }
 }

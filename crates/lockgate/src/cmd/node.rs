@@ -40,35 +40,39 @@ enum Sub {
 }
 
 fn rows(nodes: &[NodeView]) -> Vec<Vec<String>> {
+    let join = |items: Vec<String>| or_dash((!items.is_empty()).then(|| items.join(",")));
     nodes
         .iter()
         .map(|n| {
             let labels: Vec<String> = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let rule = n
-                .rule
-                .as_ref()
-                .map(|r| format!(" (rule {r:?})"))
-                .unwrap_or_default();
             vec![
                 n.name.clone(),
                 n.state.clone(),
-                format!("{}{rule}", or_dash(n.number)),
+                or_dash(n.number),
+                or_dash(n.rule.as_ref()),
                 n.running.to_string(),
                 n.preparing.to_string(),
                 n.prepared.to_string(),
-                labels.join(","),
+                join(n.kinds.iter().cloned().collect()),
+                output::time(&n.last_seen),
+                join(labels),
             ]
         })
         .collect()
 }
 
+/// `RULE` is the selector of the `[[nodes.rule]]` that set `NUMBER` (`-`: the default);
+/// `KINDS` the job kinds its agent has handlers for.
 const HEADER: &[&str] = &[
     "NAME",
     "STATE",
     "NUMBER",
+    "RULE",
     "RUNNING",
     "PREPARING",
     "PREPARED",
+    "KINDS",
+    "LAST SEEN",
     "LABELS",
 ];
 

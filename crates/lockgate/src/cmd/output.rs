@@ -107,6 +107,50 @@ pub fn or_dash(v: Option<impl ToString>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
+/// A time as the CLI prints it: RFC 3339 UTC with exactly three fraction digits
+/// (`2026-03-27T22:17:41.250Z`, never `.25Z`), so every time has the same width and a
+/// column of times lines up. Text that is not an RFC 3339 time is printed as it is.
+pub fn time(text: &str) -> String {
+    match lockgate_api::time::parse(text) {
+        Ok(t) => fixed_time(t),
+        Err(_) => text.to_string(),
+    }
+}
+
+/// [`time`], or `-` for no time.
+pub fn time_or_dash(text: Option<&String>) -> String {
+    text.map_or_else(|| "-".into(), |t| time(t))
+}
+
+/// `t` in the fixed form of [`time`].
+pub fn fixed_time(t: lockgate_core::Timestamp) -> String {
+    let ms = i64::try_from(t.0).unwrap_or(i64::MAX);
+    let ts = jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::MAX);
+    ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// A duration in milliseconds as two units at most, each after the first padded to two
+/// digits: `0s`, `42s`, `3m05s`, `2h03m`, `3d04h` (whole seconds: milliseconds are noise
+/// beside a job's wait or run).
+pub fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+/// The wall clock as the engine counts it (ms since the Unix epoch), for the durations of
+/// jobs that have not ended.
+pub fn now() -> lockgate_core::Timestamp {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    lockgate_core::Timestamp(ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +171,29 @@ mod tests {
         assert!(!table.contains('\u{1b}'));
         assert_eq!(escape_with("a\nb\u{1b}", true), "a\nb\\x1b");
         assert_eq!(escape("repo=C:\\backup é"), "repo=C:\\backup é");
+    }
+
+    #[test]
+    fn times_keep_their_trailing_zeros_and_durations_two_units() {
+        let times = [
+            "2026-03-27T22:17:41.25Z",
+            "2026-03-27T22:17:41Z",
+            "2026-03-27T23:17:41.5+01:00",
+            "2026-03-27T22:17:41.123Z",
+        ]
+        .map(time);
+        assert_eq!(
+            times,
+            [
+                "2026-03-27T22:17:41.250Z",
+                "2026-03-27T22:17:41.000Z",
+                "2026-03-27T22:17:41.500Z",
+                "2026-03-27T22:17:41.123Z",
+            ]
+        );
+        assert_eq!(time("soon"), "soon");
+        assert_eq!(time_or_dash(None), "-");
+        let got = [0, 999, 42_000, 185_000, 7_380_000, 273_600_000].map(duration);
+        assert_eq!(got, ["0s", "0s", "42s", "3m05s", "2h03m", "3d04h"]);
     }
 }

@@ -23,7 +23,9 @@ pub fn jobs() -> Vec<JobView> {
         job(
             1,
             "running",
-            json!({"attrs": {"datastore": "ds1", "group": "vm/100"}, "node": "pve1"}),
+            json!({"attrs": {"datastore": "ds1", "group": "vm/100"}, "node": "pve1",
+                   "queued_at": "2026-03-27T22:17:41.250Z",
+                   "started_at": "2026-03-27T22:18:03Z"}),
         ),
         job(
             2,
@@ -35,12 +37,21 @@ pub fn jobs() -> Vec<JobView> {
             3,
             "cancelled",
             json!({"kind": "prune", "priority": 10, "node": "pve2",
+                   "started_at": "2026-03-27T22:20:11.5Z",
+                   "finished_at": "2026-03-27T22:21:00Z",
                    "message": "cancel requested; command exited with signal 15"}),
         ),
         job(
             4,
             "failed",
-            json!({"owner": "schedule:nightly", "message": "command exited with exit status 3"}),
+            json!({"owner": "schedule:nightly", "executor": "agent", "two_stage": true,
+                   "prepare_started_at": "2026-03-27T22:17:42Z",
+                   "prepared_at": "2026-03-27T22:17:50.1Z",
+                   "started_at": "2026-03-27T22:17:52Z",
+                   "finished_at": "2026-03-27T23:00:00Z",
+                   "attempt": 2, "queued_at": "2026-03-27T22:17:41.250Z",
+                   "retry_at": "2026-03-27T23:30:00Z",
+                   "message": "command exited with exit status 3"}),
         ),
     ]
 }
@@ -77,7 +88,10 @@ pub fn explain() -> ExplainView {
                 "conflicts with job 3 (same group vm/100)",
             ),
         ],
-        text: "2nd in line; datastore:ds1 is full (2/2); conflicts with job 3".into(),
+        text: "queued, 2nd in line, effective priority 5.50 (priority 5, +0.50 for 5m waiting \
+               at aging 10m); datastore:ds1 is full (2/2: jobs 1, 2); conflicts with job 3 \
+               (same group vm/100)"
+            .into(),
     }
 }
 
@@ -99,12 +113,13 @@ pub fn nodes() -> Vec<NodeView> {
             "pve1",
             "ready",
             json!({"labels": {"rack": "a", "zone": "west"}, "number": 2,
-                   "rule": "zone=west", "running": 2, "prepared": 1}),
+                   "rule": "zone=west", "running": 2, "prepared": 1,
+                   "kinds": ["data-upload", "restic"], "last_seen": "2026-03-27T22:17:40.5Z"}),
         ),
         node(
             "pve2",
             "cordoned",
-            json!({"number": 1, "running": 1, "preparing": 1}),
+            json!({"number": 1, "running": 1, "preparing": 1, "kinds": ["backup"]}),
         ),
         node("pve3", "lost", json!({"labels": {"zone": "east"}})),
     ]

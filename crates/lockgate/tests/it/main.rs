@@ -6,6 +6,7 @@ mod backup;
 mod cli;
 mod crash;
 mod edges;
+mod formats;
 mod hardening;
 mod harness;
 mod load;
