@@ -10,6 +10,7 @@ mod errors;
 mod hardening;
 mod harness;
 mod longpoll;
+mod metrics;
 mod quotas;
 mod schedules;
 mod snapshots;
