@@ -12,7 +12,6 @@
 use crate::Cli;
 use anyhow::Context as _;
 use clap::CommandFactory as _;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -69,8 +68,10 @@ pub fn man(args: ManArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The Markdown CLI reference: one section per visible command, depth first, each with
-/// its long `--help`.
+/// its long `--help` (written by the test that keeps `docs/cli.md` fresh).
+#[cfg(test)]
 pub fn markdown() -> String {
+    use std::fmt::Write as _;
     let mut cmd = command().disable_help_subcommand(true);
     cmd.build();
     let mut out = String::from(
@@ -100,6 +101,7 @@ pub fn markdown() -> String {
 }
 
 /// `path`'s visible commands, depth first, with their full names.
+#[cfg(test)]
 fn collect(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
     out.push((path.to_string(), cmd.clone()));
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
@@ -108,6 +110,7 @@ fn collect(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command
 }
 
 /// GitHub's heading anchor for a command path (`lockgate job submit` -> `lockgate-job-submit`).
+#[cfg(test)]
 fn anchor(path: &str) -> String {
     path.replace(' ', "-")
 }
