@@ -327,8 +327,7 @@ impl Metrics {
         out
     }
 
-    /// Jobs by state and kind, the oldest queued job, finished jobs, admissions, lease
-    /// expiries, waits and durations.
+    /// Live jobs by state and kind, and the oldest queued job of each kind.
     fn render_jobs(
         &self,
         out: &mut String,
@@ -378,6 +377,11 @@ impl Metrics {
                 *ms as f64 / 1000.0
             );
         }
+        self.render_ended(out, kinds);
+    }
+
+    /// Finished jobs, admissions, lease expiries, waits and durations.
+    fn render_ended(&self, out: &mut String, kinds: &BTreeSet<String>) {
         let mut finished = self.finished.clone();
         for k in kinds {
             for s in JobState::ALL.into_iter().filter(|s| s.is_terminal()) {
