@@ -161,6 +161,8 @@ pub struct ScopeUsage {
     pub limit: Option<u64>,
     /// Highest count reached since the policy was applied.
     pub peak: u64,
+    /// The scope itself, for whoever must tell a policy-named scope from a per-value one.
+    pub key: crate::scope::ScopeKey,
 }
 
 /// The scheduling engine. See the module docs.
@@ -279,6 +281,7 @@ impl Engine {
                     used: s.used,
                     limit: s.limit,
                     peak: s.peak,
+                    key: key.clone(),
                 }
             })
             .collect()

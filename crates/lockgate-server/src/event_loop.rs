@@ -243,7 +243,7 @@ impl Loop {
             Op::Backups(op) => self.backup_op(op, now),
             Op::Events(op) => self.event_op(&p, op),
             Op::Metrics(reply) => {
-                let mut text = self.metrics.render(&self.engine, self.seq);
+                let mut text = self.metrics.render(&self.engine, self.seq, now);
                 self.render_schedule_metrics(&mut text);
                 self.answer(reply, Ok(text));
             }

@@ -1,43 +1,145 @@
-//! `/metrics` in the Prometheus text format, written by hand (a few gauges, counters and
-//! two histograms do not need a crate).
+//! `/metrics` in the Prometheus text format, written by hand (gauges, counters and a few
+//! histograms do not need a crate). docs/monitoring.md lists every metric.
 //!
-//! Invariant: no submitter can grow the label space without bound. A `kind` label is a
-//! kind the policy names (`[kinds.<kind>]`, a `[[schedule]]` job's kind, or a kind the
-//! server drives itself), every other kind is counted as `other`; a `scope` label shows at
-//! most [`MAX_SERIES_PER_RULE`] scopes of one policy rule (a limit's partitions, a
-//! conflict's keys, the nodes), the busiest first, and folds the rest into one
-//! `<rule>:other` series. So the series count is bounded by the policy, not by the jobs.
+//! Invariants:
+//! - No submitter can grow the label space without bound. A `kind` label is a kind the
+//!   policy names (`[kinds.<kind>]`, a `[[schedule]]` job's kind, or a kind the server
+//!   drives itself), every other kind is counted as `other`; a `scope` label shows at most
+//!   [`MAX_SERIES_PER_RULE`] scopes of one policy rule (a limit's partitions, a conflict's
+//!   keys, the nodes), the busiest first, and folds the rest into one `<rule>:other`
+//!   series. So the series count is bounded by the policy, not by the jobs.
+//! - A series the policy names does not vanish when its value is 0: every named kind (and
+//!   `other`) has its job gauges, counters and histograms from the start, every node state
+//!   its gauge, and every scope the policy itself names (`global`, `global-prepare`, an
+//!   unpartitioned `[[limit]]`, a `[resources]` pool) its `lockgate_scope_*` series, so
+//!   `rate()` and alerts see a 0 rather than no data. Scopes that only exist for the values
+//!   jobs bring (a partitioned limit's `limit:<name>[k=v]`, a conflict's keys) are shown
+//!   while in use (non-zero) and dropped when they fall back to 0.
+//! - Histogram buckets fit backup work: waits and durations from under a second to a day.
 
 use lockgate_core::engine::ScopeUsage;
 use lockgate_core::event::JobChange;
 use lockgate_core::job::Job;
 use lockgate_core::policy::RESOURCE_BACKUP_KIND;
-use lockgate_core::{Engine, JobState, Policy};
-use std::collections::BTreeMap;
+use lockgate_core::scope::ScopeKey;
+use lockgate_core::{Engine, JobState, Policy, Timestamp};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 /// Scopes shown per policy rule; the rest are summed into `<rule>:other`.
 pub const MAX_SERIES_PER_RULE: usize = 100;
 
+/// The kind label of every kind the policy does not name.
+const OTHER: &str = "other";
+
+/// Kinds the server drives itself (always named).
+const SERVER_KINDS: [&str; 2] = [RESOURCE_BACKUP_KIND, "data-upload"];
+
 /// The `kind` label of a job of `kind`: the kind if the policy names it, else `other`.
 fn kind_label<'a>(policy: &Policy, kind: &'a str) -> &'a str {
     let named = policy.kinds.contains_key(kind)
-        || kind == RESOURCE_BACKUP_KIND
-        || kind == "data-upload"
+        || SERVER_KINDS.contains(&kind)
         || policy.schedules.iter().any(|s| s.job.kind == kind);
     if named {
         kind
     } else {
-        "other"
+        OTHER
     }
 }
 
-/// The scopes to show: per rule at most [`MAX_SERIES_PER_RULE`], busiest (then by name)
+/// Every `kind` label the policy allows, `other` included: the series shown at 0.
+fn kind_labels(policy: &Policy) -> BTreeSet<String> {
+    let mut kinds: BTreeSet<String> = policy.kinds.keys().cloned().collect();
+    kinds.extend(SERVER_KINDS.iter().map(|k| k.to_string()));
+    kinds.extend(policy.schedules.iter().map(|s| s.job.kind.clone()));
+    kinds.insert(OTHER.to_string());
+    kinds
+}
+
+/// One `scope` series: a scope or a rule's `<rule>:other` remainder.
+#[derive(Debug, Clone, PartialEq)]
+struct ScopeSeries {
+    scope: String,
+    used: u64,
+    limit: Option<u64>,
+    peak: u64,
+}
+
+/// Whether a scope exists only for the values jobs bring (shown while non-zero).
+fn per_value(key: &ScopeKey) -> bool {
+    matches!(key, ScopeKey::Limit { parts, .. } if !parts.is_empty())
+        || matches!(key, ScopeKey::Conflict { .. })
+}
+
+/// The limit shown for a scope. A conflict has no counter limit in the engine, but its key
+/// (and, for an `overlap` conflict, each value) admits one holder at a time: shown as 1.
+/// The overlap bookkeeping counters (`<attr>=`: every holder, `<attr>=*`: star holders)
+/// have no limit of their own.
+fn shown_limit(u: &ScopeUsage) -> Option<u64> {
+    match &u.key {
+        ScopeKey::Conflict { overlap: None, .. } => Some(1),
+        ScopeKey::Conflict {
+            overlap: Some((_, v)),
+            ..
+        } if !v.is_empty() && v != "*" => Some(1),
+        _ => u.limit,
+    }
+}
+
+/// The scopes the policy names itself, whether or not a job has counted them yet.
+fn named_scopes(policy: &Policy) -> Vec<(ScopeKey, String)> {
+    let mut keys = Vec::new();
+    if policy.global.max_running.is_some() {
+        keys.push(ScopeKey::Global);
+    }
+    if policy.global.prepare_queue.is_some() {
+        keys.push(ScopeKey::GlobalPrepare);
+    }
+    for l in policy.limits.iter().filter(|l| l.per.is_empty()) {
+        keys.push(ScopeKey::Limit {
+            name: l.name.clone(),
+            parts: Vec::new(),
+        });
+    }
+    keys.extend(policy.resources.keys().map(|p| ScopeKey::Pool(p.clone())));
+    keys.into_iter()
+        .map(|k| {
+            let rule = k.rule();
+            (k, rule)
+        })
+        .collect()
+}
+
+/// The scopes to show: the policy's named scopes (0 when no job counted them), per-value
+/// scopes while in use; per rule at most [`MAX_SERIES_PER_RULE`], busiest (then by name)
 /// first, and one `<rule>:other` scope summing the rest (no limit, the highest peak).
-fn bounded_scopes(usage: Vec<ScopeUsage>) -> Vec<ScopeUsage> {
-    let mut by_rule: BTreeMap<String, Vec<ScopeUsage>> = BTreeMap::new();
+fn bounded_scopes(policy: &Policy, usage: Vec<ScopeUsage>) -> Vec<ScopeSeries> {
+    let mut by_rule: BTreeMap<String, Vec<ScopeSeries>> = BTreeMap::new();
+    let mut seen = BTreeSet::new();
     for u in usage {
-        by_rule.entry(u.rule.clone()).or_default().push(u);
+        seen.insert(u.key.clone());
+        if per_value(&u.key) && u.used == 0 {
+            continue;
+        }
+        by_rule
+            .entry(u.rule.clone())
+            .or_default()
+            .push(ScopeSeries {
+                limit: shown_limit(&u),
+                scope: u.scope,
+                used: u.used,
+                peak: u.peak,
+            });
+    }
+    for (key, rule) in named_scopes(policy) {
+        if !seen.contains(&key) {
+            by_rule.entry(rule).or_default().push(ScopeSeries {
+                scope: key.to_string(),
+                used: 0,
+                limit: key.limit_in(policy),
+                peak: 0,
+            });
+        }
     }
     let mut out = Vec::new();
     for (rule, mut scopes) in by_rule {
@@ -45,12 +147,11 @@ fn bounded_scopes(usage: Vec<ScopeUsage>) -> Vec<ScopeUsage> {
         let rest = scopes.split_off(scopes.len().min(MAX_SERIES_PER_RULE));
         out.extend(scopes);
         if !rest.is_empty() {
-            out.push(ScopeUsage {
+            out.push(ScopeSeries {
                 scope: format!("{rule}:other"),
                 used: rest.iter().map(|u| u.used).sum(),
                 limit: None,
                 peak: rest.iter().map(|u| u.peak).max().unwrap_or(0),
-                rule,
             });
         }
     }
@@ -88,19 +189,37 @@ impl Histogram {
         self.count += 1;
     }
 
+    /// The `# HELP`/`# TYPE` header and one unlabelled series.
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        self.render_series(out, name, "");
+    }
+
+    /// One series; `labels` is empty or `k="v",` (with the trailing comma).
+    fn render_series(&self, out: &mut String, name: &str, labels: &str) {
         for (b, c) in self.bounds.iter().zip(&self.counts) {
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {c}");
+            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{b}\"}} {c}");
         }
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum {}", self.sum);
-        let _ = writeln!(out, "{name}_count {}", self.count);
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {}", self.count);
+        let labels = labels.trim_end_matches(',');
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{braces} {}", self.count);
     }
 }
 
-const WAIT_BOUNDS: &[f64] = &[
-    0.001, 0.01, 0.1, 1.0, 10.0, 60.0, 300.0, 1800.0, 3600.0, 14400.0,
+/// Waits for admission: most are instant, a backup can wait for a night's window.
+pub const WAIT_BOUNDS: &[f64] = &[
+    0.1, 1.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 43200.0,
+    86400.0,
+];
+/// Job durations: a snapshot in seconds, a full backup in hours, a day at most.
+pub const DURATION_BOUNDS: &[f64] = &[
+    1.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 43200.0, 86400.0,
 ];
 const COMMIT_BOUNDS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
@@ -117,6 +236,8 @@ pub struct Metrics {
     pub lease_expiries: u64,
     /// Time from queued to admitted.
     pub wait: Histogram,
+    /// Time from started to ended, of jobs that ran, by kind.
+    pub duration: BTreeMap<String, Histogram>,
     /// Store commit latency.
     pub commit: Histogram,
     /// Jobs written by commits.
@@ -126,8 +247,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Counts one job change: an admission (and its wait), an end (and a lost lease).
-    /// Kinds the policy does not name are counted as `other`.
+    /// Counts one job change: an admission (and its wait), an end (its duration, and a
+    /// lost lease). Kinds the policy does not name are counted as `other`.
     pub fn observe(&mut self, change: JobChange, job: &Job, policy: &Policy) {
         let kind = kind_label(policy, &job.kind);
         let admitted_at = match change {
@@ -147,6 +268,12 @@ impl Metrics {
             if job.state == JobState::Lost {
                 self.lease_expiries += 1;
             }
+            if let (Some(start), Some(end)) = (job.started_at, job.finished_at) {
+                self.duration
+                    .entry(kind.to_string())
+                    .or_insert_with(|| Histogram::new(DURATION_BOUNDS))
+                    .observe(end.since(start) as f64 / 1000.0);
+            }
         }
     }
 }
@@ -158,6 +285,7 @@ impl Default for Metrics {
             finished: BTreeMap::new(),
             lease_expiries: 0,
             wait: Histogram::new(WAIT_BOUNDS),
+            duration: BTreeMap::new(),
             commit: Histogram::new(COMMIT_BOUNDS),
             committed_jobs: 0,
             backup_plans: BTreeMap::new(),
@@ -172,24 +300,62 @@ fn esc(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// Writes a metric's `# HELP` and `# TYPE` lines.
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
 impl Metrics {
-    /// The whole exposition.
-    pub fn render(&self, engine: &Engine, last_seq: u64) -> String {
+    /// The whole exposition at `now` (for the age of the oldest queued job).
+    pub fn render(&self, engine: &Engine, last_seq: u64, now: Timestamp) -> String {
         let mut out = String::new();
-        self.render_jobs(&mut out, engine);
+        header(
+            &mut out,
+            "lockgate_build_info",
+            "gauge",
+            "Always 1; the server's version in the label.",
+        );
+        let _ = writeln!(
+            out,
+            "lockgate_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        let kinds = kind_labels(engine.policy());
+        self.render_jobs(&mut out, engine, &kinds, now);
         render_scopes(&mut out, engine);
         self.render_store(&mut out, engine, last_seq);
         out
     }
 
-    /// Jobs by state and kind, finished jobs, admissions, lease expiries and waits.
-    fn render_jobs(&self, out: &mut String, engine: &Engine) {
+    /// Live jobs by state and kind, and the oldest queued job of each kind.
+    fn render_jobs(
+        &self,
+        out: &mut String,
+        engine: &Engine,
+        kinds: &BTreeSet<String>,
+        now: Timestamp,
+    ) {
         let mut live: BTreeMap<(JobState, String), u64> = BTreeMap::new();
+        let mut oldest: BTreeMap<String, u64> = kinds.iter().map(|k| (k.clone(), 0)).collect();
+        for k in kinds {
+            for s in JobState::ALL.into_iter().filter(|s| !s.is_terminal()) {
+                live.insert((s, k.clone()), 0);
+            }
+        }
         for j in engine.jobs() {
             let kind = kind_label(engine.policy(), &j.kind);
             *live.entry((j.state, kind.to_string())).or_default() += 1;
+            if j.state == JobState::Queued {
+                let age = oldest.entry(kind.to_string()).or_default();
+                *age = (*age).max(now.since(j.queued_at));
+            }
         }
-        out.push_str("# HELP lockgate_jobs Jobs the engine holds, by state and kind.\n# TYPE lockgate_jobs gauge\n");
+        header(
+            out,
+            "lockgate_jobs",
+            "gauge",
+            "Jobs the engine holds, by state and kind.",
+        );
         for ((s, k), n) in &live {
             let _ = writeln!(
                 out,
@@ -197,33 +363,98 @@ impl Metrics {
                 esc(k)
             );
         }
-        out.push_str("# HELP lockgate_jobs_finished_total Jobs that ended since the server started, by state and kind.\n# TYPE lockgate_jobs_finished_total counter\n");
-        for ((s, k), n) in &self.finished {
+        header(
+            out,
+            "lockgate_oldest_queued_job_age_seconds",
+            "gauge",
+            "Seconds the longest-waiting queued job of each kind has waited (0: none queued).",
+        );
+        for (k, ms) in &oldest {
+            let _ = writeln!(
+                out,
+                "lockgate_oldest_queued_job_age_seconds{{kind=\"{}\"}} {}",
+                esc(k),
+                *ms as f64 / 1000.0
+            );
+        }
+        self.render_ended(out, kinds);
+    }
+
+    /// Finished jobs, admissions, lease expiries, waits and durations.
+    fn render_ended(&self, out: &mut String, kinds: &BTreeSet<String>) {
+        let mut finished = self.finished.clone();
+        for k in kinds {
+            for s in JobState::ALL.into_iter().filter(|s| s.is_terminal()) {
+                finished.entry((s, k.clone())).or_default();
+            }
+        }
+        header(
+            out,
+            "lockgate_jobs_finished_total",
+            "counter",
+            "Jobs that ended since the server started, by state and kind.",
+        );
+        for ((s, k), n) in &finished {
             let _ = writeln!(
                 out,
                 "lockgate_jobs_finished_total{{state=\"{s}\",kind=\"{}\"}} {n}",
                 esc(k)
             );
         }
-        out.push_str("# HELP lockgate_admissions_total Admissions since the server started, by kind.\n# TYPE lockgate_admissions_total counter\n");
-        for (k, n) in &self.admissions {
+        header(
+            out,
+            "lockgate_admissions_total",
+            "counter",
+            "Admissions since the server started, by kind.",
+        );
+        for k in kinds
+            .iter()
+            .chain(self.admissions.keys())
+            .collect::<BTreeSet<_>>()
+        {
+            let n = self.admissions.get(k).copied().unwrap_or(0);
             let _ = writeln!(out, "lockgate_admissions_total{{kind=\"{}\"}} {n}", esc(k));
         }
-        out.push_str("# HELP lockgate_lease_expiries_total Leases that ran out (jobs lost).\n# TYPE lockgate_lease_expiries_total counter\n");
+        header(
+            out,
+            "lockgate_lease_expiries_total",
+            "counter",
+            "Leases that ran out (jobs lost).",
+        );
         let _ = writeln!(out, "lockgate_lease_expiries_total {}", self.lease_expiries);
         self.wait.render(
             out,
             "lockgate_wait_seconds",
             "Time from queued to admitted.",
         );
+        header(
+            out,
+            "lockgate_job_duration_seconds",
+            "histogram",
+            "Time from started to ended of jobs that ran, by kind.",
+        );
+        let empty = Histogram::new(DURATION_BOUNDS);
+        for k in kinds
+            .iter()
+            .chain(self.duration.keys())
+            .collect::<BTreeSet<_>>()
+        {
+            let h = self.duration.get(k).unwrap_or(&empty);
+            h.render_series(
+                out,
+                "lockgate_job_duration_seconds",
+                &format!("kind=\"{}\",", esc(k)),
+            );
+        }
     }
 
     /// Nodes by state, store commits, the event sequence and backup plans.
     fn render_store(&self, out: &mut String, engine: &Engine, last_seq: u64) {
-        out.push_str(
-            "# HELP lockgate_nodes Registered nodes by state.\n# TYPE lockgate_nodes gauge\n",
-        );
-        let mut nodes: BTreeMap<&str, u64> = BTreeMap::new();
+        header(out, "lockgate_nodes", "gauge", "Registered nodes by state.");
+        let mut nodes: BTreeMap<&str, u64> = ["cordoned", "lost", "ready"]
+            .into_iter()
+            .map(|s| (s, 0))
+            .collect();
         for n in engine.nodes() {
             *nodes.entry(n.state_name()).or_default() += 1;
         }
@@ -235,16 +466,35 @@ impl Metrics {
             "lockgate_store_commit_seconds",
             "Store group-commit latency.",
         );
-        out.push_str("# HELP lockgate_store_committed_jobs_total Job rows written by commits.\n# TYPE lockgate_store_committed_jobs_total counter\n");
+        header(
+            out,
+            "lockgate_store_committed_jobs_total",
+            "counter",
+            "Job rows written by commits.",
+        );
         let _ = writeln!(
             out,
             "lockgate_store_committed_jobs_total {}",
             self.committed_jobs
         );
-        out.push_str("# HELP lockgate_event_seq Sequence number of the last event.\n# TYPE lockgate_event_seq gauge\n");
+        header(
+            out,
+            "lockgate_event_seq",
+            "gauge",
+            "Sequence number of the last event.",
+        );
         let _ = writeln!(out, "lockgate_event_seq {last_seq}");
-        out.push_str("# HELP lockgate_backup_plans_total Backup plans by outcome (canceled: the client went away while it was planned).\n# TYPE lockgate_backup_plans_total counter\n");
-        for (outcome, n) in &self.backup_plans {
+        header(
+            out,
+            "lockgate_backup_plans_total",
+            "counter",
+            "Backup plans by outcome (canceled: the client went away while it was planned).",
+        );
+        let mut plans = self.backup_plans.clone();
+        for outcome in ["made", "refused", "too_large", "canceled", "failed"] {
+            plans.entry(outcome).or_default();
+        }
+        for (outcome, n) in &plans {
             let _ = writeln!(
                 out,
                 "lockgate_backup_plans_total{{outcome=\"{outcome}\"}} {n}"
@@ -255,8 +505,13 @@ impl Metrics {
 
 /// Units in use, limits and peaks per scope (at most a bounded number per rule).
 fn render_scopes(out: &mut String, engine: &Engine) {
-    out.push_str("# HELP lockgate_scope_running Units in use per scope.\n# TYPE lockgate_scope_running gauge\n");
-    let usage = bounded_scopes(engine.scope_usage());
+    let usage = bounded_scopes(engine.policy(), engine.scope_usage());
+    header(
+        out,
+        "lockgate_scope_running",
+        "gauge",
+        "Units in use per scope.",
+    );
     for u in &usage {
         let _ = writeln!(
             out,
@@ -265,7 +520,12 @@ fn render_scopes(out: &mut String, engine: &Engine) {
             u.used
         );
     }
-    out.push_str("# HELP lockgate_scope_limit Limit per scope (absent: unlimited).\n# TYPE lockgate_scope_limit gauge\n");
+    header(
+        out,
+        "lockgate_scope_limit",
+        "gauge",
+        "Limit per scope (absent: unlimited; 1 for a conflict's key or value).",
+    );
     for u in &usage {
         if let Some(l) = u.limit {
             let _ = writeln!(
@@ -275,7 +535,12 @@ fn render_scopes(out: &mut String, engine: &Engine) {
             );
         }
     }
-    out.push_str("# HELP lockgate_scope_peak Highest count per scope since the policy was applied.\n# TYPE lockgate_scope_peak gauge\n");
+    header(
+        out,
+        "lockgate_scope_peak",
+        "gauge",
+        "Highest count per scope since the policy was applied.",
+    );
     for u in &usage {
         let _ = writeln!(
             out,

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod backup;
 pub mod bench;
+pub mod completions;
 pub mod demo;
 pub mod events;
 pub mod flags;

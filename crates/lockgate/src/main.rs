@@ -73,6 +73,11 @@ pub enum Command {
     Bench(cmd::bench::Args),
     /// Item-block backups of Kubernetes manifests: create (or --dry-run), ls, describe, cancel.
     Backup(cmd::backup::Args),
+    /// Shell completions on stdout: `lockgate completions bash > /etc/bash_completion.d/lockgate`.
+    Completions(cmd::completions::Args),
+    /// Internal: write one man page per subcommand into DIR (the package build).
+    #[command(name = "__man", hide = true)]
+    Man(cmd::completions::ManArgs),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -99,6 +104,8 @@ fn main() -> std::process::ExitCode {
         Command::Agent(args) => cmd::agent::run(&cli.global, args),
         Command::Demo(args) => cmd::demo::run(&cli.global, args),
         Command::DemoTask(args) => cmd::demo::task::run(args),
+        Command::Completions(args) => cmd::completions::run(args),
+        Command::Man(args) => cmd::completions::man(args),
     };
     match result {
         Ok(code) => code,

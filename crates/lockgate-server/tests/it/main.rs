@@ -11,6 +11,7 @@ mod hardening;
 mod harness;
 mod listing;
 mod longpoll;
+mod metrics;
 mod quotas;
 mod schedules;
 mod snapshots;

@@ -10,5 +10,6 @@ mod formats;
 mod hardening;
 mod harness;
 mod load;
+mod packaging;
 mod run;
 mod schedule;
