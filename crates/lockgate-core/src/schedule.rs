@@ -115,18 +115,22 @@ impl Runner {
         h % span
     }
 
-    /// The job a run planned at `planned` submits.
+    /// The job a run planned at `planned` submits. It is an `agent` job (a validated
+    /// schedule has no other executor: nobody would hold a client job the server
+    /// submitted), on its pinned node, on the nodes its selector matches, or else on any
+    /// node (`node_selector = ""`) whose agent has a handler for its kind.
     pub fn job_spec(&self, planned: Timestamp) -> JobSpec {
         let t = &self.spec.job;
         let jitter = self.jitter_ms(planned);
+        let any_node = (t.node.is_none() && t.node_selector.is_none()).then(String::new);
         JobSpec {
             kind: t.kind.clone(),
             attrs: t.attrs.clone(),
             owner: self.owner(),
             priority: t.priority,
             node: t.node.clone(),
-            node_selector: t.node_selector.clone(),
-            executor: t.executor,
+            node_selector: t.node_selector.clone().or(any_node),
+            executor: Some(crate::policy::Executor::Agent),
             cost: (!t.cost.is_empty()).then(|| t.cost.clone()),
             two_stage: t.two_stage,
             not_before: (jitter > 0).then_some(Timestamp(planned.0 + jitter)),

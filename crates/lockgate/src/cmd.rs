@@ -6,6 +6,7 @@ pub mod backup;
 pub mod bench;
 pub mod demo;
 pub mod events;
+pub mod exit;
 pub mod flags;
 pub mod job;
 pub mod node;
