@@ -327,6 +327,32 @@ mod tests {
     const T0: u64 = 1_796_083_200_000; // 2026-12-01T00:00:00Z
 
     #[test]
+    fn a_run_is_an_agent_job_on_any_node_unless_it_names_its_placement() {
+        use crate::policy::Executor;
+        let placement = |job: &str| {
+            let text = format!("[[schedule]]\nname = \"s\"\nwhen = \"daily\"\njob = {job}\n");
+            let policy = Policy::from_toml(&text, None).unwrap();
+            let spec = Runner::new(policy.schedules[0].clone(), "UTC")
+                .unwrap()
+                .job_spec(Timestamp(T0));
+            (spec.executor, spec.node, spec.node_selector)
+        };
+        let agent = Some(Executor::Agent);
+        assert_eq!(
+            placement("{ kind = \"backup\" }"),
+            (agent, None, Some(String::new()))
+        );
+        assert_eq!(
+            placement("{ kind = \"backup\", node = \"db-1\" }"),
+            (agent, Some("db-1".into()), None)
+        );
+        assert_eq!(
+            placement("{ kind = \"backup\", node_selector = \"zone=eu\", executor = \"agent\" }"),
+            (agent, None, Some("zone=eu".into()))
+        );
+    }
+
+    #[test]
     fn runs_are_keyed_by_schedule_and_planned_time() {
         let r = runner("");
         let due = r.due(Timestamp(T0), Timestamp(T0 + 15 * 60_000), None);

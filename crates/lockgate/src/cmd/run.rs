@@ -215,7 +215,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             return Ok(exit(EXIT_INTERRUPTED));
         }
         Err(None) => return Ok(exit(EXIT_UNREACHABLE)),
-        Err(Some(e)) => return Ok(exit(fatal(&e))),
+        Err(Some(e)) => {
+            let code = fatal(&e);
+            if let Some(advice) = session::token_advice(&e, &session::find_token(global).1) {
+                eprintln!("lockgate: {advice}");
+            }
+            return Ok(exit(code));
+        }
     };
     {
         let mut phase = shared.phase.lock().expect("phase lock");

@@ -154,3 +154,20 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     eprintln!("lockgate: stopped");
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::log_colours;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colours_only_on_a_terminal_and_never_with_no_color() {
+        assert!(log_colours(true, None));
+        assert!(
+            log_colours(true, Some(OsStr::new(""))),
+            "an empty NO_COLOR is unset"
+        );
+        assert!(!log_colours(true, Some(OsStr::new("1"))));
+        assert!(!log_colours(false, None));
+    }
+}

@@ -326,3 +326,98 @@ fn an_agent_refuses_handlers_whose_programs_are_missing() {
         "nothing registered"
     );
 }
+
+/// The README's `schedule add nightly ...` makes a schedule whose runs an agent takes; a
+/// run with no agent for its kind waits and `job explain` says so; `--executor client` is
+/// refused naming why.
+#[test]
+fn the_readme_schedule_add_makes_runs_an_agent_takes() {
+    let s = Srv::start("[leases]\nttl = \"120s\"\n");
+    let out = s
+        .cli(&[
+            "-o",
+            "json",
+            "schedule",
+            "add",
+            "nightly",
+            "--when",
+            "mon..fri 02:00",
+            "--kind",
+            "backup",
+            "--attr",
+            "datastore=ds1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = s
+        .cli(&[
+            "schedule",
+            "add",
+            "by-hand",
+            "--when",
+            "daily",
+            "--kind",
+            "backup",
+            "--executor",
+            "client",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("job.executor") && err.contains("no client would hold it"),
+        "{err}"
+    );
+
+    // A run two seconds from now: it waits for an agent with a `backup` handler.
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 2;
+    // `2026-12-01T02:00:00Z` as a calendar event: `2026-12-01 02:00:00 UTC`.
+    let when = lockgate_api::time::format(lockgate_core::Timestamp(at * 1000))
+        .replace('T', " ")
+        .replace('Z', " UTC");
+    let out = s
+        .cli(&[
+            "schedule", "add", "soon", "--when", &when, "--kind", "backup",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let admin = s.admin();
+    let mut id = None;
+    assert!(eventually(Duration::from_secs(20), || {
+        id = admin
+            .schedule("soon", 10)
+            .unwrap()
+            .history
+            .iter()
+            .find_map(|r| r.job);
+        id.is_some()
+    }));
+    let id = id.unwrap().to_string();
+    let out = s.cli(&["job", "explain", &id]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("no ready agent has a handler for kind backup"),
+        "{text}"
+    );
+    let shown = s.cli(&["-o", "json", "job", "show", &id]).output().unwrap();
+    let job: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(
+        (job["executor"].as_str(), job["state"].as_str()),
+        (Some("agent"), Some("queued"))
+    );
+}
