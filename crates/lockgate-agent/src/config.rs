@@ -22,7 +22,8 @@
 use crate::template::{Template, TemplateError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
@@ -188,6 +189,32 @@ pub enum ConfigError {
     },
 }
 
+/// Where `program` is found ([`AgentConfig::check_programs`]); what is wrong otherwise.
+fn find_program(program: &str, path: Option<&OsStr>) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return match p.try_exists() {
+            Ok(true) if executable(&p) => Ok(p),
+            Ok(true) => Err(format!("the program {program:?} is not an executable file")),
+            _ => Err(format!("the program {program:?} does not exist")),
+        };
+    }
+    let dirs = path.unwrap_or_default();
+    std::env::split_paths(dirs)
+        .map(|d| d.join(program))
+        .find(|p| executable(p))
+        .ok_or_else(|| {
+            format!(
+                "the program {program:?} is not found in PATH ({}): install it, or write its full path",
+                dirs.to_string_lossy()
+            )
+        })
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
@@ -203,7 +230,38 @@ impl AgentConfig {
             file: file.clone(),
             message: e.to_string(),
         })?;
-        AgentConfig::from_toml(&text, &file)
+        let cfg = AgentConfig::from_toml(&text, &file)?;
+        cfg.check_programs(&file, std::env::var_os("PATH").as_deref())?;
+        Ok(cfg)
+    }
+
+    /// Checks that every handler's program exists on this machine and may be executed, so
+    /// that a typo or a tool not yet installed is refused when the agent starts rather than
+    /// failing each job it takes. A program with a `/` is a path (a relative one from the
+    /// working directory); any other is looked up in `path` (the agent's `PATH`, which its
+    /// handlers inherit). A program that is a placeholder (`{attr.tool}`) is not checked.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the handler's key (`handlers.verify.run[0]`), the
+    /// program and where it was looked for.
+    pub fn check_programs(&self, file: &str, path: Option<&OsStr>) -> Result<(), ConfigError> {
+        for (kind, h) in &self.handlers {
+            let stages = [("prepare", h.prepare.as_deref()), ("run", Some(&h.run[..]))];
+            for (stage, argv) in stages {
+                let Some(program) = argv.and_then(|a| a.first()).and_then(Template::literal) else {
+                    continue;
+                };
+                if let Err(message) = find_program(&program, path) {
+                    return Err(ConfigError::Invalid {
+                        file: file.to_string(),
+                        line: None,
+                        field: format!("handlers.{kind}.{stage}[0]"),
+                        message,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Parses and validates a document; `file` names it in errors.
@@ -348,6 +406,41 @@ run = ["proxmox-backup-client", "verify", "{attr.group}"]
         assert_eq!(cfg.output_lines, 3);
         assert_eq!(cfg.unreachable_grace, Duration::from_secs(60));
         assert!(cfg.handlers.is_empty());
+    }
+
+    #[test]
+    fn programs_that_do_not_exist_or_cannot_run_are_refused_naming_the_handler() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("notes.txt");
+        std::fs::write(&plain, "x").unwrap();
+        let dirs = format!("/nonexistent:{}", dir.path().display());
+        let check = |toml: &str| {
+            AgentConfig::from_toml(toml, "agent.toml")
+                .unwrap()
+                .check_programs("agent.toml", Some(OsStr::new(&dirs)))
+                .map_err(|e| e.to_string())
+        };
+        // The check reads the PATH it is given: `sh` is not in this one.
+        assert_eq!(
+            check("[handlers.x]\nrun = [\"sh\"]\n"),
+            Err(format!("agent.toml: handlers.x.run[0]: the program \"sh\" is not found in PATH ({dirs}): install it, or write its full path"))
+        );
+        assert_eq!(
+            check("[handlers.x]\nrun = [\"/bin/sh\", \"-c\", \"true\"]\n"),
+            Ok(())
+        );
+        assert_eq!(check("[handlers.x]\nrun = [\"{attr.tool}\"]\n"), Ok(()));
+        assert_eq!(
+            check("[handlers.backup]\nprepare = [\"/no/such/snapshot\"]\nrun = [\"/bin/sh\"]\n"),
+            Err("agent.toml: handlers.backup.prepare[0]: the program \"/no/such/snapshot\" does not exist".into())
+        );
+        let file = plain.display().to_string();
+        assert_eq!(
+            check(&format!("[handlers.verify]\nrun = [{file:?}]\n")),
+            Err(format!(
+                "agent.toml: handlers.verify.run[0]: the program {file:?} is not an executable file"
+            ))
+        );
     }
 
     #[rstest]

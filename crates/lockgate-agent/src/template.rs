@@ -169,6 +169,18 @@ impl Template {
         &self.source
     }
 
+    /// The argument itself when it has no placeholder (`{{` and `}}` read as braces);
+    /// `None` when a job fills it in.
+    pub fn literal(&self) -> Option<String> {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The attributes this argument names.
     pub fn attrs(&self) -> impl Iterator<Item = &str> {
         self.pieces.iter().filter_map(|p| match p {

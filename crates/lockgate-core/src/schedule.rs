@@ -115,18 +115,22 @@ impl Runner {
         h % span
     }
 
-    /// The job a run planned at `planned` submits.
+    /// The job a run planned at `planned` submits. It is an `agent` job (a validated
+    /// schedule has no other executor: nobody would hold a client job the server
+    /// submitted), on its pinned node, on the nodes its selector matches, or else on any
+    /// node (`node_selector = ""`) whose agent has a handler for its kind.
     pub fn job_spec(&self, planned: Timestamp) -> JobSpec {
         let t = &self.spec.job;
         let jitter = self.jitter_ms(planned);
+        let any_node = (t.node.is_none() && t.node_selector.is_none()).then(String::new);
         JobSpec {
             kind: t.kind.clone(),
             attrs: t.attrs.clone(),
             owner: self.owner(),
             priority: t.priority,
             node: t.node.clone(),
-            node_selector: t.node_selector.clone(),
-            executor: t.executor,
+            node_selector: t.node_selector.clone().or(any_node),
+            executor: Some(crate::policy::Executor::Agent),
             cost: (!t.cost.is_empty()).then(|| t.cost.clone()),
             two_stage: t.two_stage,
             not_before: (jitter > 0).then_some(Timestamp(planned.0 + jitter)),
@@ -321,6 +325,32 @@ mod tests {
     }
 
     const T0: u64 = 1_796_083_200_000; // 2026-12-01T00:00:00Z
+
+    #[test]
+    fn a_run_is_an_agent_job_on_any_node_unless_it_names_its_placement() {
+        use crate::policy::Executor;
+        let placement = |job: &str| {
+            let text = format!("[[schedule]]\nname = \"s\"\nwhen = \"daily\"\njob = {job}\n");
+            let policy = Policy::from_toml(&text, None).unwrap();
+            let spec = Runner::new(policy.schedules[0].clone(), "UTC")
+                .unwrap()
+                .job_spec(Timestamp(T0));
+            (spec.executor, spec.node, spec.node_selector)
+        };
+        let agent = Some(Executor::Agent);
+        assert_eq!(
+            placement("{ kind = \"backup\" }"),
+            (agent, None, Some(String::new()))
+        );
+        assert_eq!(
+            placement("{ kind = \"backup\", node = \"db-1\" }"),
+            (agent, Some("db-1".into()), None)
+        );
+        assert_eq!(
+            placement("{ kind = \"backup\", node_selector = \"zone=eu\", executor = \"agent\" }"),
+            (agent, None, Some("zone=eu".into()))
+        );
+    }
 
     #[test]
     fn runs_are_keyed_by_schedule_and_planned_time() {

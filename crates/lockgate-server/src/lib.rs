@@ -368,7 +368,7 @@ impl Server {
         let Server {
             looper,
             listener,
-            addr,
+            addr: _,
             tls,
             tokens,
             events,
@@ -416,11 +416,9 @@ impl Server {
             let _ = stop_tx.send(true);
             let _ = stopper.ask(Principal::system(), Op::Shutdown).await;
         });
+        // "listening on" is said once, by the caller, which knows the data dir (`lockgate
+        // server` prints it whatever `LOCKGATE_LOG` says, and `lockgate demo` reads it).
         ready.store(true, Ordering::Release);
-        tracing::info!(
-            "lockgate server listening on {addr}{}",
-            if tls.is_some() { " (TLS)" } else { "" }
-        );
         let tls = match tls {
             Some((cert, key)) => Some(listener::load_tls(&cert, &key).map_err(ServerError::Tls)?),
             None => None,

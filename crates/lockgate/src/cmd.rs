@@ -7,6 +7,7 @@ pub mod bench;
 pub mod completions;
 pub mod demo;
 pub mod events;
+pub mod exit;
 pub mod flags;
 pub mod job;
 pub mod node;

@@ -1,7 +1,35 @@
 //! The `lockgate` command: a thin binary over the lockgate libraries. Each subcommand
 //! lives in its own module under `cmd/`.
+//!
+//! # Invariants
+//! - Every `print!`/`println!` of this crate is the pair defined here, which writes through
+//!   [`cmd::output::write_stdout`]: when the reader of stdout has gone (`lockgate events |
+//!   head -1`), the command exits 0 silently instead of panicking (exit 101). The macros
+//!   are defined before `mod cmd`, so their textual scope covers every module.
+//! - Every command's exit code comes from the one table in [`cmd::exit`].
+
+/// `print!` for the whole crate: a closed stdout exits 0 ([`cmd::output::write_stdout`]).
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::cmd::output::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for the whole crate: a closed stdout exits 0 ([`cmd::output::write_stdout`]).
+macro_rules! println {
+    () => {
+        $crate::cmd::output::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cmd::output::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
 
 mod cmd;
+
+use cmd::exit::Exit;
+use cmd::session::{self, TokenSource};
+use lockgate_client::ClientError;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -16,7 +44,13 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Flags every subcommand takes.
+/// Flags every subcommand takes (before or after its name), shown under their own heading;
+/// the subcommands that need no server (`simulate`, `server`, `schedule next EXPR`) accept
+/// and ignore `--server` and `--token`.
+///
+/// `hide_env_values`: clap prints `[env: NAME=VALUE]` with the variable's current value,
+/// and `NAME=` with nothing after it when the variable is unset; hidden, the help says
+/// `[env: NAME]` whatever the environment (and never shows a token).
 #[derive(Debug, Clone, clap::Args)]
 pub struct GlobalArgs {
     /// The server's URL.
@@ -24,16 +58,34 @@ pub struct GlobalArgs {
         long,
         global = true,
         env = "LOCKGATE_SERVER",
-        default_value = "http://127.0.0.1:7400"
+        hide_env_values = true,
+        default_value = "http://127.0.0.1:7400",
+        help_heading = GLOBAL
     )]
     pub server: String,
     /// Bearer token (default: the admin token file in the default data dir).
-    #[arg(long, global = true, env = "LOCKGATE_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "LOCKGATE_TOKEN",
+        hide_env_values = true,
+        help_heading = GLOBAL
+    )]
     pub token: Option<String>,
     /// Output format: tables for people, JSON for scripts.
-    #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Output::Table)]
+    #[arg(
+        short = 'o',
+        long = "output",
+        global = true,
+        value_enum,
+        default_value_t = Output::Table,
+        help_heading = GLOBAL
+    )]
     pub output: Output,
 }
+
+/// The help heading of the [`GlobalArgs`].
+const GLOBAL: &str = "Global options";
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -110,15 +162,26 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("{}", cmd::output::escape_lines(&error_text(&err)));
-            std::process::ExitCode::from(1)
+            let source = session::find_token(&cli.global).1;
+            eprintln!("{}", cmd::output::escape_lines(&error_text(&err, &source)));
+            Exit::of_error(&err).into()
         }
     }
 }
 
-/// How a failed subcommand's error is printed: `lockgate: ` and the chain of causes.
-fn error_text(err: &anyhow::Error) -> String {
-    format!("lockgate: {err:#}")
+/// How a failed subcommand's error is printed: `lockgate: ` and the chain of causes; a
+/// refused token is explained in the CLI's terms ([`session::token_advice`]): with no token
+/// at all, only that advice.
+fn error_text(err: &anyhow::Error, source: &TokenSource) -> String {
+    let advice = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<ClientError>())
+        .and_then(|e| session::token_advice(e, source));
+    match advice {
+        Some(advice) if matches!(source, TokenSource::Missing(_)) => format!("lockgate: {advice}"),
+        Some(advice) => format!("lockgate: {err:#}\nlockgate: {advice}"),
+        None => format!("lockgate: {err:#}"),
+    }
 }
 
 #[cfg(test)]
@@ -159,10 +222,11 @@ mod tests {
         ];
         let mut text: Vec<String> = errors
             .into_iter()
-            .map(|e| error_text(&anyhow::Error::from(e)))
+            .map(|e| error_text(&anyhow::Error::from(e), &TokenSource::Given))
             .collect();
         text.push(error_text(
             &anyhow::anyhow!("--from: unknown state \"paused\"").context("job wait"),
+            &TokenSource::Given,
         ));
         insta::assert_snapshot!(text.join("\n"));
     }

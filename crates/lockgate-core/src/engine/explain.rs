@@ -318,6 +318,13 @@ impl Engine {
                 "no_room",
                 format!("no room: all {eligible} eligible nodes for selector \"{sel}\" are full"),
             )
+        } else if sel.is_empty() && pk.is_some_and(|k| k.agent_kind.is_some()) {
+            // Any node would do (a schedule's run by default): what is missing is an agent.
+            let kind = pk.and_then(|k| k.agent_kind.as_deref()).unwrap_or_default();
+            (
+                "no_eligible_node",
+                format!("no eligible node: no ready agent has a handler for kind {kind}"),
+            )
         } else {
             (
                 "no_eligible_node",

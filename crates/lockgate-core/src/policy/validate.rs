@@ -707,7 +707,15 @@ fn job_template(j: &RawJob, pools: &Pools<'_>, p: &FieldPath) -> Checked<JobTemp
     }
     let executor = match j.executor.as_deref() {
         None => None,
-        Some("client") => Some(Executor::Client),
+        // Nobody holds a scheduled run as its client: the server submits it and walks
+        // away, so the run would show `running` with no process, be `lost` when its lease
+        // runs out, and the next runs be skipped as its duplicates.
+        Some("client") => {
+            return bad(
+                &p.key("executor"),
+                "a schedule's run is submitted by the server, so no client would hold it: it would be lost when its lease runs out and the next runs skipped as its duplicates; expected \"agent\" (the default: an agent with a handler for the kind runs it), or leave it out",
+            )
+        }
         Some("agent") => Some(Executor::Agent),
         Some(other) => {
             return bad(

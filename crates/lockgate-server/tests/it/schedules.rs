@@ -5,14 +5,26 @@
 
 use crate::harness::*;
 use lockgate_api::{time, JobView, ScheduleRequest, ScheduleRunView, ScheduleView};
-use lockgate_client::Client;
+use lockgate_client::{Client, ClientError};
 use lockgate_core::{JobState, Outcome, Timestamp};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 const EVERY_2S: &str = "*:*:0/2";
-/// Client jobs hold their slot (no one renews) for the whole test.
-const LONG_LEASES: &str = "[leases]\nttl = \"120s\"\n";
+/// Admitted runs hold their slot (no one renews) for the whole test, and the node the test
+/// registers as an agent's ([`agent_node`]) is not lost for want of heartbeats.
+const LONG_LEASES: &str = "[leases]\nttl = \"120s\"\n\n[nodes]\nttl = \"10m\"\n";
+
+/// Registers node `n1` as an agent with a handler for `check` would: a schedule's runs are
+/// agent jobs on any node, so without it they would wait. The test then holds the runs as
+/// that agent would (finish, heartbeat with the lease token).
+fn agent_node(c: &Client) {
+    let reg = lockgate_api::NodeRegister {
+        kinds: ["check".to_string()].into(),
+        ..Default::default()
+    };
+    c.register_node("n1", &reg).unwrap();
+}
 
 fn request(name: &str, when: &str, extra: Value) -> ScheduleRequest {
     let mut v =
@@ -165,6 +177,7 @@ fn duplicates_skip_records_the_skipped_run_and_runs_start_at_their_time() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), LONG_LEASES);
     let admin = s.admin();
+    agent_node(&admin);
     let created = admin
         .create_schedule(&request("skipper", EVERY_2S, json!({})))
         .unwrap();
@@ -242,6 +255,7 @@ fn duplicates_cancel_running_cancels_the_old_run_and_queue_keeps_both() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), LONG_LEASES);
     let admin = s.admin();
+    agent_node(&admin);
     let extra = |d: &str| json!({"duplicates": d});
     admin
         .create_schedule(&request("canceller", EVERY_2S, extra("cancel-running")))
@@ -373,6 +387,7 @@ fn max_start_delay_expires_a_run_that_cannot_be_admitted_in_time() {
         &format!("[global]\nmax_running = 1\n{LONG_LEASES}"),
     );
     let admin = s.admin();
+    agent_node(&admin);
     let blocker = admin.submit(&job("blocker", &[])).unwrap().0;
     assert_eq!(blocker.state, JobState::Running);
     let (when, planned) = once_in(3);
@@ -407,6 +422,7 @@ fn retry_queues_a_failed_run_again_as_the_same_job_and_never_a_cancelled_one() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), LONG_LEASES);
     let admin = s.admin();
+    agent_node(&admin);
     let (when, _) = once_in(3);
     admin
         .create_schedule(&request(
@@ -501,4 +517,90 @@ fn api_schedules_share_names_with_the_policy_and_survive_a_restart() {
     // Removing it from the policy removes the policy one.
     admin.put_policy("", false, None).unwrap();
     assert!(admin.schedules().unwrap().schedules.is_empty());
+}
+
+/// Regression: a schedule's run was a client job nobody held (`running` with no process,
+/// then `lost`, and the next runs skipped as its duplicates). A run is an agent job on any
+/// node; it waits for an agent with a handler for its kind, and explain says so; a
+/// schedule with `executor = "client"` is refused naming why; `job submit` of a client job
+/// is as before.
+#[test]
+fn a_schedule_run_is_an_agent_job_that_waits_for_an_agent_and_client_runs_are_refused() {
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), LONG_LEASES);
+    let admin = s.admin();
+    let e = admin
+        .create_schedule(&request(
+            "by-hand",
+            "daily",
+            json!({"job": {"kind": "backup", "executor": "client"}}),
+        ))
+        .unwrap_err();
+    assert_eq!(
+        (e.status(), e.code()),
+        (Some(422), Some("invalid_field")),
+        "{e}"
+    );
+    let ClientError::Api { detail, .. } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(detail.field.as_deref(), Some("job.executor"));
+    assert!(
+        detail.message.contains("no client would hold it") && detail.message.contains("\"agent\""),
+        "{}",
+        detail.message
+    );
+    let policy = "[[schedule]]\nname = \"n\"\nwhen = \"daily\"\njob = { kind = \"backup\", executor = \"client\" }\n";
+    let (status, text) = s.raw(
+        "PUT",
+        "/v1/policy",
+        Some(s.admin.as_str()),
+        Some(("application/toml", policy)),
+    );
+    assert_eq!(
+        (status, error(&text)["field"].as_str()),
+        (422, Some("schedule[0].job.executor")),
+        "{text}"
+    );
+
+    let (when, _) = once_in(2);
+    admin
+        .create_schedule(&request(
+            "nightly",
+            &when,
+            json!({"job": {"kind": "backup"}}),
+        ))
+        .unwrap();
+    let id = wait_for("the run", || {
+        jobs_of(&runs(&admin, "nightly")).first().copied()
+    });
+    let j = admin.job(id).unwrap();
+    assert_eq!(
+        (j.state, j.executor),
+        (JobState::Queued, lockgate_core::policy::Executor::Agent)
+    );
+    let ex = admin.explain(id).unwrap();
+    let texts: Vec<&str> = ex.reasons.iter().map(|r| r.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["no eligible node: no ready agent has a handler for kind backup"],
+        "{ex:?}"
+    );
+    // A node whose agent runs `backup` takes it.
+    let reg = lockgate_api::NodeRegister {
+        kinds: ["backup".to_string()].into(),
+        ..Default::default()
+    };
+    admin.register_node("n1", &reg).unwrap();
+    let j = admin.wait(id, JobState::Queued, 20).unwrap();
+    assert_eq!(
+        (j.state, j.node.as_deref()),
+        (JobState::Running, Some("n1"))
+    );
+    // `job submit` with no placement is a client job, admitted at once, as before.
+    let c = admin.submit(&job("backup", &[])).unwrap().0;
+    assert_eq!(
+        (c.state, c.executor),
+        (JobState::Running, lockgate_core::policy::Executor::Client)
+    );
 }

@@ -40,14 +40,7 @@ pub struct Args {
 /// An invalid configuration (the message names the file, line and key), or a refused
 /// token or registration.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LOCKGATE_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .try_init();
+    super::server::init_logs();
     let config = match &args.config {
         Some(path) => AgentConfig::load(path)?,
         None => {

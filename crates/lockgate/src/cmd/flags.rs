@@ -48,7 +48,8 @@ pub struct JobShape {
     /// Let lockgate place it on a node matching this label selector ("" = any node).
     #[arg(long, conflicts_with = "node")]
     pub node_selector: Option<String>,
-    /// Who runs it (default: agent with a node selector, else client).
+    /// Who runs it. `job submit`: agent with a node selector, else client. `schedule add`:
+    /// always agent (on any node unless --node or --node-selector; client is refused).
     #[arg(long, value_enum)]
     pub executor: Option<ExecutorArg>,
     /// Prepare/expose step before the run.
@@ -187,5 +188,97 @@ mod tests {
             })
             .collect();
         insta::assert_snapshot!(text.join("\n"));
+    }
+
+    /// `-h` of a subcommand keeps its own flags apart from the global ones, and the
+    /// environment variables are named without a stray `=` (set or unset).
+    #[test]
+    fn help_groups_the_global_options() {
+        let help = |args: &[&str]| {
+            let e = parse(args).expect_err("help");
+            assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp);
+            format!("$ lockgate {}\n{}", args.join(" "), e.render())
+        };
+        let text = [help(&["server", "-h"]), help(&["simulate", "-h"])].join("\n");
+        assert!(!text.contains("LOCKGATE_SERVER=") && !text.contains("LOCKGATE_TOKEN="));
+        insta::assert_snapshot!(text);
+    }
+
+    /// Every subcommand, at every level, takes the global flags under "Global options",
+    /// before its name and after it, those that ignore them too.
+    #[test]
+    fn every_subcommand_accepts_the_global_options() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+            for id in ["server", "token", "output"] {
+                let arg = cmd.get_arguments().find(|a| a.get_id() == id);
+                let heading = arg.and_then(|a| a.get_help_heading());
+                if heading != Some("Global options") {
+                    out.push(format!("{path}: --{id} under {heading:?}"));
+                }
+            }
+            // clap's own `help` subcommand takes no flags.
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                walk(sub, &format!("{path} {}", sub.get_name()), out);
+            }
+        }
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        walk(&cmd, "lockgate", &mut missing);
+        assert_eq!(missing, Vec::<String>::new());
+        for args in [
+            &[
+                "--server",
+                "http://h:1",
+                "--token",
+                "t",
+                "-o",
+                "json",
+                "schedule",
+                "next",
+                "daily",
+            ][..],
+            &[
+                "schedule",
+                "next",
+                "daily",
+                "--server",
+                "http://h:1",
+                "--token",
+                "t",
+                "-o",
+                "json",
+            ],
+            &[
+                "server",
+                "--server",
+                "http://h:1",
+                "--token",
+                "t",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            &[
+                "simulate",
+                "--policy",
+                "p",
+                "--nodes",
+                "n",
+                "--workload",
+                "w",
+                "--token",
+                "t",
+                "--server",
+                "http://h:1",
+            ],
+        ] {
+            let cli = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(
+                (cli.global.server.as_str(), cli.global.token.as_deref()),
+                ("http://h:1", Some("t")),
+                "{args:?}"
+            );
+        }
     }
 }

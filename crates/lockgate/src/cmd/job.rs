@@ -1,6 +1,7 @@
 //! `lockgate job`: submit, list, show, explain, wait for and cancel jobs.
 
-use super::output::{self, or_dash, print_json, table};
+use super::exit::Exit;
+use super::output::{self, or_dash, print_json, render_table, table};
 use super::{flags, session};
 use crate::GlobalArgs;
 use lockgate_api::{ExplainView, JobOrder, JobQuery, JobView, SubmitRequest};
@@ -277,7 +278,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 output::print_text(&render_explain(id, &ex));
             }
         }
-        Sub::Wait { id, from, timeout } => wait(global, &client, id, from, timeout)?,
+        Sub::Wait { id, from, timeout } => {
+            return Ok(wait(global, &client, id, from, timeout)?.into())
+        }
         Sub::Cancel { id, force } => show(global, &client.cancel(id, force)?),
     }
     Ok(ExitCode::SUCCESS)
@@ -357,14 +360,15 @@ fn ls(global: &GlobalArgs, client: &Client, a: LsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `job wait`: long-polls until the job ends (or leaves `from`) or `timeout` passes.
+/// `job wait`: long-polls until the job ends (or leaves `from`) or `timeout` passes; the
+/// exit code says how the job ended ([`Exit::of_job`]).
 fn wait(
     global: &GlobalArgs,
     client: &Client,
     id: u64,
     from: Option<String>,
     timeout: Option<Duration>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Exit> {
     let start = Instant::now();
     let limit = timeout.unwrap_or(Duration::MAX);
     let from = match from {
@@ -388,7 +392,7 @@ fn wait(
         job = client.wait(id, job.state, secs)?;
     }
     show(global, &job);
-    Ok(())
+    Ok(Exit::of_job(job.state))
 }
 
 #[cfg(test)]

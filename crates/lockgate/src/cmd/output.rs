@@ -12,6 +12,20 @@
 
 use crate::{GlobalArgs, Output};
 
+/// Writes `args` to stdout: every `print!` and `println!` of the crate ends here (they are
+/// redefined in main.rs). When the reader has gone (a closed pipe: `lockgate job ls |
+/// head`), the process exits 0 at once and silently: the reader took what it wanted.
+/// Any other write error panics as `println!` does.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let written = std::io::stdout().lock().write_fmt(args);
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => panic!("failed printing to stdout: {e}"),
+    }
+}
+
 /// Prints JSON to stdout (pretty).
 pub fn print_json<T: serde::Serialize>(v: &T) {
     println!("{}", serde_json::to_string_pretty(v).expect("serializes"));

@@ -16,6 +16,7 @@
 //! command with it, so no work runs on a slot the server hands to someone else. The child
 //! gets its own process group, so a terminal's Ctrl+C reaches lockgate, which forwards it.
 
+use super::exit::Exit;
 use super::{flags, session};
 use crate::GlobalArgs;
 use lockgate_api::{ExplainView, JobView, SubmitRequest};
@@ -31,15 +32,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Exit code: the job could not run (expired, cancelled, lease lost).
-pub const EXIT_NOT_RUN: u8 = 75;
+pub const EXIT_NOT_RUN: u8 = Exit::NotRun.code();
 /// Exit code: the server refused the token.
-pub const EXIT_TOKEN: u8 = 77;
+pub const EXIT_TOKEN: u8 = Exit::Token.code();
 /// Exit code: the server could not be reached within `--connect-timeout`.
-pub const EXIT_UNREACHABLE: u8 = 69;
+pub const EXIT_UNREACHABLE: u8 = Exit::Unreachable.code();
 /// Exit code: interrupted before the command started.
-pub const EXIT_INTERRUPTED: u8 = 130;
-/// Exit code: usage error.
-pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_INTERRUPTED: u8 = Exit::Interrupted.code();
+/// Exit code: usage error, or a request the server refused.
+pub const EXIT_USAGE: u8 = Exit::Usage.code();
 
 /// Arguments of `lockgate run`.
 #[derive(Debug, clap::Args)]
@@ -131,7 +132,7 @@ fn random_key() -> String {
 /// What to do with an error that is not "unreachable".
 fn fatal(e: &ClientError) -> u8 {
     eprintln!("lockgate: {e}");
-    if e.is_refused() {
+    if Exit::is_token_refusal(e) {
         return EXIT_TOKEN;
     }
     match e.status() {
@@ -214,7 +215,13 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             return Ok(exit(EXIT_INTERRUPTED));
         }
         Err(None) => return Ok(exit(EXIT_UNREACHABLE)),
-        Err(Some(e)) => return Ok(exit(fatal(&e))),
+        Err(Some(e)) => {
+            let code = fatal(&e);
+            if let Some(advice) = session::token_advice(&e, &session::find_token(global).1) {
+                eprintln!("lockgate: {advice}");
+            }
+            return Ok(exit(code));
+        }
     };
     {
         let mut phase = shared.phase.lock().expect("phase lock");

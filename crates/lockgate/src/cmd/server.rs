@@ -89,18 +89,38 @@ impl From<Hardening> for lockgate_server::hardening::Hardening {
     }
 }
 
-/// Runs the server until SIGTERM or SIGINT.
-pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+/// Whether log lines may carry ANSI colours: only on a terminal, and not when `NO_COLOR`
+/// is set to anything but the empty string (no-color.org).
+pub fn log_colours(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// The logs of `lockgate server` and `lockgate agent`: to stderr, filtered by
+/// `LOCKGATE_LOG` (default `info`), coloured only as [`log_colours`] allows, so a log
+/// written to a file or a journal carries no escape codes.
+pub fn init_logs() {
+    use std::io::IsTerminal;
+    let colours = log_colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colours)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LOCKGATE_LOG")
                 .unwrap_or_else(|_| "info".into()),
         )
         .try_init();
+}
+
+/// Runs the server until SIGTERM or SIGINT.
+pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
+    init_logs();
     let data_dir = args
         .data_dir
         .unwrap_or_else(lockgate_server::default_data_dir);
+    let tls = args.tls_cert.is_some();
     let config = lockgate_server::Config {
         data_dir: data_dir.clone(),
         listen: args.listen,
@@ -120,8 +140,9 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     eprintln!(
-        "lockgate: listening on {} (data dir {})",
+        "lockgate: listening on {} ({}data dir {})",
         server.local_addr(),
+        if tls { "TLS, " } else { "" },
         data_dir.display()
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -132,4 +153,21 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     rt.block_on(server.run(lockgate_server::shutdown_signal()))?;
     eprintln!("lockgate: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colours;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colours_only_on_a_terminal_and_never_with_no_color() {
+        assert!(log_colours(true, None));
+        assert!(
+            log_colours(true, Some(OsStr::new(""))),
+            "an empty NO_COLOR is unset"
+        );
+        assert!(!log_colours(true, Some(OsStr::new("1"))));
+        assert!(!log_colours(false, None));
+    }
 }

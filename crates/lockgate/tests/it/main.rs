@@ -3,6 +3,7 @@
 
 mod agent;
 mod backup;
+mod behaviour;
 mod cli;
 mod crash;
 mod edges;

@@ -234,6 +234,7 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
 #[case::duplicates(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nduplicates = \"cancel\"\n"), 5, "schedule[0].duplicates", "expected one of \"skip\", \"queue\", \"cancel-queued\", \"cancel-running\", got \"cancel\"")]
 #[case::misfire(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nmisfire = \"later\"\n"), 5, "schedule[0].misfire", "expected \"run-once\" or \"skip\", got \"later\"")]
 #[case::executor(&format!("{SCHEDULE}job = {{ kind = \"verify\", executor = \"robot\" }}\n"), 4, "schedule[0].job.executor", "expected \"client\" or \"agent\", got \"robot\"")]
+#[case::client_schedule(&format!("{SCHEDULE}job = {{ kind = \"verify\", executor = \"client\" }}\n"), 4, "schedule[0].job.executor", "a schedule's run is submitted by the server, so no client would hold it")]
 #[case::duplicate_schedule(&format!("{SCHEDULE}job = {{ kind = \"a\" }}\n{SCHEDULE}job = {{ kind = \"b\" }}\n"), 6, "schedule[1].name", "already used by schedule[0]")]
 #[case::empty_when(
     "[[schedule]]\nname = \"s\"\nwhen = \" \"\njob = { kind = \"verify\" }\n",
