@@ -44,13 +44,14 @@ mod invariants;
 mod needs;
 mod nodes;
 mod placement;
+mod preempt;
 mod queue;
 mod rebuild;
 mod scopes;
 mod timers;
 
 use crate::event::{Event, JobChange};
-use crate::job::{Job, JobId, JobSpec, JobState, Lease, Outcome};
+use crate::job::{CancelReason, Job, JobId, JobSpec, JobState, Lease, Outcome};
 use crate::policy::Policy;
 use crate::scope::{ScopeId, ScopeKey};
 use crate::time::Timestamp;
@@ -176,6 +177,8 @@ pub struct Engine {
     dirty_nodes: BTreeSet<String>,
     /// Needs by job shape under the current policy.
     needs_cache: needs::NeedsCache,
+    /// Preemptions: waiting preemptors, plans under way, held room.
+    preempt: preempt::Preemptions,
 }
 
 impl Engine {
@@ -196,6 +199,7 @@ impl Engine {
             events: VecDeque::new(),
             dirty_nodes: BTreeSet::new(),
             needs_cache: needs::NeedsCache::default(),
+            preempt: preempt::Preemptions::default(),
         }
     }
 
@@ -399,7 +403,7 @@ impl Engine {
         self.handle_timeout(now);
         self.holder(id, token)?;
         let message = message.map(|m| self.policy.quotas.bound_message(m));
-        let job = self.end_job(id, outcome.state(), message, now);
+        let job = self.end_or_requeue(id, outcome.state(), message, now);
         self.run_pass(now);
         Ok(job)
     }
@@ -426,8 +430,9 @@ impl Engine {
             self.end_job(id, JobState::Cancelled, Some(msg.into()), now)
         } else {
             let e = self.entries.get_mut(id);
-            let first = !e.job.cancel_requested;
+            let first = e.job.cancel_reason != Some(CancelReason::Cancel);
             e.job.cancel_requested = true;
+            e.job.cancel_reason = Some(CancelReason::Cancel);
             if first {
                 self.emit(JobChange::CancelRequested, id);
             }

@@ -18,8 +18,9 @@ pub struct Reason {
     /// Scope name, when the condition is a scope (`limit:per-datastore[datastore=ds1]`).
     pub scope: Option<String>,
     /// `capacity`, `zero`, `over_limit`, `conflict`, `reserved`, `node_missing`,
-    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`
-    /// or `strict`.
+    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`,
+    /// `strict`, `held` (room held for a preemptor) or `preempting` (the victims this
+    /// preemptor waits for).
     pub kind: String,
     /// Units in use in the scope.
     pub count: Option<u64>,
@@ -98,6 +99,16 @@ impl Engine {
             Ok(()) => Vec::new(),
             Err(blocks) => blocks.into_iter().map(|b| self.describe(id, b)).collect(),
         };
+        if let Some(victims) = self.preempt_victims(id).filter(|v| !v.is_empty()) {
+            reasons.push(Reason {
+                scope: None,
+                kind: "preempting".into(),
+                count: None,
+                limit: None,
+                text: format!("preempting: waiting for {} to stop", job_list(&victims)),
+                holders: victims,
+            });
+        }
         if let Some(ahead) = self.strict_blocker(id, now) {
             reasons.push(Reason {
                 scope: None,
@@ -239,6 +250,10 @@ impl Engine {
             ),
             BlockKind::NoEligibleNode | BlockKind::NoRoom => self.placement_text(&block),
             BlockKind::NotBefore(t) => ("not_before", format!("not before {}", rfc3339(*t))),
+            BlockKind::HeldFor(p) => {
+                holders = vec![*p];
+                ("held", format!("{name}: room held for job {p}, which preempts"))
+            }
         };
         let scope = key
             .filter(|k| !matches!(k, ScopeKey::Placement(_)))

@@ -112,6 +112,8 @@ pub(crate) const ROOT: &[Key] = &[
             value("prepare_timeout"),
             key("retry", Shape::Value(RETRY)),
             value("coordinator"),
+            value("preempt"),
+            value("preemptible"),
         ]),
     ),
     key("retention", Shape::Section(&[value("days")])),
@@ -288,6 +290,8 @@ mod tests {
                     prepare_timeout: Some("1s".into()),
                     retry: retry(),
                     coordinator: Some(true),
+                    preempt: Some(true),
+                    preemptible: Some(false),
                 },
             )]
             .into(),

@@ -4,6 +4,7 @@ mod calendar;
 mod common;
 mod engine;
 mod policy;
+mod preempt;
 mod props;
 mod seeds;
 mod selector;
