@@ -250,6 +250,10 @@ impl Engine {
             ),
             BlockKind::NoEligibleNode | BlockKind::NoRoom => self.placement_text(&block),
             BlockKind::NotBefore(t) => ("not_before", format!("not before {}", rfc3339(*t))),
+            BlockKind::HeldFor(p) if *p == id => {
+                holders = self.preempt_victims(id).unwrap_or_default();
+                ("preempting", format!("{name}: held for this job until {} stop", job_list(&holders)))
+            }
             BlockKind::HeldFor(p) => {
                 holders = vec![*p];
                 ("held", format!("{name}: room held for job {p}, which preempts"))

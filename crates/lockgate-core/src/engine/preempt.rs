@@ -101,6 +101,9 @@ impl Engine {
         if self.preempt.held.is_empty() {
             return None;
         }
+        if self.waits_for_victims(id, scope) {
+            return Some(BlockKind::HeldFor(id));
+        }
         let (p, units) = self.held_for_better(scope, self.eff_rank(id), Some(id))?;
         let s = &self.scopes.states[scope as usize];
         let blocked = match check {
@@ -108,6 +111,20 @@ impl Engine {
             Check::Fits => s.limit.is_some_and(|l| s.used + take + units > l),
         };
         blocked.then_some(BlockKind::HeldFor(p))
+    }
+
+    /// Whether `scope` is held for `id` and some of its victims still hold: the preemptor
+    /// is admitted there only once they all released.
+    fn waits_for_victims(&self, id: JobId, scope: ScopeId) -> bool {
+        self.preempt
+            .plans
+            .get(&id)
+            .is_some_and(|plan| !plan.victims.is_empty())
+            && self
+                .preempt
+                .held
+                .get(&scope)
+                .is_some_and(|l| l.iter().any(|&(p, _)| p == id))
     }
 
     /// The best-ranked preemptor (other than `except`) ranked before `rank` that holds
@@ -138,8 +155,10 @@ impl Engine {
 
     /// Whether a wake of `scope` must not hand the waiter filed at `key` (head `head`) to
     /// the pass: the room left there is held for a better-ranked preemptor.
+    /// Under fair share ranks move with running counts, so nothing is held back (the
+    /// evaluation decides, at the cost of evaluating the scope's waiters).
     pub(crate) fn wake_held_back(&self, scope: ScopeId, key: Rank, head: Option<JobId>) -> bool {
-        if self.preempt.held.is_empty() {
+        if self.preempt.held.is_empty() || self.policy.queue.fair_share {
             return false;
         }
         let Some((_, units)) = self.held_for_better(scope, key, head) else {
@@ -149,6 +168,24 @@ impl Engine {
         match self.scopes.interner.key(scope) {
             ScopeKey::Conflict { .. } => true,
             _ => s.limit.is_some_and(|l| s.used + units >= l),
+        }
+    }
+
+    /// An owner's preemptors rank worse now (fair share): the scopes held for them choose
+    /// their waiters again.
+    pub(crate) fn wake_held_for_owner(&mut self, owner: &str) {
+        let scopes: Vec<ScopeId> = self
+            .preempt
+            .held
+            .iter()
+            .filter(|(_, list)| {
+                list.iter()
+                    .any(|&(p, _)| self.entries.find(p).is_some_and(|e| e.job.owner == owner))
+            })
+            .map(|(&s, _)| s)
+            .collect();
+        for s in scopes {
+            self.wake_held_scope(s);
         }
     }
 
@@ -238,9 +275,24 @@ impl Engine {
                     self.preempt.held.remove(&s);
                 }
             }
-            self.wake(s, None);
+            self.wake_held_scope(s);
         }
         true
+    }
+
+    /// A hold on `s` went or weakened: wake its waiters, and for a node's scope the
+    /// placement scopes movable jobs wait on.
+    fn wake_held_scope(&mut self, s: ScopeId) {
+        self.wake(s, None);
+        let node = match self.scopes.interner.key(s) {
+            ScopeKey::Node(n) | ScopeKey::NodePrepare(n) | ScopeKey::NodePool { node: n, .. } => {
+                Some(n.clone())
+            }
+            _ => None,
+        };
+        if let Some(n) = node {
+            self.node_counts_changed(&n);
+        }
     }
 
     /// Whether `p` may plan now: it heads its class (the others in it are interchangeable
@@ -313,7 +365,10 @@ impl Engine {
     /// Units `v` holds in `scope`.
     fn units_in(&self, v: JobId, scope: ScopeId) -> u64 {
         let held = &self.entries.get(v).held;
-        held.iter().filter(|(s, _)| *s == scope).map(|(_, a)| a).sum()
+        held.iter()
+            .filter(|(s, _)| *s == scope)
+            .map(|(_, a)| a)
+            .sum()
     }
 
     /// The fewest victims (greedy: the holder that covers most of what is still missing
@@ -330,7 +385,9 @@ impl Engine {
                 BlockKind::Capacity
                 | BlockKind::OverLimit
                 | BlockKind::NodeFull
-                | BlockKind::NodePrepareFull => ((st.used + b.need).saturating_sub(st.limit?), false),
+                | BlockKind::NodePrepareFull => {
+                    ((st.used + b.need).saturating_sub(st.limit?), false)
+                }
                 BlockKind::Conflict => (st.used, true),
                 _ => return None,
             };
@@ -382,10 +439,7 @@ impl Engine {
                 .iter()
                 .filter(|v| !chosen.contains(v))
                 .map(|&v| {
-                    let gain: u64 = gaps
-                        .iter()
-                        .map(|&(s, g)| self.units_in(v, s).min(g))
-                        .sum();
+                    let gain: u64 = gaps.iter().map(|&(s, g)| self.units_in(v, s).min(g)).sum();
                     let j = &self.entries.get(v).job;
                     let started = j.started_at.or(j.prepared_at).unwrap_or_default();
                     (gain, std::cmp::Reverse(j.priority), started, v)

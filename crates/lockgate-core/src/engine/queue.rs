@@ -353,6 +353,7 @@ impl Engine {
             for s in held {
                 self.wake(s, None);
             }
+            self.wake_held_for_owner(owner);
         }
         let cids: Vec<ClassId> = self
             .queue

@@ -50,7 +50,9 @@ fn fewest_victims_are_asked_and_the_preemptor_waits_for_them() {
     let mut e = engine(POLICY);
     // 6 threads: one big (3) and three backups (1 each).
     let big = submit(&mut e, spec("big", &[]), 0);
-    let b: Vec<JobId> = (0..3).map(|i| submit(&mut e, spec("backup", &[]), i)).collect();
+    let b: Vec<JobId> = (0..3)
+        .map(|i| submit(&mut e, spec("backup", &[]), i))
+        .collect();
     let r = submit(&mut e, spec("restore", &[]), 10);
     assert_eq!(state(&e, r), Some(JobState::Queued));
     // 4 units needed, 0 free: the big job (3) and one backup (1) is 2 victims; backups alone
@@ -59,7 +61,11 @@ fn fewest_victims_are_asked_and_the_preemptor_waits_for_them() {
     assert_eq!(v.len(), 2, "{v:?}");
     assert!(v.contains(&big));
     let why = e.explain(r, Timestamp(11)).unwrap();
-    assert!(why.text.contains("preempting: waiting for jobs"), "{}", why.text);
+    assert!(
+        why.text.contains("preempting: waiting for jobs"),
+        "{}",
+        why.text
+    );
     // Victims still hold: nothing is past its limit; the restore is not admitted yet.
     let used: u64 = e
         .scope_usage()
@@ -69,7 +75,11 @@ fn fewest_victims_are_asked_and_the_preemptor_waits_for_them() {
         .used;
     assert_eq!(used, 6);
     stop(&mut e, v[0], 20);
-    assert_eq!(state(&e, r), Some(JobState::Queued), "one victim still holds");
+    assert_eq!(
+        state(&e, r),
+        Some(JobState::Queued),
+        "one victim still holds"
+    );
     // A queued backup ranked below the restore may not take the freed unit.
     let late = submit(&mut e, spec("backup", &[]), 21);
     assert_eq!(state(&e, late), Some(JobState::Queued));
@@ -80,9 +90,16 @@ fn fewest_victims_are_asked_and_the_preemptor_waits_for_them() {
     // The victims went back to the queue: same id, attempt 2, reason in the message.
     for id in v {
         let j = e.job(id).expect("still live");
-        assert_eq!((j.state, j.attempt, j.preemptions), (JobState::Queued, 2, 1));
+        assert_eq!(
+            (j.state, j.attempt, j.preemptions),
+            (JobState::Queued, 2, 1)
+        );
         assert!(!j.cancel_requested);
-        assert!(j.message.as_deref().unwrap().contains(&format!("preempted by job {r}")));
+        assert!(j
+            .message
+            .as_deref()
+            .unwrap()
+            .contains(&format!("preempted by job {r}")));
     }
     let _ = b;
 }
@@ -102,7 +119,11 @@ fn only_strictly_lower_priority_and_preemptible_jobs_are_victims() {
     stop(&mut e, tape, 10);
     assert_eq!(asked(&e), Vec::<JobId>::new());
     stop(&mut e, same, 11);
-    assert_eq!(state(&e, r), Some(JobState::Running), "5 free, no victim needed");
+    assert_eq!(
+        state(&e, r),
+        Some(JobState::Running),
+        "5 free, no victim needed"
+    );
     assert_eq!(state(&e, low), Some(JobState::Running));
 }
 
@@ -119,7 +140,11 @@ fn a_victim_requeued_does_not_preempt_back_and_is_not_charged_a_retry() {
     assert_eq!(state(&e, r), Some(JobState::Running));
     let j = e.job(b).unwrap();
     assert_eq!((j.state, j.attempt), (JobState::Queued, 2));
-    assert_eq!(asked(&e), Vec::<JobId>::new(), "the backup may not preempt the restore");
+    assert_eq!(
+        asked(&e),
+        Vec::<JobId>::new(),
+        "the backup may not preempt the restore"
+    );
     e.finish(r, token(&e, r), Outcome::Succeeded, None, Timestamp(3))
         .unwrap();
     assert_eq!(state(&e, b), Some(JobState::Running));
@@ -139,43 +164,40 @@ fn a_victim_requeued_does_not_preempt_back_and_is_not_charged_a_retry() {
 #[test]
 fn a_movable_preemptor_picks_the_node_that_needs_the_fewest_victims() {
     let mut e = engine(
-        "[nodes]\nmax_running = 2\n[kinds.restore]\npriority = 5\npreempt = true\n",
+        "[nodes.resources]\nio = 4\n[kinds.restore]\npriority = 5\npreempt = true\ncost = { io = 4 }\n",
     );
     node(&mut e, "n1", &[], &["backup", "restore"], 0);
     node(&mut e, "n2", &[], &["backup", "restore"], 0);
-    let movable = |kind: &str| JobSpec {
-        node_selector: Some(String::new()),
-        ..spec(kind, &[])
-    };
-    // n1: two backups; n2: one backup and one protected-by-priority job.
-    let on = |node: &str, kind: &str, prio: i64| JobSpec {
+    let on = |node: &str, io: u64| JobSpec {
         node: Some(node.into()),
-        priority: Some(prio),
+        cost: Some([("io".to_string(), io)].into()),
         executor: Some(lockgate_core::policy::Executor::Agent),
-        ..spec(kind, &[])
+        ..spec("backup", &[])
     };
-    submit(&mut e, on("n1", "backup", 0), 0);
-    submit(&mut e, on("n1", "backup", 0), 0);
-    let b3 = submit(&mut e, on("n2", "backup", 0), 0);
-    submit(&mut e, on("n2", "backup", 9), 0);
-    let r = submit(&mut e, movable("restore"), 1);
-    // Each node needs one victim; on n2 only b3 qualifies, on n1 either; ties go to the
-    // first candidate node (n1 and n2 have the same room), so check one victim only.
-    let v = asked(&e);
-    assert_eq!(v.len(), 1, "{v:?}");
-    let victim_node = e.job(v[0]).unwrap().node().unwrap().to_string();
-    stop(&mut e, v[0], 5);
+    // n1: four backups of 1 unit (4 victims needed); n2: two of 2 units (2 victims).
+    let n1: Vec<JobId> = (0..4).map(|i| submit(&mut e, on("n1", 1), i)).collect();
+    let n2: Vec<JobId> = (0..2).map(|i| submit(&mut e, on("n2", 2), i)).collect();
+    let r = submit(
+        &mut e,
+        JobSpec {
+            node_selector: Some(String::new()),
+            ..spec("restore", &[])
+        },
+        10,
+    );
+    assert_eq!(asked(&e), n2, "the node that needs the fewest victims");
+    for (t, &v) in n2.iter().enumerate() {
+        stop(&mut e, v, 20 + t as u64);
+    }
     let j = e.job(r).unwrap();
-    assert_eq!(j.state, JobState::Running);
-    assert_eq!(j.node(), Some(victim_node.as_str()));
-    let _ = b3;
+    assert_eq!((j.state, j.node()), (JobState::Running, Some("n2")));
+    assert!(n1.iter().all(|&b| state(&e, b) == Some(JobState::Running)));
 }
 
 #[test]
 fn a_conflict_key_holder_is_preempted_and_a_lease_loss_requeues_it() {
-    let mut e = engine(
-        "[[conflict]]\nkeys = [\"repo\"]\n[kinds.restore]\npriority = 5\npreempt = true\n",
-    );
+    let mut e =
+        engine("[[conflict]]\nkeys = [\"repo\"]\n[kinds.restore]\npriority = 5\npreempt = true\n");
     let b = submit(&mut e, spec("backup", &[("repo", "main")]), 0);
     let other = submit(&mut e, spec("backup", &[("repo", "other")]), 0);
     let r = submit(&mut e, spec("restore", &[("repo", "main")]), 1);
@@ -198,7 +220,10 @@ fn a_user_cancel_of_a_victim_ends_it() {
     // both are asked.
     assert_eq!(asked(&e), vec![big, big2]);
     e.cancel(big, false, Timestamp(2)).unwrap();
-    assert_eq!(e.job(big).unwrap().cancel_reason, Some(CancelReason::Cancel));
+    assert_eq!(
+        e.job(big).unwrap().cancel_reason,
+        Some(CancelReason::Cancel)
+    );
     stop(&mut e, big, 3);
     assert_eq!(state(&e, big), None, "cancelled for good");
     stop(&mut e, big2, 4);
