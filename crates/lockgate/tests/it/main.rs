@@ -9,5 +9,6 @@ mod edges;
 mod hardening;
 mod harness;
 mod load;
+mod preempt;
 mod run;
 mod schedule;
