@@ -33,7 +33,16 @@ fn lines(s: &Srv, name: &str) -> usize {
 fn a_cancelled_command_gets_the_stop_signal_it_asked_for() {
     let s = Srv::start(POLICY);
     let mut run = s
-        .run(&["--stop-signal", "INT", "--stop-grace", "5s", "--", "sh", "-c", &script(&s)])
+        .run(&[
+            "--stop-signal",
+            "INT",
+            "--stop-grace",
+            "5s",
+            "--",
+            "sh",
+            "-c",
+            &script(&s),
+        ])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -64,11 +73,17 @@ fn a_preempted_run_stops_with_its_signal_runs_again_and_exits_0() {
     // The backup is asked to stop with reason `preempted`; lockgate sends SIGINT, finishes
     // the attempt, and the engine queues the job again; the restore runs.
     assert!(eventually(Duration::from_secs(10), || {
-        admin.job(restore.id).is_ok_and(|j| j.state == JobState::Running)
+        admin
+            .job(restore.id)
+            .is_ok_and(|j| j.state == JobState::Running)
     }));
     assert_eq!(lines(&s, "ints"), 1, "the command received SIGINT");
     let backup = admin.job(1).unwrap();
-    assert_eq!((backup.state, backup.attempt), (JobState::Queued, 2), "{backup:?}");
+    assert_eq!(
+        (backup.state, backup.attempt),
+        (JobState::Queued, 2),
+        "{backup:?}"
+    );
     assert_eq!(backup.preemptions, 1);
     let r = admin.job(restore.id).unwrap();
     let token = r.lease.unwrap().token;
