@@ -28,6 +28,10 @@
 //! - with `fair_share`, every admission and release also re-keys the owner's classes:
 //!   O(c_o log c) for the c_o classes of that owner (without fair share: nothing);
 //! - policy change, restore: O(n log n) (every job is re-indexed);
+//! - preemption (`engine/preempt.rs`), after each pass: nothing without a preempting kind;
+//!   otherwise O(p) over the queued preempting jobs and plans, plus O(h · b) for the h
+//!   holders of the b scopes blocking a preemptor that plans; a held scope adds O(1) to a
+//!   scope check. Never a walk of the queue;
 //! - explain: O(n) (the position counts competing jobs; not on the admission path).
 //!
 //! # Invariants (checked by [`Engine::check_invariants`] in the property tests)

@@ -371,12 +371,9 @@ impl Engine {
             .sum()
     }
 
-    /// The fewest victims (greedy: the holder that covers most of what is still missing
-    /// first; ties to the lowest priority, then the latest started) whose release lifts
-    /// every block, or `None` when a block cannot be lifted by preemption.
-    fn choose_victims(&self, p: JobId, blocks: &[Block]) -> Option<Choice> {
-        let prio = self.entries.get(p).job.priority;
-        // (scope, units still missing, every holder must go, units p needs)
+    /// What each block misses: (scope, units still missing, every holder must go, units
+    /// the preemptor needs there); `None` when a block is not a full scope.
+    fn gaps_of(&self, blocks: &[Block]) -> Option<Vec<(ScopeId, u64, bool, u64)>> {
         let mut missing: Vec<(ScopeId, u64, bool, u64)> = Vec::new();
         for b in blocks {
             let s = b.scope?;
@@ -395,6 +392,15 @@ impl Engine {
                 missing.push((s, gap, all, b.need));
             }
         }
+        Some(missing)
+    }
+
+    /// The fewest victims (greedy: the holder that covers most of what is still missing
+    /// first; ties to the lowest priority, then the latest started) whose release lifts
+    /// every block, or `None` when a block cannot be lifted by preemption.
+    fn choose_victims(&self, p: JobId, blocks: &[Block]) -> Option<Choice> {
+        let prio = self.entries.get(p).job.priority;
+        let missing = self.gaps_of(blocks)?;
         let mut chosen: BTreeSet<JobId> = BTreeSet::new();
         let (mut asked, mut leaving) = (Vec::new(), Vec::new());
         let mut candidates: BTreeSet<JobId> = BTreeSet::new();
