@@ -7,6 +7,10 @@
 //! # allow_dash_values = false          # a value like "--remove-files" may not begin an argument
 //! [handlers.verify]
 //! run = ["proxmox-backup-client", "verify", "{attr.group}"]
+//! [handlers.restic-backup]
+//! run = ["restic", "backup", "/srv"]
+//! stop_signal = "INT"                  # restic removes its lock only on SIGINT (default TERM)
+//! stop_grace = "30s"                   # default: [agent].grace
 //!
 //! [agent]                                # optional; the defaults are shown
 //! grace = "10s"
@@ -50,6 +54,10 @@ pub struct RawHandler {
     /// See [`Handler::allow_dash_values`]. Default false.
     #[serde(default)]
     pub allow_dash_values: bool,
+    /// See [`Handler::stop_signal`]. Default `"TERM"`.
+    pub stop_signal: Option<Spanned<String>>,
+    /// See [`Handler::stop_grace`]. Default: `[agent].grace`.
+    pub stop_grace: Option<Spanned<String>>,
 }
 
 /// `[agent]` as written.
@@ -76,6 +84,11 @@ pub struct Handler {
     /// unstarted, since the command could read the value as an option). Set it only for a
     /// command that takes such values safely, e.g. after a `--`.
     pub allow_dash_values: bool,
+    /// The signal that stops the handler (cancel, preemption, lease lost, agent stopping):
+    /// a name (`INT`, `TERM`, `HUP`, `QUIT`, `USR1`, ...) or a number. Default TERM.
+    pub stop_signal: lockgate_client::child::Signal,
+    /// Time from the stop signal to SIGKILL; `None`: [`AgentConfig::grace`].
+    pub stop_grace: Option<Duration>,
 }
 
 /// The two steps of a job.
@@ -332,10 +345,34 @@ impl AgentConfig {
                     "missing: every handler needs a run command (prepare is optional, for two-stage kinds)".into(),
                 ));
             };
+            let stop_signal = match &h.stop_signal {
+                None => lockgate_client::child::Signal::TERM,
+                Some(v) => lockgate_client::parse_signal(v.get_ref()).map_err(|m| {
+                    invalid(
+                        Some(line_of(text, v.span().start)),
+                        format!("handlers.{kind}.stop_signal"),
+                        m,
+                    )
+                })?,
+            };
+            let stop_grace = match &h.stop_grace {
+                None => None,
+                Some(v) => Some(
+                    lockgate_core::time::parse_duration(v.get_ref()).map_err(|m| {
+                        invalid(
+                            Some(line_of(text, v.span().start)),
+                            format!("handlers.{kind}.stop_grace"),
+                            format!("{:?}: {m}", v.get_ref()),
+                        )
+                    })?,
+                ),
+            };
             let handler = Handler {
                 run: argv("run", run)?,
                 prepare: h.prepare.as_ref().map(|p| argv("prepare", p)).transpose()?,
                 allow_dash_values: h.allow_dash_values,
+                stop_signal,
+                stop_grace,
             };
             cfg.handlers.insert(kind, handler);
         }

@@ -1,7 +1,7 @@
 //! Jobs as the API shows them, and what clients send about them.
 
 use crate::time;
-use lockgate_core::job::{Job, JobState};
+use lockgate_core::job::{CancelReason, Job, JobState};
 use lockgate_core::policy::Executor;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -89,6 +89,17 @@ pub struct JobView {
     /// When a pending retry queues it again.
     #[serde(default)]
     pub retry_at: Option<String>,
+    /// Why the holder is asked to stop, while `cancel_requested`: `cancel`, `max_run`, or
+    /// `preempted` (stop, finish `cancelled`, and wait: the job is queued again, same id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_reason: Option<CancelReason>,
+    /// How many of its attempts were preempted (not counted against its retries).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preemptions: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl JobView {
@@ -127,7 +138,14 @@ impl JobView {
             max_run_s: job.max_run_ms.map(time::secs),
             idempotency_key: job.idempotency_key.clone(),
             retry_at: time::format_opt(job.retry_at),
+            cancel_reason: job.cancel_reason.filter(|_| job.cancel_requested),
+            preemptions: job.preemptions,
         }
+    }
+
+    /// The holder is asked to stop because a job of higher priority preempts it.
+    pub fn preempted(&self) -> bool {
+        self.cancel_requested && self.cancel_reason == Some(CancelReason::Preempted)
     }
 
     /// Ended for good: terminal and no retry pending.

@@ -2,9 +2,9 @@
 //! work with.
 //!
 //! [`hold`] waits for the child, renews the lease when [`LeaseKeeper::next_renewal`] says,
-//! and stops the child (SIGTERM to its process group, SIGKILL at a deadline) as soon as it
-//! must: cancel requested, the holder stopping, the lease lost, or the server unreachable
-//! for too long.
+//! and stops the child (the stop signal, SIGTERM unless [`Stop`] says otherwise, to its
+//! process group, SIGKILL at a deadline) as soon as it must: cancel requested, preempted,
+//! the holder stopping, the lease lost, or the server unreachable for too long.
 //!
 //! # Invariants
 //! - **The child is dead before the server can hand its slot to someone else** (with
@@ -36,6 +36,9 @@ pub enum Ending {
     Exited,
     /// Cancellation was requested (a renewal said so); it was stopped.
     Cancelled,
+    /// A job of higher priority preempted it (a renewal said so); it was stopped. Finish
+    /// the job `cancelled`: the server queues it again (same id, next attempt).
+    Preempted,
     /// The holder asked to stop ([`Holder::stop_requested`]); it was stopped.
     Stopped,
     /// The job is no longer ours (the server refused a renewal, or could not be reached for
@@ -72,12 +75,62 @@ pub struct JustHold;
 
 impl Holder for JustHold {}
 
+/// How a child is stopped: `signal` to its process group, SIGKILL `grace` later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stop {
+    /// The first signal (restic removes its lock only on SIGINT).
+    pub signal: Signal,
+    /// Time from the first signal to SIGKILL.
+    pub grace: Duration,
+}
+
+impl Stop {
+    /// SIGTERM, then SIGKILL after `grace`.
+    pub fn term(grace: Duration) -> Stop {
+        Stop {
+            signal: Signal::TERM,
+            grace,
+        }
+    }
+}
+
+/// Parses a signal name (`INT`, `SIGINT`, `term`) or number (`2`).
+///
+/// # Errors
+/// A message naming the accepted names when `text` is none of them.
+pub fn parse_signal(text: &str) -> Result<Signal, String> {
+    const NAMES: [(&str, Signal); 8] = [
+        ("HUP", Signal::HUP),
+        ("INT", Signal::INT),
+        ("QUIT", Signal::QUIT),
+        ("TERM", Signal::TERM),
+        ("USR1", Signal::USR1),
+        ("USR2", Signal::USR2),
+        ("KILL", Signal::KILL),
+        ("ALRM", Signal::ALARM),
+    ];
+    let upper = text.trim().to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    if let Some((_, s)) = NAMES.iter().find(|(n, _)| *n == name) {
+        return Ok(*s);
+    }
+    if let Some(s) = name.parse::<i32>().ok().and_then(Signal::from_named_raw) {
+        return Ok(s);
+    }
+    let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+    Err(format!(
+        "unknown signal {text:?}: expected a name ({}) or a signal number",
+        names.join(", ")
+    ))
+}
+
 /// The state of one [`hold`].
 struct Hold<'a, H> {
     child: &'a mut Supervised,
     lease: &'a mut LeaseKeeper,
     holder: &'a mut H,
     grace: Duration,
+    signal: Signal,
     ending: Ending,
     /// When SIGKILL is due (set once the child is being stopped, cleared once it was sent).
     kill_at: Option<Instant>,
@@ -86,17 +139,29 @@ struct Hold<'a, H> {
 }
 
 /// Holds `lease` while `child` runs; returns when the child has exited. See the module docs.
+/// Stops it with SIGTERM; [`hold_with`] takes another signal.
 pub fn hold(
     child: &mut Supervised,
     lease: &mut LeaseKeeper,
     grace: Duration,
     holder: &mut impl Holder,
 ) -> Held {
+    hold_with(child, lease, Stop::term(grace), holder)
+}
+
+/// [`hold`], stopping the child with `stop.signal` and SIGKILL `stop.grace` later.
+pub fn hold_with(
+    child: &mut Supervised,
+    lease: &mut LeaseKeeper,
+    stop: Stop,
+    holder: &mut impl Holder,
+) -> Held {
     let mut h = Hold {
         child,
         lease,
         holder,
-        grace,
+        grace: stop.grace,
+        signal: stop.signal,
         ending: Ending::Exited,
         kill_at: None,
         stopping: false,
@@ -138,7 +203,12 @@ impl<H: Holder> Hold<'_, H> {
             Renewal::Held(job) => {
                 self.holder.renewed(&job);
                 if job.cancel_requested && !self.stopping {
-                    self.stop(Ending::Cancelled, Instant::now() + self.grace);
+                    let why = if job.preempted() {
+                        Ending::Preempted
+                    } else {
+                        Ending::Cancelled
+                    };
+                    self.stop(why, Instant::now() + self.grace);
                 }
             }
             Renewal::Retrying(_) => {}
@@ -164,7 +234,7 @@ impl<H: Holder> Hold<'_, H> {
             self.holder.stopping(&why);
         }
         if !self.stopping {
-            self.child.signal(Signal::TERM);
+            self.child.signal(self.signal);
             self.stopping = true;
             self.kill_at = Some(kill_by);
         } else if let Some(k) = self.kill_at {

@@ -31,6 +31,10 @@
 //!   entering or leaving the queue: O(log n) per key (`engine/exclusive.rs`);
 //! - reservations (per rule): O(s) per blocked evaluation (`engine/reserve.rs`);
 //! - policy change, restore: O(n log n) (every job is re-indexed);
+//! - preemption (`engine/preempt.rs`), after each pass: nothing without a preempting kind;
+//!   otherwise O(p) over the queued preempting jobs and plans, plus O(h · b) for the h
+//!   holders of the b scopes blocking a preemptor that plans; a held scope adds O(1) to a
+//!   scope check. Never a walk of the queue;
 //! - explain: O(n) (the position counts competing jobs; not on the admission path).
 //!
 //! # Invariants (checked by [`Engine::check_invariants`] in the property tests)
@@ -50,6 +54,7 @@ mod invariants;
 mod needs;
 mod nodes;
 mod placement;
+mod preempt;
 mod queue;
 mod rebuild;
 mod reserve;
@@ -57,7 +62,7 @@ mod scopes;
 mod timers;
 
 use crate::event::{Event, JobChange};
-use crate::job::{Job, JobId, JobSpec, JobState, Lease, Outcome};
+use crate::job::{CancelReason, Job, JobId, JobSpec, JobState, Lease, Outcome};
 use crate::policy::Policy;
 use crate::scope::{ScopeId, ScopeKey};
 use crate::time::Timestamp;
@@ -185,6 +190,8 @@ pub struct Engine {
     dirty_nodes: BTreeSet<String>,
     /// Needs by job shape under the current policy.
     needs_cache: needs::NeedsCache,
+    /// Preemptions: waiting preemptors, plans under way, held room.
+    preempt: preempt::Preemptions,
 }
 
 impl Engine {
@@ -205,6 +212,7 @@ impl Engine {
             events: VecDeque::new(),
             dirty_nodes: BTreeSet::new(),
             needs_cache: needs::NeedsCache::default(),
+            preempt: preempt::Preemptions::default(),
         }
     }
 
@@ -409,7 +417,7 @@ impl Engine {
         self.handle_timeout(now);
         self.holder(id, token)?;
         let message = message.map(|m| self.policy.quotas.bound_message(m));
-        let job = self.end_job(id, outcome.state(), message, now);
+        let job = self.end_or_requeue(id, outcome.state(), message, now);
         self.run_pass(now);
         Ok(job)
     }
@@ -436,8 +444,9 @@ impl Engine {
             self.end_job(id, JobState::Cancelled, Some(msg.into()), now)
         } else {
             let e = self.entries.get_mut(id);
-            let first = !e.job.cancel_requested;
+            let first = e.job.cancel_reason != Some(CancelReason::Cancel);
             e.job.cancel_requested = true;
+            e.job.cancel_reason = Some(CancelReason::Cancel);
             if first {
                 self.emit(JobChange::CancelRequested, id);
             }

@@ -2,7 +2,9 @@
 //!
 //! Life cycle: `queued -> [preparing -> prepared ->] running -> succeeded | failed |
 //! cancelled | lost | expired`. A retried job goes from `failed` or `lost` back to `queued`
-//! with `attempt + 1` and keeps its id.
+//! with `attempt + 1` and keeps its id. A preempted job (`cancel_reason = preempted`) that
+//! stops goes from `prepared` or `running` straight back to `queued`, with `attempt + 1`
+//! and `preemptions + 1`, and keeps its id: preemption is not an end.
 //!
 //! One definition of a valid job: [`JobSpec::check`] is the only place a submitted spec is
 //! checked and given its kind's defaults; the engine's submit, a schedule's job in the
@@ -305,6 +307,8 @@ impl JobSpec {
             idempotency_key: self.idempotency_key,
             retry_at: None,
             retry: self.retry.map(Box::new),
+            cancel_reason: None,
+            preemptions: 0,
         }))
     }
 }
@@ -476,6 +480,41 @@ pub struct Job {
     /// Job-level retry rule overriding the kind's (boxed: most jobs have none).
     #[serde(default)]
     pub retry: Option<Box<RetrySpec>>,
+    /// Why the holder was asked to stop, while `cancel_requested` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_reason: Option<CancelReason>,
+    /// How many of its attempts ended by preemption (they do not count against its
+    /// retries: the retry rule sees `attempt - preemptions`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preemptions: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Why a holder is asked to stop (`cancel_requested`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// A user or a schedule cancelled it: the job ends `cancelled`.
+    Cancel,
+    /// It ran past `max_run`: it ends, and its lease is revoked one TTL later.
+    MaxRun,
+    /// A job of higher priority needs its room: once it stops, it is queued again (same id,
+    /// `attempt + 1`), and the attempt does not count against its retries.
+    Preempted,
+}
+
+impl CancelReason {
+    /// The reason as the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::Cancel => "cancel",
+            CancelReason::MaxRun => "max_run",
+            CancelReason::Preempted => "preempted",
+        }
+    }
 }
 
 impl Job {

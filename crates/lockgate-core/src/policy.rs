@@ -304,6 +304,10 @@ pub struct KindPolicy {
     /// Coordinator kind: counted only by limits whose `match` names the kind, and by
     /// conflicts.
     pub coordinator: Option<bool>,
+    /// Its queued jobs may preempt lower-priority running or prepared jobs (default false).
+    pub preempt: Option<bool>,
+    /// Its jobs may be preempted (default true).
+    pub preemptible: Option<bool>,
 }
 
 /// `[retention]`.
@@ -547,6 +551,17 @@ impl Policy {
         self.kind(kind)
             .and_then(|k| k.coordinator)
             .unwrap_or(kind == RESOURCE_BACKUP_KIND)
+    }
+
+    /// Whether queued jobs of this kind may preempt (`[kinds.<kind>].preempt`).
+    pub fn kind_preempts(&self, kind: &str) -> bool {
+        self.kind(kind).and_then(|k| k.preempt).unwrap_or(false)
+    }
+
+    /// Whether jobs of this kind may be preempted (`[kinds.<kind>].preemptible`, default
+    /// true).
+    pub fn kind_preemptible(&self, kind: &str) -> bool {
+        self.kind(kind).and_then(|k| k.preemptible).unwrap_or(true)
     }
 
     /// Fair-share weight of an owner (default 1).

@@ -20,7 +20,7 @@ use crate::template::{attr_env_name, render_argv, Context};
 use lockgate_api::JobView;
 use lockgate_client::child::{self, Supervised};
 use lockgate_client::{
-    hold, Backoff, ClientError, Ending, Holder, LeaseKeeper, Renewal, WhileUnreachable,
+    hold_with, Backoff, ClientError, Ending, Holder, LeaseKeeper, Renewal, Stop, WhileUnreachable,
 };
 use lockgate_core::{JobState, Outcome};
 use std::process::{ExitStatus, Stdio};
@@ -77,6 +77,13 @@ impl Holder for Listener<'_> {
     }
 
     fn stopping(&mut self, why: &Ending) {
+        if *why == Ending::Preempted {
+            tracing::info!(
+                "job {}: preempted; stopping the {} handler (the job is queued again)",
+                self.job.id,
+                self.stage
+            );
+        }
         if *why == Ending::Cancelled {
             tracing::info!(
                 "job {}: cancel requested; stopping the {} handler",
@@ -258,7 +265,11 @@ impl Worker<'_> {
             job: &mut self.job,
             stage,
         };
-        let held = hold(&mut proc, &mut self.lease, sh.config.grace, &mut listener);
+        let stop = Stop {
+            signal: handler.stop_signal,
+            grace: handler.stop_grace.unwrap_or(sh.config.grace),
+        };
+        let held = hold_with(&mut proc, &mut self.lease, stop, &mut listener);
         let s = held.status;
         let result = match held.ending {
             Ending::Lost(why) => Ended::Lost(why),
@@ -266,7 +277,9 @@ impl Worker<'_> {
                 join_readers(readers, Duration::from_millis(200));
                 let lines = tail.lines();
                 match ending {
-                    Ending::Cancelled => Ended::Cancelled(s, lines),
+                    // Preempted: finished `cancelled`, the server queues the job again and
+                    // assigns it anew (same id, next attempt).
+                    Ending::Cancelled | Ending::Preempted => Ended::Cancelled(s, lines),
                     Ending::Stopped => Ended::Stopping(s, lines),
                     _ => Ended::Exited(s, lines),
                 }

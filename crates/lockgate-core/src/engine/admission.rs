@@ -55,6 +55,8 @@ pub(crate) enum BlockKind {
     /// An exclusive job ranked above waits for this conflict key: a shared job is not
     /// admitted on it (`engine/exclusive.rs`).
     ExclusiveWaiting(JobId),
+    /// The room left is held for a better-ranked preemptor whose victims are stopping.
+    HeldFor(JobId),
 }
 
 impl BlockKind {
@@ -165,6 +167,7 @@ impl Engine {
                 (self.reservation_applies(scope, check) && self.eff_rank(r) < self.eff_rank(id))
                     .then_some(BlockKind::Reserved(r))
             });
+        let kind = kind.or_else(|| self.held_block(id, scope, take, check));
         if let Some(kind) = kind {
             out.push(Block {
                 scope: Some(scope),
@@ -175,7 +178,7 @@ impl Engine {
     }
 
     /// Whether a job fits on a node; pushes what holds it there.
-    fn check_node(&mut self, id: JobId, node: &str, out: &mut Vec<Block>) {
+    pub(crate) fn check_node(&mut self, id: JobId, node: &str, out: &mut Vec<Block>) {
         let (run_scope, prep_scope) = self.node_scopes(node);
         let e = &self.entries.get(id);
         let (two_stage, agent) = (e.job.two_stage, e.job.executor == Executor::Agent);
@@ -511,6 +514,49 @@ impl Engine {
         if prev == JobState::Queued {
             self.dequeue(id);
         }
+        self.release(id, prev);
+        let job = &self.entries.get(id).job;
+        let retry = match job.retry.as_deref() {
+            Some(r) => crate::policy::Retry {
+                times: r.times,
+                interval: std::time::Duration::from_millis(r.interval_ms),
+            },
+            None => self.policy.retry(&job.kind),
+        };
+        let e = self.entries.get_mut(id);
+        e.job.state = state;
+        e.job.finished_at = Some(now);
+        e.job.outcome = Some(state);
+        e.job.lease = None;
+        e.job.retry_at = None;
+        if message.is_some() {
+            e.job.message = message;
+        }
+        // Preempted attempts do not count against the retries.
+        let tries = e.job.attempt.saturating_sub(e.job.preemptions);
+        let retries = matches!(state, JobState::Failed | JobState::Lost) && tries <= retry.times;
+        if retries {
+            let at = now.plus(retry.interval);
+            e.job.retry_at = Some(at);
+            self.timers.arm(at, Timer::Retry(id, e.job.attempt));
+        }
+        if retries {
+            self.emit(JobChange::Finished, id);
+            return self.entries.get(id).job.clone();
+        }
+        let Some(super::Entry { job, .. }) = self.entries.remove(id) else {
+            unreachable!("end_job on a live job")
+        };
+        self.events.push_back(crate::event::Event::Job {
+            change: JobChange::Finished,
+            job: Box::new(job.clone()),
+        });
+        job
+    }
+
+    /// Gives back everything an admitted job (in state `prev`) holds; nothing for a job
+    /// that holds nothing.
+    pub(crate) fn release(&mut self, id: JobId, prev: JobState) {
         if prev.is_admitted() {
             let held = std::mem::take(&mut self.entries.get_mut(id).held);
             for (scope, amount) in held {
@@ -534,42 +580,6 @@ impl Engine {
             }
             self.owner_count_changed(&owner, -1);
         }
-        let job = &self.entries.get(id).job;
-        let retry = match job.retry.as_deref() {
-            Some(r) => crate::policy::Retry {
-                times: r.times,
-                interval: std::time::Duration::from_millis(r.interval_ms),
-            },
-            None => self.policy.retry(&job.kind),
-        };
-        let e = self.entries.get_mut(id);
-        e.job.state = state;
-        e.job.finished_at = Some(now);
-        e.job.outcome = Some(state);
-        e.job.lease = None;
-        e.job.retry_at = None;
-        if message.is_some() {
-            e.job.message = message;
-        }
-        let retries =
-            matches!(state, JobState::Failed | JobState::Lost) && e.job.attempt <= retry.times;
-        if retries {
-            let at = now.plus(retry.interval);
-            e.job.retry_at = Some(at);
-            self.timers.arm(at, Timer::Retry(id, e.job.attempt));
-        }
-        if retries {
-            self.emit(JobChange::Finished, id);
-            return self.entries.get(id).job.clone();
-        }
-        let Some(super::Entry { job, .. }) = self.entries.remove(id) else {
-            unreachable!("end_job on a live job")
-        };
-        self.events.push_back(crate::event::Event::Job {
-            change: JobChange::Finished,
-            job: Box::new(job.clone()),
-        });
-        job
     }
 
     /// Queues a failed or lost job again (a retry): same id, `attempt + 1`.
@@ -627,11 +637,17 @@ impl Engine {
 
     /// Admits everything that fits now, in rank order.
     pub(crate) fn run_pass(&mut self, now: Timestamp) {
-        self.promote_prepared(now);
-        match (self.mode, self.policy.queue.strict) {
-            (_, true) => self.strict_pass(now),
-            (Mode::Indexed, false) => self.indexed_pass(now),
-            (Mode::Rescan, false) => self.rescan_pass(now),
+        loop {
+            self.promote_prepared(now);
+            match (self.mode, self.policy.queue.strict) {
+                (_, true) => self.strict_pass(now),
+                (Mode::Indexed, false) => self.indexed_pass(now),
+                (Mode::Rescan, false) => self.rescan_pass(now),
+            }
+            // Preemption (engine/preempt.rs) may free holds: then the pass runs again.
+            if !self.preempt_step(now) {
+                break;
+            }
         }
     }
 

@@ -19,7 +19,9 @@ pub struct Reason {
     pub scope: Option<String>,
     /// `capacity`, `zero`, `over_limit`, `conflict`, `reserved`, `node_missing`,
     /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`,
-    /// `strict` or `exclusive_waiting` (an exclusive job ranked above waits for the key).
+    /// `strict`, `exclusive_waiting` (an exclusive job ranked above waits for the key),
+    /// `held` (room held for a preemptor) or `preempting` (the victims this preemptor waits
+    /// for).
     pub kind: String,
     /// Units in use in the scope.
     pub count: Option<u64>,
@@ -98,6 +100,16 @@ impl Engine {
             Ok(()) => Vec::new(),
             Err(blocks) => blocks.into_iter().map(|b| self.describe(id, b)).collect(),
         };
+        if let Some(victims) = self.preempt_victims(id).filter(|v| !v.is_empty()) {
+            reasons.push(Reason {
+                scope: None,
+                kind: "preempting".into(),
+                count: None,
+                limit: None,
+                text: format!("preempting: waiting for {} to stop", job_list(&victims)),
+                holders: victims,
+            });
+        }
         if let Some(ahead) = self.strict_blocker(id, now) {
             reasons.push(Reason {
                 scope: None,
@@ -283,6 +295,14 @@ impl Engine {
             BlockKind::ExclusiveWaiting(e) => {
                 holders = vec![*e];
                 ("exclusive_waiting", self.exclusive_waiting_text(id, *e, key.as_ref()))
+            }
+            BlockKind::HeldFor(p) if *p == id => {
+                holders = self.preempt_victims(id).unwrap_or_default();
+                ("preempting", format!("{name}: held for this job until {} stop", job_list(&holders)))
+            }
+            BlockKind::HeldFor(p) => {
+                holders = vec![*p];
+                ("held", format!("{name}: room held for job {p}, which preempts"))
             }
         };
         let scope = key

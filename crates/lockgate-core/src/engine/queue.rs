@@ -193,6 +193,7 @@ impl Engine {
 
     /// Puts a queued job into its class.
     pub(crate) fn enqueue(&mut self, id: JobId) {
+        self.note_preemptor(id);
         let sig = self.class_sig(self.entries.get(id));
         let cid = match self.queue.ids.get(&sig) {
             Some(&c) => c,
@@ -357,6 +358,7 @@ impl Engine {
             for s in held {
                 self.wake(s, None);
             }
+            self.wake_held_for_owner(owner);
         }
         let cids: Vec<ClassId> = self
             .queue
@@ -425,6 +427,10 @@ impl Engine {
                 return;
             }
         }
+        if self.wake_held_back(scope, key, head) {
+            return;
+        }
+        let s = &self.scopes.states[scope as usize];
         if let Some(r) = s.reserved_by {
             let head = self.queue.classes[cid as usize].head();
             if head != Some(r) && self.entries.contains(r) && self.eff_rank(r) < key {

@@ -213,6 +213,7 @@ impl Engine {
                 self.enqueue(id);
             }
         }
+        self.reindex_preemptions();
         for name in names {
             if self.nodes[&name].state == NodeState::Lost {
                 continue;

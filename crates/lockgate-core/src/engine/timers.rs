@@ -154,7 +154,7 @@ impl Engine {
             self.timers.arm(expires, Timer::Lease(id, token));
             return false;
         }
-        self.end_job(id, JobState::Lost, Some("lease expired".into()), now);
+        self.end_or_requeue(id, JobState::Lost, Some("lease expired".into()), now);
         true
     }
 
@@ -172,6 +172,7 @@ impl Engine {
     fn request_max_run_cancel(&mut self, id: JobId, token: u64, now: Timestamp) {
         let e = self.entries.get_mut(id);
         e.job.cancel_requested = true;
+        e.job.cancel_reason = Some(crate::job::CancelReason::MaxRun);
         e.job.message = Some("max_run exceeded: cancellation requested".into());
         self.emit(JobChange::CancelRequested, id);
         let ttl = self.policy.leases.ttl;

@@ -122,6 +122,8 @@ pub(crate) const ROOT: &[Key] = &[
             value("prepare_timeout"),
             key("retry", Shape::Value(RETRY)),
             value("coordinator"),
+            value("preempt"),
+            value("preemptible"),
         ]),
     ),
     key("retention", Shape::Section(&[value("days")])),
@@ -304,6 +306,8 @@ mod tests {
                     prepare_timeout: Some("1s".into()),
                     retry: retry(),
                     coordinator: Some(true),
+                    preempt: Some(true),
+                    preemptible: Some(false),
                 },
             )]
             .into(),

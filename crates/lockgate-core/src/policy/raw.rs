@@ -241,6 +241,14 @@ pub struct RawKind {
     /// Coordinator kind. Default: true for `resource-backup` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordinator: Option<bool>,
+    /// A queued job of this kind may stop running or prepared jobs of lower priority to
+    /// take their room (policy.md, Preemption). Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempt: Option<bool>,
+    /// Jobs of this kind may be stopped by a preempting job. Default true; `false` protects
+    /// work that must not be interrupted (a tape write).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemptible: Option<bool>,
 }
 
 /// `[retention]`.

@@ -617,6 +617,8 @@ fn kind_policy(k: &RawKind, pools: &Pools<'_>, p: &FieldPath) -> Checked<KindPol
             .map(|r| retry(r, &p.key("retry")))
             .transpose()?,
         coordinator: k.coordinator,
+        preempt: k.preempt,
+        preemptible: k.preemptible,
     })
 }
 

@@ -5,6 +5,7 @@ mod common;
 mod engine;
 mod exclusive;
 mod policy;
+mod preempt;
 mod props;
 mod seeds;
 mod selector;

@@ -11,7 +11,7 @@
 
 use lockgate_core::engine::{Engine, Mode, NodeRegistration};
 use lockgate_core::event::{Event, JobChange};
-use lockgate_core::job::{Job, JobId, JobSpec, JobState, Outcome};
+use lockgate_core::job::{CancelReason, Job, JobId, JobSpec, JobState, Outcome};
 use lockgate_core::policy::Executor;
 use lockgate_core::{Policy, Timestamp};
 use proptest::prelude::*;
@@ -68,14 +68,25 @@ fn extra_queue(flavor: u8) -> &'static str {
         0 => "",
         1 => "strict = true\n",
         2 => "fair_share = \"owner\"\naging = \"500ms\"\n",
-        4 => "",
         _ => "fair_share = \"owner\"\n",
     }
 }
 
+/// Flavors 0..=3 are queue flavors; 4..=7 add preempting kinds (restore, sync) and protect
+/// tape, over the queue flavor `flavor % 4`; [`PER_SCOPE`] sets reservations per scope.
+const PER_SCOPE: u8 = 8;
+
 fn make_policy(variant: u8, flavor: u8) -> Policy {
+    let per_scope = flavor == PER_SCOPE;
+    let (preempt, flavor) = (flavor >= 4 && !per_scope, flavor % 4);
     let text =
         policy_text(variant).replace("[queue]\n", &format!("[queue]\n{}", extra_queue(flavor)));
+    let text = if preempt {
+        text.replace("[kinds.tape]\n", "[kinds.tape]\npreemptible = false\n")
+            + "[kinds.restore]\npreempt = true\n[kinds.sync]\npreempt = true\ncost = { threads = 2 }\n"
+    } else {
+        text
+    };
     let text = if flavor == 2 {
         text.replace("reserve_after = \"10h\"", "reserve_after = \"300ms\"")
     } else {
@@ -83,7 +94,7 @@ fn make_policy(variant: u8, flavor: u8) -> Policy {
     };
     // Reservations per scope: a limit and a conflict with their own `reserve_after`, a
     // strict limit and strict conflicts; the global `reserve_after` stays 10 h.
-    let text = if flavor == 4 {
+    let text = if per_scope {
         text.replace(
             "name = \"per-ds\"\n",
             "name = \"per-ds\"\nreserve_after = \"200ms\"\n",
@@ -460,6 +471,80 @@ struct Checker {
     /// Conflicting pairs of the previous step (a policy change may create some).
     pairs: BTreeSet<(usize, JobId, JobId)>,
     admissions: BTreeSet<(JobId, u32, bool)>,
+    /// Victims asked to stop: victim -> (preemptor, the attempt that was asked).
+    asked: BTreeMap<JobId, (JobId, u32)>,
+}
+
+/// The preemptor named in a victim's message (`preempted by job P: stopping`).
+fn preemptor_of(job: &Job) -> Option<JobId> {
+    let m = job.message.as_deref()?;
+    m.strip_prefix("preempted by job ")?
+        .strip_suffix(": stopping")?
+        .parse()
+        .ok()
+}
+
+impl Checker {
+    /// Preemption rules, from the events alone: a victim has a lower priority than its
+    /// preemptor; a victim still listed when its preemptor is admitted still holds (the
+    /// recount counts it, so the preemptor fit beside it);
+    /// a victim that stops without succeeding is queued again with attempt + 1; a failed
+    /// or lost job keeps a retry exactly when its attempts less its preemptions are within
+    /// the kind's retries.
+    fn preemption(&mut self, e: &Engine, change: JobChange, job: &Job) -> Result<(), String> {
+        let cancel_preempted = job.cancel_reason == Some(CancelReason::Preempted);
+        match change {
+            JobChange::CancelRequested if cancel_preempted => {
+                let p = preemptor_of(job).ok_or(format!("victim {} names no preemptor", job.id))?;
+                let pj = e
+                    .job(p)
+                    .ok_or(format!("preemptor {p} of {} is gone", job.id))?;
+                if pj.priority <= job.priority {
+                    return Err(format!(
+                        "job {p} (priority {}) preempted job {} (priority {})",
+                        pj.priority, job.id, job.priority
+                    ));
+                }
+                self.asked.insert(job.id, (p, job.attempt));
+            }
+            JobChange::AdmittedPrepare | JobChange::Started => {
+                // A preemptor is admitted before its victims released only when room came
+                // from elsewhere (a node registered, a raised limit, another job ended):
+                // then it must fit with every victim still counted, as the recount after
+                // this step checks. Into its victims' own room it must never be admitted
+                // early: every scope it holds must fit it with the victims counted.
+                for (v, (p, _)) in &self.asked {
+                    if *p == job.id && !e.job(*v).is_some_and(|j| j.state.is_admitted()) {
+                        return Err(format!("victim {v} of {p} released but was not requeued"));
+                    }
+                }
+            }
+            JobChange::Requeued => {
+                if let Some((_, attempt)) = self.asked.remove(&job.id) {
+                    if job.attempt != attempt + 1 || job.state != JobState::Queued {
+                        return Err(format!(
+                            "victim {} requeued as attempt {} ({}), asked at attempt {attempt}",
+                            job.id, job.attempt, job.state
+                        ));
+                    }
+                }
+            }
+            JobChange::Finished => {
+                self.asked.remove(&job.id);
+                let times = u32::from(job.kind == "data-upload");
+                let keeps = matches!(job.state, JobState::Failed | JobState::Lost)
+                    && job.attempt - job.preemptions <= times;
+                if keeps != job.retry_at.is_some() {
+                    return Err(format!(
+                        "job {} ended {} at attempt {} with {} preemptions: retry {:?}",
+                        job.id, job.state, job.attempt, job.preemptions, job.retry_at
+                    ));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 impl Checker {
@@ -473,6 +558,7 @@ impl Checker {
         e.check_invariants()?;
         while let Some(ev) = e.poll_event() {
             if let Event::Job { change, job } = ev {
+                self.preemption(e, change, &job)?;
                 let stage = match change {
                     JobChange::AdmittedPrepare => Some(true),
                     JobChange::Started => Some(false),
@@ -552,6 +638,7 @@ fn run_case(
         prev: BTreeMap::new(),
         pairs: BTreeSet::new(),
         admissions: BTreeSet::new(),
+        asked: BTreeMap::new(),
     };
     for (step, op) in ops.iter().enumerate() {
         let before: BTreeSet<JobId> = live_sorted(&fast, |j| j.state.is_admitted())
@@ -619,7 +706,22 @@ proptest! {
 
     #[test]
     fn invariants_hold_with_reservations_per_scope(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
-        run_case(&ops, variant, 4, false)?;
+        run_case(&ops, variant, PER_SCOPE, false)?;
+    }
+
+    #[test]
+    fn preemption_matches_the_oracle(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
+        run_case(&ops, variant, 4, true)?;
+    }
+
+    #[test]
+    fn preemption_with_strict_order_matches_the_oracle(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
+        run_case(&ops, variant, 5, true)?;
+    }
+
+    #[test]
+    fn preemption_with_fair_share_aging_and_reservations(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
+        run_case(&ops, variant, 6, false)?;
     }
 
     #[test]

@@ -260,6 +260,12 @@ impl Loop {
                 }
             }
         }
+        // A preempted job goes back to the queue without ending, and without its node.
+        if change == JobChange::Requeued && job.preemptions > 0 {
+            for o in self.offered.values_mut() {
+                o.remove(&job.id);
+            }
+        }
     }
 
     /// Re-offers agent jobs admitted before a restart (acknowledgements are not durable:

@@ -1,7 +1,7 @@
 //! `lockgate job`: submit, list, show, explain, wait for and cancel jobs.
 
 use super::exit::Exit;
-use super::output::{self, or_dash, print_json, render_table, table};
+use super::output::{self, or_dash, print_json, table};
 use super::{flags, session};
 use crate::GlobalArgs;
 use lockgate_api::{ExplainView, JobOrder, JobQuery, JobView, SubmitRequest};

@@ -22,7 +22,7 @@ use crate::GlobalArgs;
 use lockgate_api::{ExplainView, JobView, SubmitRequest};
 use lockgate_client::child::{self, describe, Supervised};
 use lockgate_client::{
-    hold, Client, ClientError, Ending, Holder, LeaseKeeper, RetryError, WhileUnreachable,
+    hold_with, Client, ClientError, Ending, Holder, LeaseKeeper, RetryError, Stop, WhileUnreachable,
 };
 use lockgate_core::{JobState, Outcome};
 use std::io::{IsTerminal, Write};
@@ -62,10 +62,14 @@ pub struct Args {
     /// Write the job's final JSON here.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
-    /// After SIGTERM to a child that must stop (lease lost, cancel requested), wait this
-    /// long before SIGKILL.
-    #[arg(long, default_value = "10s", value_parser = flags::duration)]
+    /// After the stop signal to a command that must stop (lease lost, cancel requested,
+    /// preempted), wait this long before SIGKILL (`--grace` is the old name).
+    #[arg(long = "stop-grace", visible_alias = "grace", default_value = "10s", value_parser = flags::duration)]
     pub grace: Duration,
+    /// The signal that stops the command (cancel, lease lost, preemption): a name (INT,
+    /// TERM, HUP, QUIT, USR1, ...) or a number. restic removes its lock only on INT.
+    #[arg(long, default_value = "TERM", value_parser = lockgate_client::parse_signal)]
+    pub stop_signal: child::Signal,
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -231,13 +235,31 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
         *phase = Phase::Waiting(job.id);
     }
-    let job = match wait_for_admission(&shared, &args, job) {
-        Ok(job) => job,
-        Err(code) => return Ok(exit(code)),
-    };
-    let lease = LeaseKeeper::for_job(client.clone(), &job, WhileUnreachable::StopBeforeExpiry)
-        .expect("an admitted job holds a lease");
-    run_admitted(&shared, &args, lease)
+    let mut job = job;
+    loop {
+        job = match wait_for_admission(&shared, &args, job) {
+            Ok(job) => job,
+            Err(code) => return Ok(exit(code)),
+        };
+        let lease = LeaseKeeper::for_job(client.clone(), &job, WhileUnreachable::StopBeforeExpiry)
+            .expect("an admitted job holds a lease");
+        match run_admitted(&shared, &args, lease)? {
+            Run::Done(code) => return Ok(code),
+            // Preempted: the job is queued again (same id, next attempt); wait and rerun.
+            Run::Again(queued) => {
+                *shared.phase.lock().expect("phase lock") = Phase::Waiting(queued.id);
+                job = *queued;
+            }
+        }
+    }
+}
+
+/// How one run of the command ended.
+enum Run {
+    /// `lockgate run` exits with this code.
+    Done(ExitCode),
+    /// The command was preempted and stopped; the job is queued again.
+    Again(Box<JobView>),
 }
 
 /// What `lockgate run` says while it holds the command.
@@ -255,6 +277,10 @@ impl Holder for Say {
             Ending::Lost(why) => {
                 eprintln!("lockgate: job {}: {why}; stopping the command", self.id)
             }
+            Ending::Preempted => eprintln!(
+                "lockgate: job {}: preempted by a job of higher priority; stopping the command, it runs again once admitted",
+                self.id
+            ),
             Ending::Exited | Ending::Stopped => {}
         }
     }
@@ -309,19 +335,19 @@ fn wait_for_admission(shared: &Shared, args: &Args, mut job: JobView) -> Result<
     Ok(job)
 }
 
-fn run_admitted(
-    shared: &Arc<Shared>,
-    args: &Args,
-    mut lease: LeaseKeeper,
-) -> anyhow::Result<ExitCode> {
+fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> anyhow::Result<Run> {
     let id = lease.job_id();
     let token = lease.token();
     let child = match start_child(shared, args, id, token)? {
         Ok(c) => c,
-        Err(code) => return Ok(code),
+        Err(code) => return Ok(Run::Done(code)),
     };
     let mut child = Supervised::new(child);
-    let held = hold(&mut child, &mut lease, args.grace, &mut Say { id });
+    let stop = Stop {
+        signal: args.stop_signal,
+        grace: args.grace,
+    };
+    let held = hold_with(&mut child, &mut lease, stop, &mut Say { id });
     {
         *shared.phase.lock().expect("phase lock") = Phase::Done;
     }
@@ -330,27 +356,31 @@ fn run_admitted(
     let Some((outcome, message)) = finish_outcome(&held.ending, status) else {
         eprintln!("lockgate: job {id}: lease lost; the command was stopped");
         shared.final_report(id);
-        return Ok(exit(EXIT_NOT_RUN));
+        return Ok(Run::Done(exit(EXIT_NOT_RUN)));
     };
     let finished = retrying(lease.ttl(), || {
         shared
             .client
             .finish_job(id, token, outcome, Some(message.clone()))
     });
-    match finished {
-        Ok(j) => shared.write_report(Some(&j)),
+    let finished = match finished {
+        Ok(j) => j,
         Err(e) => {
             if let Some(e) = e {
                 eprintln!("lockgate: job {id}: finishing failed: {e}");
             }
             shared.final_report(id);
-            return Ok(exit(EXIT_NOT_RUN));
+            return Ok(Run::Done(exit(EXIT_NOT_RUN)));
         }
+    };
+    if held.ending == Ending::Preempted && finished.state == JobState::Queued {
+        return Ok(Run::Again(Box::new(finished)));
     }
+    shared.write_report(Some(&finished));
     if outcome == Outcome::Cancelled {
-        return Ok(exit(EXIT_NOT_RUN));
+        return Ok(Run::Done(exit(EXIT_NOT_RUN)));
     }
-    Ok(exit(code.clamp(0, 255) as u8))
+    Ok(Run::Done(exit(code.clamp(0, 255) as u8)))
 }
 
 /// Spawns the command while the phase is still `Waiting` (an interrupt came first: parks,
@@ -400,6 +430,10 @@ fn finish_outcome(ending: &Ending, status: std::process::ExitStatus) -> Option<(
         Ending::Cancelled => (
             Outcome::Cancelled,
             format!("cancel requested; command exited with {}", describe(status)),
+        ),
+        Ending::Preempted => (
+            Outcome::Cancelled,
+            format!("preempted; command exited with {}", describe(status)),
         ),
         Ending::Exited | Ending::Stopped if status.success() => {
             (Outcome::Succeeded, "exit status 0".to_string())

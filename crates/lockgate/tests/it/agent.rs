@@ -6,6 +6,7 @@
 mod demo;
 mod failures;
 mod placement;
+mod preempt;
 
 use crate::harness::{Srv, BIN};
 use lockgate_api::{JobQuery, JobView, Role, SubmitRequest, TokenCreate};

@@ -12,5 +12,6 @@ mod hardening;
 mod harness;
 mod load;
 mod packaging;
+mod preempt;
 mod run;
 mod schedule;
