@@ -18,8 +18,8 @@ pub struct Reason {
     /// Scope name, when the condition is a scope (`limit:per-datastore[datastore=ds1]`).
     pub scope: Option<String>,
     /// `capacity`, `zero`, `over_limit`, `conflict`, `reserved`, `node_missing`,
-    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`
-    /// or `strict`.
+    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`,
+    /// `strict`, `window` (a limit's time window sets the number) or `maintenance`.
     pub kind: String,
     /// Units in use in the scope.
     pub count: Option<u64>,
@@ -190,6 +190,9 @@ impl Engine {
 
     /// One condition in words, with its numbers.
     pub(crate) fn describe(&self, id: JobId, block: Block) -> Reason {
+        if let Some(reason) = self.describe_window(&block) {
+            return reason;
+        }
         let key = block.scope.map(|s| self.scopes.interner.key(s).clone());
         let state = block.scope.map(|s| &self.scopes.states[s as usize]);
         let count = state.map(|s| s.used);
@@ -205,7 +208,7 @@ impl Engine {
         let used = count.unwrap_or(0);
         let (kind, text) = match &block.kind {
             BlockKind::Capacity => match &key {
-                Some(ScopeKey::Pool(_) | ScopeKey::NodePool { .. }) => {
+                Some(ScopeKey::Pool(_) | ScopeKey::NodePool { .. } | ScopeKey::PoolValue { .. }) => {
                     let free = limit.unwrap_or(0).saturating_sub(used);
                     ("capacity", format!("{name}: needs {}, {free} free", block.need))
                 }

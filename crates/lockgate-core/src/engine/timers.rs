@@ -36,6 +36,9 @@ pub(crate) enum Timer {
     Reserve(JobId, u32),
     /// A node's TTL may have run out.
     NodeTtl(String),
+    /// A time window (`windows`, `[[maintenance]]`) opens or closes: the pass that follows
+    /// applies the new numbers (`engine/windows.rs`).
+    Window,
 }
 
 /// Every armed timer, by due time (ties in [`Timer`] order, so firing is deterministic).
@@ -120,6 +123,7 @@ impl Engine {
                 true
             }
             Timer::NodeTtl(name) => self.node_ttl_timer(name, now),
+            Timer::Window => true,
         }
     }
 

@@ -54,7 +54,11 @@ const fn key(name: &'static str, shape: Shape) -> Key {
 pub(crate) const ROOT: &[Key] = &[
     key(
         "global",
-        Shape::Section(&[value("max_running"), value("prepare_queue")]),
+        Shape::Section(&[
+            value("max_running"),
+            value("prepare_queue"),
+            value("windows"),
+        ]),
     ),
     key(
         "limit",
@@ -64,6 +68,7 @@ pub(crate) const ROOT: &[Key] = &[
             value("match"),
             value("max"),
             value("values"),
+            value("windows"),
         ]),
     ),
     key(
@@ -154,6 +159,10 @@ pub(crate) const ROOT: &[Key] = &[
             value("max_queued_per_owner"),
         ]),
     ),
+    key(
+        "maintenance",
+        Shape::Named(&[value("name"), value("when"), value("match")]),
+    ),
 ];
 
 /// `retry = { times = 3, interval = "30s" }`.
@@ -239,6 +248,7 @@ mod tests {
             global: Some(RawGlobal {
                 max_running: Some(1),
                 prepare_queue: Some(1),
+                windows: vec![RawWindow::default()],
             }),
             limit: vec![RawLimit {
                 name: "a".into(),
@@ -246,6 +256,7 @@ mod tests {
                 r#match: Some("".into()),
                 max: Some(1),
                 values: [("x".to_string(), 1)].into(),
+                windows: vec![RawWindow::default()],
             }],
             nodes: Some(RawNodes {
                 max_running: Some(1),
@@ -254,7 +265,14 @@ mod tests {
                 rule: vec![RawNodeRule::default()],
                 resources: [("gpus".to_string(), 1)].into(),
             }),
-            resources: [("threads".to_string(), 1)].into(),
+            resources: [
+                ("threads".to_string(), RawResource::Capacity(1)),
+                (
+                    "repo-io".to_string(),
+                    RawResource::PerValue(RawValuePool::default()),
+                ),
+            ]
+            .into(),
             conflict: vec![RawConflict {
                 keys: vec!["a".into()],
                 overlap: Some("b".into()),
@@ -330,6 +348,11 @@ mod tests {
                 max_message_bytes: Some(1),
                 max_queued_per_owner: Some(1),
             }),
+            maintenance: vec![RawMaintenance {
+                name: "m".into(),
+                when: "sun 02:00-04:00".into(),
+                r#match: Some("".into()),
+            }],
         };
         all_described(ROOT, &serde_json::to_value(&doc).unwrap(), "");
     }

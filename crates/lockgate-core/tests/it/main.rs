@@ -7,3 +7,4 @@ mod policy;
 mod props;
 mod seeds;
 mod selector;
+mod windows;
