@@ -187,6 +187,12 @@ fn find_zone(name: &str) -> Option<TimeZone> {
     (zone.iana_name() == Some(name)).then_some(zone)
 }
 
+/// The zone `name` of the bundled database (`UTC`, `Europe/Vienna`), for whoever reads
+/// wall-clock times in the server's zone (schedules, windows).
+pub(crate) fn zone_by_name(name: &str) -> Option<TimeZone> {
+    find_zone(name)
+}
+
 /// The IANA database bundled into the binary.
 fn zone_db() -> &'static TimeZoneDatabase {
     static DB: OnceLock<TimeZoneDatabase> = OnceLock::new();

@@ -60,6 +60,7 @@ mod rebuild;
 mod reserve;
 mod scopes;
 mod timers;
+mod windows;
 
 use crate::event::{Event, JobChange};
 use crate::job::{CancelReason, Job, JobId, JobSpec, JobState, Lease, Outcome};
@@ -192,6 +193,8 @@ pub struct Engine {
     needs_cache: needs::NeedsCache,
     /// Preemptions: waiting preemptors, plans under way, held room.
     preempt: preempt::Preemptions,
+    /// Which time windows are active (`engine/windows.rs`).
+    windows: windows::WindowState,
 }
 
 impl Engine {
@@ -213,6 +216,7 @@ impl Engine {
             dirty_nodes: BTreeSet::new(),
             needs_cache: needs::NeedsCache::default(),
             preempt: preempt::Preemptions::default(),
+            windows: windows::WindowState::default(),
         }
     }
 
@@ -457,7 +461,8 @@ impl Engine {
     }
 
     /// Fires every timer due at `now`: lease expiry, `not_before`, `max_wait`, `max_run`,
-    /// prepare timeouts, retries, reservations, node TTLs. Then runs an admission pass.
+    /// prepare timeouts, retries, reservations, node TTLs, window boundaries. Then runs an
+    /// admission pass.
     pub fn handle_timeout(&mut self, now: Timestamp) {
         if self.fire_timers(now) {
             self.run_pass(now);
@@ -486,10 +491,12 @@ impl Engine {
     fn scope_limit(&self, key: &ScopeKey) -> Option<u64> {
         let p = &self.policy;
         match key {
-            ScopeKey::Global
-            | ScopeKey::GlobalPrepare
-            | ScopeKey::Limit { .. }
-            | ScopeKey::Pool(_) => key.limit_in(p),
+            ScopeKey::Global | ScopeKey::Limit { .. } | ScopeKey::Maintenance(_) => {
+                self.windowed_limit(key).flatten()
+            }
+            ScopeKey::GlobalPrepare | ScopeKey::Pool(_) | ScopeKey::PoolValue { .. } => {
+                key.limit_in(p)
+            }
             ScopeKey::NodePool { pool, node } => Some(self.node_pool_capacity(node, pool)),
             ScopeKey::Node(n) => self.nodes.get(n).and_then(|n| n.number).map(u64::from),
             ScopeKey::NodePrepare(n) => self

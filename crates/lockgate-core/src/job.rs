@@ -258,7 +258,10 @@ impl JobSpec {
         };
         let cost = self.cost.unwrap_or_else(|| policy.kind_cost(&self.kind));
         for pool in cost.keys() {
-            if !policy.resources.contains_key(pool) && !policy.nodes.resources.contains_key(pool) {
+            if !policy.resources.contains_key(pool)
+                && !policy.value_pools.contains_key(pool)
+                && !policy.nodes.resources.contains_key(pool)
+            {
                 return Err(invalid(
                     format!("cost.{pool}"),
                     format!("pool {pool:?} is not declared in [resources] or [nodes.resources]"),

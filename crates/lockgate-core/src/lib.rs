@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod calendar;
+pub mod daily;
 pub mod engine;
 pub mod event;
 pub use engine::explain;

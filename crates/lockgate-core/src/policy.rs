@@ -27,6 +27,7 @@ mod locate;
 mod quotas;
 pub mod raw;
 mod validate;
+mod windows;
 mod write;
 
 use crate::selector::Selector;
@@ -40,6 +41,7 @@ pub use quotas::{
     DEFAULT_MAX_QUEUED_PER_OWNER,
 };
 pub use validate::PolicyError;
+pub use windows::{LimitWindow, Maintenance, ValuePool};
 
 /// Default lease TTL (`[leases].ttl`).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
@@ -83,6 +85,10 @@ pub struct Policy {
     pub blocks: BlocksPolicy,
     /// `[quotas]`.
     pub quotas: QuotasPolicy,
+    /// `[resources.<name>]` tables with `per`: pools per attribute value.
+    pub value_pools: BTreeMap<String, ValuePool>,
+    /// `[[maintenance]]`, in document order.
+    pub maintenance: Vec<Maintenance>,
     /// The raw document this policy was validated from (for `policy show` and diffs).
     pub raw: raw::RawPolicy,
 }
@@ -95,6 +101,8 @@ pub struct GlobalPolicy {
     pub max_running: Option<u32>,
     /// Cluster-wide cap on jobs in `preparing` or `prepared` (scope `global-prepare`).
     pub prepare_queue: Option<u32>,
+    /// Windows with their own `max_running` (scope `global` while one is active).
+    pub windows: Vec<LimitWindow>,
 }
 
 /// A key a limit is partitioned by (`per`).
@@ -135,6 +143,9 @@ pub struct Limit {
     pub values: BTreeMap<Vec<String>, u32>,
     /// Reservations on this limit's partitions (`reserve_after`, `strict`).
     pub reserve: Reserve,
+    /// Windows with their own number for every partition: while one is active, the
+    /// smallest active `max` holds instead of `max` and `values`.
+    pub windows: Vec<LimitWindow>,
 }
 
 /// How a waiting job holds one rule's scopes for itself (policy.md, "Reservations"):
@@ -496,7 +507,8 @@ impl Policy {
     /// Whether anything bounds how many jobs hold slots at once. "Every limit" is exactly
     /// this list: a `[global]` `max_running` or `prepare_queue`; a `[[limit]]` with a
     /// `max` or a per-value number; a `[nodes]` `max_running`; a `[[nodes.rule]]`; a
-    /// pool in `[resources]` or `[nodes.resources]`; a `[[conflict]]`. Priorities, owner
+    /// pool in `[resources]` (per value too) or `[nodes.resources]`; a `[[conflict]]`; a
+    /// `windows` entry or a `[[maintenance]]`. Priorities, owner
     /// caps on priority, fair share, leases and schedules do not count: they order or time
     /// the work, they do not bound it. The server refuses a `PUT /v1/policy` that turns
     /// this from true to false unless asked to (`removes_all_limits`).
@@ -512,6 +524,8 @@ impl Policy {
             || !self.resources.is_empty()
             || !self.nodes.resources.is_empty()
             || !self.conflicts.is_empty()
+            || !self.value_pools.is_empty()
+            || self.has_windows()
     }
 
     /// The kind's settings, if the policy has a `[kinds.<kind>]` table.

@@ -1,7 +1,8 @@
 //! Scopes: every counted thing, with one name used everywhere (policy.md, "Scope names").
 //!
 //! `global`, `global-prepare`, `limit:<name>` or `limit:<name>[k=v,k2=v2]`, `node:<name>`,
-//! `node-prepare:<name>`, `pool:<name>` or `pool:<name>@<node>`, `conflict:<k=v,..>`.
+//! `node-prepare:<name>`, `pool:<name>` or `pool:<name>@<node>`, `conflict:<k=v,..>`,
+//! `pool:<name>[k=v]` (a per-value pool), `maintenance:<name>`.
 //! Inside the engine a scope is interned to a dense id so counters and waiter sets are
 //! vector lookups, not string hashing, on the admission path.
 //!
@@ -65,6 +66,16 @@ pub enum ScopeKey {
     /// Placement of movable jobs with one selector: a job waits here when no eligible node
     /// has room.
     Placement(String),
+    /// One value's pool of a per-value pool (`[resources.<pool>]` with `per`).
+    PoolValue {
+        /// Pool name.
+        pool: String,
+        /// `per` keys and this pool's values.
+        parts: Vec<(String, String)>,
+    },
+    /// A `[[maintenance]]` window: every matching admitted job takes 1, and while the window
+    /// is active its limit is 0 (so it admits nothing it matches and stops nothing).
+    Maintenance(String),
 }
 
 fn write_parts(f: &mut fmt::Formatter<'_>, parts: &[(String, String)]) -> fmt::Result {
@@ -98,6 +109,8 @@ impl ScopeKey {
                 true => format!("conflict-exclusive[{index}]"),
             },
             ScopeKey::Placement(_) => "placement".into(),
+            ScopeKey::PoolValue { pool, .. } => format!("pool:{pool}"),
+            ScopeKey::Maintenance(name) => format!("maintenance:{name}"),
         }
     }
 }
@@ -141,6 +154,12 @@ impl fmt::Display for ScopeKey {
                 Ok(())
             }
             ScopeKey::Placement(sel) => write!(f, "placement:{sel:?}"),
+            ScopeKey::PoolValue { pool, parts } => {
+                write!(f, "pool:{pool}[")?;
+                write_parts(f, parts)?;
+                f.write_str("]")
+            }
+            ScopeKey::Maintenance(name) => write!(f, "maintenance:{name}"),
         }
     }
 }
@@ -181,19 +200,22 @@ pub struct JobScopes {
 
 impl ScopeKey {
     /// The limit the policy itself sets on a scope: `global`, `global-prepare`, a limit
-    /// partition, a global pool. `None` for an unlimited one and for scopes whose limit
-    /// depends on nodes (`node:`, `node-prepare:`, per-node pools) or that have none
-    /// (conflicts, placement).
+    /// partition, a global pool, one value's pool. `None` for an unlimited one and for
+    /// scopes whose limit depends on nodes (`node:`, `node-prepare:`, per-node pools), on
+    /// the time of day (maintenance) or that have none (conflicts, placement). For a rule
+    /// with `windows` it is the loosest number the rule ever sets (so a bound computed
+    /// from it holds at every hour); the engine applies the number of the hour.
     pub fn limit_in(&self, policy: &Policy) -> Option<u64> {
         match self {
-            ScopeKey::Global => policy.global.max_running.map(u64::from),
+            ScopeKey::Global => policy.loosest_global().map(u64::from),
             ScopeKey::GlobalPrepare => policy.global.prepare_queue.map(u64::from),
             ScopeKey::Limit { name, parts } => {
                 let limit = policy.limits.iter().find(|l| &l.name == name)?;
                 let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
-                limit.limit_for(&values).map(u64::from)
+                limit.loosest_for(&values).map(u64::from)
             }
             ScopeKey::Pool(pool) => policy.resources.get(pool).copied(),
+            ScopeKey::PoolValue { pool, .. } => policy.value_pools.get(pool).map(|p| p.capacity),
             _ => None,
         }
     }
@@ -221,7 +243,8 @@ pub(crate) fn scopes_of(policy: &Policy, job: &Job) -> JobScopes {
             common.push(ScopeUse { key, take, check });
         }
     };
-    if !coordinator && policy.global.max_running.is_some() {
+    let global = policy.global.max_running.is_some() || !policy.global.windows.is_empty();
+    if !coordinator && global {
         push(ScopeKey::Global, 1, Check::Fits);
     }
     for limit in &policy.limits {
@@ -240,6 +263,12 @@ pub(crate) fn scopes_of(policy: &Policy, job: &Job) -> JobScopes {
         for (pool, &amount) in job.cost.iter().filter(|(_, &a)| a > 0) {
             if policy.resources.contains_key(pool) {
                 push(ScopeKey::Pool(pool.clone()), amount, Check::Fits);
+            } else if let Some(vp) = policy.value_pools.get(pool) {
+                // Like a `[[limit]]` with `per`: a job without the keys takes nothing.
+                if let Some(parts) = per_parts(job, &vp.per) {
+                    let pool = pool.clone();
+                    push(ScopeKey::PoolValue { pool, parts }, amount, Check::Fits);
+                }
             } else {
                 node_cost.push((pool.clone(), amount));
             }
@@ -247,6 +276,12 @@ pub(crate) fn scopes_of(policy: &Policy, job: &Job) -> JobScopes {
     }
     for (index, conflict) in policy.conflicts.iter().enumerate() {
         conflict_scopes(job, index, conflict, &mut push);
+    }
+    // Coordinator kinds too: a maintenance window holds every job it matches.
+    for m in &policy.maintenance {
+        if m.matcher.as_ref().is_none_or(|sel| matches(job, sel)) {
+            push(ScopeKey::Maintenance(m.name.clone()), 1, Check::Fits);
+        }
     }
     let prepare = (job.two_stage && !coordinator && policy.global.prepare_queue.is_some())
         .then_some(ScopeKey::GlobalPrepare);
@@ -428,6 +463,17 @@ mod tests {
                     exclusive: true,
                 },
                 "conflict-exclusive:repo=main",
+            ),
+            (
+                ScopeKey::PoolValue {
+                    pool: "repo-io".into(),
+                    parts: vec![p("repo", "main")],
+                },
+                "pool:repo-io[repo=main]",
+            ),
+            (
+                ScopeKey::Maintenance("ds1-fsck".into()),
+                "maintenance:ds1-fsck",
             ),
         ];
         for (key, name) in cases {

@@ -20,8 +20,8 @@ pub struct Reason {
     /// `capacity`, `zero`, `over_limit`, `conflict`, `reserved`, `node_missing`,
     /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`,
     /// `strict`, `exclusive_waiting` (an exclusive job ranked above waits for the key),
-    /// `held` (room held for a preemptor) or `preempting` (the victims this preemptor waits
-    /// for).
+    /// `held` (room held for a preemptor), `preempting` (the victims this preemptor waits
+    /// for), `window` (a limit's time window sets the number) or `maintenance`.
     pub kind: String,
     /// Units in use in the scope.
     pub count: Option<u64>,
@@ -240,6 +240,9 @@ impl Engine {
 
     /// One condition in words, with its numbers.
     pub(crate) fn describe(&self, id: JobId, block: Block) -> Reason {
+        if let Some(reason) = self.describe_window(&block) {
+            return reason;
+        }
         let key = block.scope.map(|s| self.scopes.interner.key(s).clone());
         let state = block.scope.map(|s| &self.scopes.states[s as usize]);
         let count = state.map(|s| s.used);
@@ -255,7 +258,7 @@ impl Engine {
         let used = count.unwrap_or(0);
         let (kind, text) = match &block.kind {
             BlockKind::Capacity => match &key {
-                Some(ScopeKey::Pool(_) | ScopeKey::NodePool { .. }) => {
+                Some(ScopeKey::Pool(_) | ScopeKey::NodePool { .. } | ScopeKey::PoolValue { .. }) => {
                     let free = limit.unwrap_or(0).saturating_sub(used);
                     ("capacity", format!("{name}: needs {}, {free} free", block.need))
                 }

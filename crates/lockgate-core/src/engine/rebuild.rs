@@ -177,6 +177,8 @@ impl Engine {
 
     /// Re-derives every index from the jobs and nodes under the current policy.
     pub(crate) fn rebuild(&mut self, _now: Timestamp) {
+        // Window numbers first: interning reads them (the limits may be renumbered).
+        self.compute_windows(_now);
         self.scopes = ScopeTable::default();
         self.queue = QueueIndex::default();
         self.placement = PlacementIndex::default();

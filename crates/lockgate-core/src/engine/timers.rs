@@ -39,6 +39,9 @@ pub(crate) enum Timer {
     /// `exclusive_delay` passed for this attempt: the exclusive job starts holding shared
     /// jobs ranked below it back.
     ExclusiveDue(JobId, u32),
+    /// A time window (`windows`, `[[maintenance]]`) opens or closes: the pass that follows
+    /// applies the new numbers (`engine/windows.rs`).
+    Window,
 }
 
 /// Every armed timer, by due time (ties in [`Timer`] order, so firing is deterministic).
@@ -130,6 +133,7 @@ impl Engine {
                 }
                 false
             }
+            Timer::Window => true,
         }
     }
 

@@ -54,7 +54,11 @@ const fn key(name: &'static str, shape: Shape) -> Key {
 pub(crate) const ROOT: &[Key] = &[
     key(
         "global",
-        Shape::Section(&[value("max_running"), value("prepare_queue")]),
+        Shape::Section(&[
+            value("max_running"),
+            value("prepare_queue"),
+            value("windows"),
+        ]),
     ),
     key(
         "limit",
@@ -66,6 +70,7 @@ pub(crate) const ROOT: &[Key] = &[
             value("values"),
             value("reserve_after"),
             value("strict"),
+            value("windows"),
         ]),
     ),
     key(
@@ -166,6 +171,10 @@ pub(crate) const ROOT: &[Key] = &[
             value("max_queued_per_owner"),
         ]),
     ),
+    key(
+        "maintenance",
+        Shape::Named(&[value("name"), value("when"), value("match")]),
+    ),
 ];
 
 /// `retry = { times = 3, interval = "30s" }`.
@@ -251,6 +260,7 @@ mod tests {
             global: Some(RawGlobal {
                 max_running: Some(1),
                 prepare_queue: Some(1),
+                windows: vec![RawWindow::default()],
             }),
             limit: vec![RawLimit {
                 name: "a".into(),
@@ -260,6 +270,7 @@ mod tests {
                 values: [("x".to_string(), 1)].into(),
                 reserve_after: Some("1s".into()),
                 strict: Some(true),
+                windows: vec![RawWindow::default()],
             }],
             nodes: Some(RawNodes {
                 max_running: Some(1),
@@ -268,7 +279,14 @@ mod tests {
                 rule: vec![RawNodeRule::default()],
                 resources: [("gpus".to_string(), 1)].into(),
             }),
-            resources: [("threads".to_string(), 1)].into(),
+            resources: [
+                ("threads".to_string(), RawResource::Capacity(1)),
+                (
+                    "repo-io".to_string(),
+                    RawResource::PerValue(RawValuePool::default()),
+                ),
+            ]
+            .into(),
             conflict: vec![RawConflict {
                 keys: vec!["a".into()],
                 overlap: Some("b".into()),
@@ -350,6 +368,11 @@ mod tests {
                 max_message_bytes: Some(1),
                 max_queued_per_owner: Some(1),
             }),
+            maintenance: vec![RawMaintenance {
+                name: "m".into(),
+                when: "sun 02:00-04:00".into(),
+                r#match: Some("".into()),
+            }],
         };
         all_described(ROOT, &serde_json::to_value(&doc).unwrap(), "");
     }

@@ -28,9 +28,10 @@ pub struct RawPolicy {
     /// `[nodes]` with `[[nodes.rule]]` and `[nodes.resources]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<RawNodes>,
-    /// `[resources]`: global pool name -> capacity.
+    /// `[resources]`: global pool name -> capacity, or a pool per attribute value
+    /// (`[resources.repo-io] per = ["repo"] capacity = 4`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub resources: BTreeMap<String, i64>,
+    pub resources: BTreeMap<String, RawResource>,
     /// `[[conflict]]`, in document order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflict: Vec<RawConflict>,
@@ -58,6 +59,10 @@ pub struct RawPolicy {
     /// `[quotas]`: what one submitter may put into the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quotas: Option<RawQuotas>,
+    /// `[[maintenance]]`, in document order: recurring windows that admit nothing they
+    /// match. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub maintenance: Vec<RawMaintenance>,
 }
 
 /// `[global]`.
@@ -70,6 +75,10 @@ pub struct RawGlobal {
     /// Cluster-wide cap on jobs in `preparing` or `prepared`. Default: unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepare_queue: Option<i64>,
+    /// Time windows with their own `max_running`; the smallest active one holds. Default:
+    /// none (`max_running` holds at all times).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<RawWindow>,
 }
 
 /// One `[[limit]]`.
@@ -97,6 +106,83 @@ pub struct RawLimit {
     /// Strict order on this limit's partitions. Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
+    /// Time windows with their own number for every partition; the smallest active one
+    /// holds. Default: none (`max` and `values` hold at all times).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<RawWindow>,
+}
+
+/// `{ when = "mon..fri 08:00-18:00", max = 1 }` in a `windows` list.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawWindow {
+    /// A daily duration, [`crate::daily`] (required).
+    pub when: String,
+    /// The number while the window is active (required; 0 admits nothing).
+    pub max: i64,
+}
+
+/// One entry of `[resources]`: a whole number, or a table with `per` (read by hand so a
+/// wrong type says "expected a whole number, got ..", as every other number does).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum RawResource {
+    /// `threads = 10`: one pool.
+    Capacity(i64),
+    /// `[resources.repo-io] per = ["repo"] capacity = 4`: one pool per value.
+    PerValue(RawValuePool),
+}
+
+impl<'de> Deserialize<'de> for RawResource {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RawResource;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a whole number")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawResource, E> {
+                Ok(RawResource::Capacity(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawResource, E> {
+                i64::try_from(v)
+                    .map(RawResource::Capacity)
+                    .map_err(|_| E::custom("number too large"))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawResource, A::Error> {
+                RawValuePool::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawResource::PerValue)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// `[resources.<name>]` with `per`: one pool per value of the `per` keys.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawValuePool {
+    /// Keys (`kind`, `owner` or attribute names) whose values each get a pool (required,
+    /// non-empty).
+    pub per: Vec<String>,
+    /// Each value's capacity (required).
+    pub capacity: i64,
+}
+
+/// One `[[maintenance]]`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawMaintenance {
+    /// Unique name (required); the scope is `maintenance:<name>`.
+    pub name: String,
+    /// A daily duration, [`crate::daily`] (required).
+    pub when: String,
+    /// Job selector of the jobs it holds. Default: every job.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<String>,
 }
 
 /// `[nodes]`.

@@ -18,6 +18,7 @@ use crate::time::parse_duration;
 use std::collections::BTreeSet;
 
 mod quotas;
+mod windows;
 
 /// Why a policy document was rejected. Displays as `lockgate.toml:12: limit[1].max:
 /// expected a whole number >= 0, got -1` (missing parts are left out).
@@ -239,6 +240,7 @@ fn keys(list: &[String], path: &FieldPath, section: &str) -> Checked<Vec<PerKey>
 struct Pools<'a> {
     global: &'a BTreeMap<String, u64>,
     node: &'a BTreeMap<String, u64>,
+    values: &'a BTreeMap<String, ValuePool>,
 }
 
 impl Pools<'_> {
@@ -250,10 +252,14 @@ impl Pools<'_> {
         let mut out = BTreeMap::new();
         for (pool, &units) in cost {
             let p = path.key(pool);
-            if !self.global.contains_key(pool) && !self.node.contains_key(pool) {
+            if !self.global.contains_key(pool)
+                && !self.node.contains_key(pool)
+                && !self.values.contains_key(pool)
+            {
                 let declared: Vec<&str> = self
                     .global
                     .keys()
+                    .chain(self.values.keys())
                     .chain(self.node.keys())
                     .map(String::as_str)
                     .collect();
@@ -275,14 +281,20 @@ impl Pools<'_> {
 
 fn validate(raw: &RawPolicy) -> Checked<Policy> {
     let root = FieldPath::root();
-    let resources = pools(&raw.resources, &root.key("resources"))?;
+    let (resources, value_pools) = windows::resources(&raw.resources, &root.key("resources"))?;
+    let declared: BTreeMap<String, u64> = resources
+        .iter()
+        .map(|(k, &v)| (k.clone(), v))
+        .chain(value_pools.keys().map(|k| (k.clone(), 0)))
+        .collect();
     let nodes = match &raw.nodes {
         None => NodesPolicy::default(),
-        Some(n) => nodes_policy(n, &resources, &root.key("nodes"))?,
+        Some(n) => nodes_policy(n, &declared, &root.key("nodes"))?,
     };
     let pools = Pools {
         global: &resources,
         node: &nodes.resources,
+        values: &value_pools,
     };
     Ok(Policy {
         global: global_policy(raw, &root.key("global"))?,
@@ -316,8 +328,10 @@ fn validate(raw: &RawPolicy) -> Checked<Policy> {
             None => QuotasPolicy::default(),
             Some(q) => quotas::quotas_policy(q, &root.key("quotas"))?,
         },
+        maintenance: windows::maintenance(&raw.maintenance, &root.key("maintenance"))?,
         nodes,
         resources,
+        value_pools,
         raw: RawPolicy::default(),
     })
 }
@@ -329,6 +343,7 @@ fn global_policy(raw: &RawPolicy, p: &FieldPath) -> Checked<GlobalPolicy> {
     Ok(GlobalPolicy {
         max_running: opt_count(g.max_running, &p.key("max_running"))?,
         prepare_queue: opt_count(g.prepare_queue, &p.key("prepare_queue"))?,
+        windows: windows::windows(&g.windows, &p.key("windows"))?,
     })
 }
 
@@ -475,6 +490,7 @@ fn limit(l: &RawLimit, p: &FieldPath) -> Checked<Limit> {
         max,
         values,
         reserve: reserve(&l.reserve_after, l.strict, p)?,
+        windows: windows::windows(&l.windows, &p.key("windows"))?,
     })
 }
 

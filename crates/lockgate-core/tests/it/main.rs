@@ -9,3 +9,4 @@ mod preempt;
 mod props;
 mod seeds;
 mod selector;
+mod windows;

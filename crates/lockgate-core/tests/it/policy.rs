@@ -7,6 +7,7 @@ mod diff;
 mod errors;
 mod parse;
 mod snapshots;
+mod windows;
 
 /// Every example TOML block of design `policy.md`, `schedules.md` and `item-blocks.md`,
 /// in one document.

@@ -12,7 +12,7 @@
 use lockgate_core::engine::{Engine, Mode, NodeRegistration};
 use lockgate_core::event::{Event, JobChange};
 use lockgate_core::job::{CancelReason, Job, JobId, JobSpec, JobState, Outcome};
-use lockgate_core::policy::Executor;
+use lockgate_core::policy::{Executor, LimitWindow};
 use lockgate_core::{Policy, Timestamp};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +34,9 @@ selector = "size=big"
 max_running = 3
 [resources]
 threads = 6
+[resources.ds-io]
+per = ["datastore"]
+capacity = 3
 [kinds.tape]
 cost = { threads = 4 }
 [kinds.backup]
@@ -47,11 +50,20 @@ keys = ["datastore", "group"]
 
 /// Policy variants: the limits part, appended to a queue/extra part.
 fn policy_text(variant: u8) -> String {
-    let limits = match variant % 4 {
+    let limits = match variant % 5 {
         0 => "[global]\nmax_running = 5\nprepare_queue = 3\n[[limit]]\nname = \"per-ds\"\nper = [\"datastore\"]\nmax = 2\nvalues = { ds0 = 1 }\n[[limit]]\nname = \"per-kind\"\nper = [\"kind\"]\nvalues = { verify = 0, sync = 1 }\n",
         1 => "[global]\nmax_running = 2\n[[limit]]\nname = \"per-ds\"\nper = [\"datastore\"]\nmax = 1\n",
         2 => "[[limit]]\nname = \"per-owner\"\nper = [\"owner\"]\nmax = 3\n[[limit]]\nname = \"restores\"\nmatch = \"kind in (restore, data-upload)\"\nmax = 2\n",
-        _ => "[global]\nmax_running = 7\n[[limit]]\nname = \"per-ds\"\nper = [\"datastore\"]\nmax = 3\n",
+        3 => "[global]\nmax_running = 7\n[[limit]]\nname = \"per-ds\"\nper = [\"datastore\"]\nmax = 3\n",
+        // Windows, maintenance and per-value pools (virtual time starts on Thursday
+        // 1970-01-01 00:00 UTC; `Tick` steps cross these boundaries).
+        _ => concat!(
+            "[global]\nmax_running = 5\nwindows = [{ when = \"00:10-00:40\", max = 2 }, { when = \"00:30-01:30\", max = 1 }, { when = \"thu 01:30-02:00\", max = 8 }]\n",
+            "[[limit]]\nname = \"per-ds\"\nper = [\"datastore\"]\nmax = 2\nwindows = [{ when = \"23:50-00:20\", max = 0 }]\n",
+            "[[maintenance]]\nname = \"ds1\"\nwhen = \"00:05-00:50\"\nmatch = \"datastore=ds1\"\n",
+            "[[maintenance]]\nname = \"tape\"\nwhen = \"thu 01:00-01:45\"\nmatch = \"kind=tape\"\n",
+            "[kinds.verify]\ncost = { ds-io = 2 }\n[kinds.sync]\ncost = { ds-io = 3 }\n",
+        ),
     };
     // Shared and exclusive conflicts: on a key, with `overlap`, with and without a delay.
     let shared = match variant % 4 {
@@ -82,8 +94,18 @@ fn make_policy(variant: u8, flavor: u8) -> Policy {
     let text =
         policy_text(variant).replace("[queue]\n", &format!("[queue]\n{}", extra_queue(flavor)));
     let text = if preempt {
-        text.replace("[kinds.tape]\n", "[kinds.tape]\npreemptible = false\n")
-            + "[kinds.restore]\npreempt = true\n[kinds.sync]\npreempt = true\ncost = { threads = 2 }\n"
+        let text = text.replace("[kinds.tape]\n", "[kinds.tape]\npreemptible = false\n")
+            + "[kinds.restore]\npreempt = true\n";
+        // The windows variant declares `[kinds.sync]` already: extend it there.
+        let windowed = "[kinds.sync]\ncost = { ds-io = 3 }\n";
+        if text.contains(windowed) {
+            text.replace(
+                windowed,
+                "[kinds.sync]\npreempt = true\ncost = { ds-io = 3, threads = 2 }\n",
+            )
+        } else {
+            text + "[kinds.sync]\npreempt = true\ncost = { threads = 2 }\n"
+        }
     } else {
         text
     };
@@ -154,6 +176,10 @@ enum Op {
     Advance {
         ms: u16,
     },
+    /// A long step, to cross window boundaries.
+    Tick {
+        minutes: u8,
+    },
     Apply {
         variant: u8,
     },
@@ -170,7 +196,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<u16>(), any::<bool>()).prop_map(|(pick, force)| Op::Cancel { pick, force }),
         3 => Just(Op::Heartbeat),
         3 => (1u16..1500).prop_map(|ms| Op::Advance { ms }),
-        1 => (0u8..4).prop_map(|variant| Op::Apply { variant }),
+        1 => (0u8..5).prop_map(|variant| Op::Apply { variant }),
+        1 => (1u8..40).prop_map(|minutes| Op::Tick { minutes }),
     ]
 }
 
@@ -297,6 +324,10 @@ fn apply(e: &mut Engine, op: &Op, now: &mut u64, flavor: u8) -> bool {
             *now += u64::from(ms);
             e.handle_timeout(Timestamp(*now));
         }
+        Op::Tick { minutes } => {
+            *now += u64::from(minutes) * 60_000;
+            e.handle_timeout(Timestamp(*now));
+        }
         Op::Apply { variant } => {
             e.apply_policy(make_policy(variant, flavor), t);
             return true;
@@ -305,8 +336,42 @@ fn apply(e: &mut Engine, op: &Op, now: &mut u64, flavor: u8) -> bool {
     false
 }
 
-/// Counts from the jobs themselves, scope name -> (count, limit).
-fn recount(e: &Engine, only: Option<&BTreeSet<JobId>>) -> BTreeMap<String, (u64, Option<u64>)> {
+/// The number a rule with `windows` sets at `now` (UTC): the smallest active window's,
+/// else its own.
+fn windowed(windows: &[LimitWindow], own: Option<u64>, now: u64) -> Option<u64> {
+    windows
+        .iter()
+        .filter(|w| {
+            w.when
+                .active_until(Timestamp(now), &jiff::tz::TimeZone::UTC)
+                .is_some()
+        })
+        .map(|w| u64::from(w.max))
+        .min()
+        .or(own)
+}
+
+/// Whether an active `[[maintenance]]` matches `j` at `now`.
+fn in_maintenance(p: &Policy, j: &Job, now: u64) -> Option<String> {
+    p.maintenance
+        .iter()
+        .find(|m| {
+            m.matcher
+                .as_ref()
+                .is_none_or(|s| s.matches(|k| j.key_value(k)))
+                && m.when
+                    .active_until(Timestamp(now), &jiff::tz::TimeZone::UTC)
+                    .is_some()
+        })
+        .map(|m| m.name.clone())
+}
+
+/// Counts from the jobs themselves, scope name -> (count, limit at `now`).
+fn recount(
+    e: &Engine,
+    only: Option<&BTreeSet<JobId>>,
+    now: u64,
+) -> BTreeMap<String, (u64, Option<u64>)> {
     let p = e.policy();
     let mut out: BTreeMap<String, (u64, Option<u64>)> = BTreeMap::new();
     let mut add = |name: String, n: u64, limit: Option<u64>| {
@@ -320,10 +385,26 @@ fn recount(e: &Engine, only: Option<&BTreeSet<JobId>>) -> BTreeMap<String, (u64,
         let coord = p.is_coordinator(&j.kind);
         let lookup = |k: &str| j.key_value(k);
         if !coord {
-            add("global".into(), 1, p.global.max_running.map(u64::from));
+            let global = p.global.max_running.map(u64::from);
+            add("global".into(), 1, windowed(&p.global.windows, global, now));
             for (pool, &c) in &j.cost {
                 if let Some(&cap) = p.resources.get(pool) {
                     add(format!("pool:{pool}"), c, Some(cap));
+                }
+                let Some(vp) = p.value_pools.get(pool) else {
+                    continue;
+                };
+                let parts: Option<Vec<String>> = vp
+                    .per
+                    .iter()
+                    .map(|k| lookup(k.name()).map(|v| format!("{}={v}", k.name())))
+                    .collect();
+                if let Some(parts) = parts.filter(|_| c > 0) {
+                    add(
+                        format!("pool:{pool}[{}]", parts.join(",")),
+                        c,
+                        Some(vp.capacity),
+                    );
                 }
             }
         }
@@ -351,10 +432,11 @@ fn recount(e: &Engine, only: Option<&BTreeSet<JobId>>) -> BTreeMap<String, (u64,
                     .zip(&vals)
                     .map(|(k, v)| format!("{}={v}", k.name()))
                     .collect();
+                let own = l.limit_for(&vals).map(u64::from);
                 add(
                     format!("limit:{}[{}]", l.name, parts.join(",")),
                     1,
-                    l.limit_for(&vals).map(u64::from),
+                    windowed(&l.windows, own, now),
                 );
             }
         }
@@ -565,6 +647,15 @@ impl Checker {
                     _ => None,
                 };
                 if let Some(prep) = stage {
+                    // A two-stage job's start is not an admission: it took its scopes
+                    // when it was admitted to prepare.
+                    let admission = prep || !job.two_stage;
+                    if let Some(m) = in_maintenance(e.policy(), &job, now).filter(|_| admission) {
+                        return Err(format!(
+                            "job {} admitted ({change:?}) during maintenance {m}",
+                            job.id
+                        ));
+                    }
                     if !self.admissions.insert((job.id, job.attempt, prep)) {
                         return Err(format!(
                             "job {} attempt {} admitted twice ({change:?})",
@@ -574,10 +665,10 @@ impl Checker {
                 }
             }
         }
-        let counts = recount(e, None);
+        let counts = recount(e, None, now);
         if policy_change {
             // The new policy counts what already ran; only admissions must respect it.
-            self.prev = recount(e, Some(running_before));
+            self.prev = recount(e, Some(running_before), now);
         }
         for (name, &(n, limit)) in &counts {
             let before = self.prev.get(name).map_or(0, |p| p.0);
@@ -690,17 +781,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 2000, ..ProptestConfig::default() })]
 
     #[test]
-    fn indexed_engine_matches_the_rescanning_oracle(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
+    fn indexed_engine_matches_the_rescanning_oracle(ops in prop::collection::vec(op(), 1..120), variant in 0u8..5) {
         run_case(&ops, variant, 0, true)?;
     }
 
     #[test]
-    fn invariants_hold_with_strict_order(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
+    fn invariants_hold_with_strict_order(ops in prop::collection::vec(op(), 1..120), variant in 0u8..5) {
         run_case(&ops, variant, 1, true)?;
     }
 
     #[test]
-    fn invariants_hold_with_fair_share_aging_and_reservations(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
+    fn invariants_hold_with_fair_share_aging_and_reservations(ops in prop::collection::vec(op(), 1..120), variant in 0u8..5) {
         run_case(&ops, variant, 2, false)?;
     }
 
@@ -725,7 +816,7 @@ proptest! {
     }
 
     #[test]
-    fn fair_share_matches_the_oracle(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
+    fn fair_share_matches_the_oracle(ops in prop::collection::vec(op(), 1..120), variant in 0u8..5) {
         run_case(&ops, variant, 3, true)?;
     }
 }

@@ -338,7 +338,7 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
     "[global]\nmax_running = 1\nmax_runing = 2\n",
     3,
     "global.max_runing",
-    "unknown key, expected `max_running` or `prepare_queue`"
+    "unknown key, expected one of `max_running`, `prepare_queue`, `windows`"
 )]
 #[case::unknown_section(
     "[global]\n[bogus]\nx = 1\n",
@@ -350,7 +350,7 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
     "[global]\n[global.bogus]\nx = 1\n",
     2,
     "global.bogus",
-    "unknown key, expected `max_running` or `prepare_queue`"
+    "unknown key, expected one of `max_running`, `prepare_queue`, `windows`"
 )]
 #[case::unknown_array_header("[[bogus]]\nx = 1\n", 1, "bogus", "unknown key")]
 #[case::unknown_same_name("[global]\nglobal = 1\n", 2, "global.global", "unknown key")]
