@@ -28,7 +28,11 @@
 //! - with `fair_share`, every admission and release also re-keys the owner's classes:
 //!   O(c_o log c) for the c_o classes of that owner (without fair share: nothing);
 //! - policy change, restore: O(n log n) (every job is re-indexed);
-//! - explain: O(n) (the position counts competing jobs; not on the admission path).
+//! - explain: O(n) (the position counts competing jobs; not on the admission path);
+//! - every job that joins the queue (submit, retry, `not_before`, a dependency's end)
+//!   checks the active pauses: O(p), p at most [`MAX_PAUSES`]; a job's end for good wakes
+//!   its own dependents: O(dependents); pause: O(n) (walks the queued jobs once, as a
+//!   policy change); resume: O(held · p); set priority: O(log n + log c).
 //!
 //! # Invariants (checked by [`Engine::check_invariants`] in the property tests)
 //! - no scope is ever taken past its limit by an admission (a lowered limit may leave a
@@ -38,11 +42,13 @@
 //!   reservation holds it.
 
 mod admission;
+mod deps;
 mod entries;
 pub mod explain;
 mod invariants;
 mod needs;
 mod nodes;
+mod pause;
 mod placement;
 mod queue;
 mod rebuild;
@@ -57,7 +63,9 @@ use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 pub use crate::job::SubmitError;
+pub use deps::EditError;
 pub use nodes::{Node, NodeRegistration, NodeState};
+pub use pause::{Pause, PauseError, PauseSpec, MAX_PAUSES};
 pub use rebuild::{NodeRecord, Snapshot};
 
 use entries::{Entries, Entry};
@@ -176,6 +184,12 @@ pub struct Engine {
     dirty_nodes: BTreeSet<String>,
     /// Needs by job shape under the current policy.
     needs_cache: needs::NeedsCache,
+    /// Who waits for whom (`after`, `after_ok`).
+    deps: deps::Deps,
+    /// Active pauses by id.
+    pauses: BTreeMap<u64, pause::Active>,
+    /// The id the next pause gets.
+    next_pause_id: u64,
 }
 
 impl Engine {
@@ -196,6 +210,9 @@ impl Engine {
             events: VecDeque::new(),
             dirty_nodes: BTreeSet::new(),
             needs_cache: needs::NeedsCache::default(),
+            deps: deps::Deps::default(),
+            pauses: BTreeMap::new(),
+            next_pause_id: 1,
         }
     }
 
@@ -282,7 +299,8 @@ impl Engine {
     /// # Errors
     /// [`SubmitError::Invalid`] names the field: an empty kind, a reserved attribute name,
     /// an invalid selector, a pool the policy does not declare, both `node` and
-    /// `node_selector`.
+    /// `node_selector`; a dependency on a job never submitted, or an `after_ok` on a job
+    /// that already ended.
     pub fn submit(&mut self, spec: JobSpec, now: Timestamp) -> Result<Submitted, SubmitError> {
         if let Some(key) = &spec.idempotency_key {
             if let Some(id) = self.entries.idempotent(&spec.owner, key) {
@@ -294,6 +312,7 @@ impl Engine {
                 }
             }
         }
+        self.check_deps(&spec)?;
         let job = self.job_from_spec(spec, now)?;
         let id = job.id;
         self.insert_entry(job, now);

@@ -31,6 +31,8 @@ pub(crate) struct Entry {
     pub placement: Option<ScopeId>,
     /// A timer is set for when it may reserve (armed when it is first found blocked).
     pub reserve_armed: bool,
+    /// The pause that holds it out of the queue.
+    pub paused_by: Option<u64>,
 }
 
 impl Entry {
@@ -43,6 +45,7 @@ impl Entry {
             class: None,
             placement: None,
             reserve_armed: false,
+            paused_by: None,
         }
     }
 }

@@ -18,8 +18,8 @@ pub struct Reason {
     /// Scope name, when the condition is a scope (`limit:per-datastore[datastore=ds1]`).
     pub scope: Option<String>,
     /// `capacity`, `zero`, `over_limit`, `conflict`, `reserved`, `node_missing`,
-    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`
-    /// or `strict`.
+    /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`,
+    /// `strict`, `paused` (scope `pause:<id>`), `after` or `after_ok` (scope `after:<id>`).
     pub kind: String,
     /// Units in use in the scope.
     pub count: Option<u64>,
@@ -94,10 +94,10 @@ impl Engine {
             });
         }
         let effective_priority = self.effective_priority(id, now);
-        let mut reasons: Vec<Reason> = match self.evaluate_all(id, now) {
-            Ok(()) => Vec::new(),
-            Err(blocks) => blocks.into_iter().map(|b| self.describe(id, b)).collect(),
-        };
+        let mut reasons: Vec<Reason> = self.hold_reasons(id);
+        if let Err(blocks) = self.evaluate_all(id, now) {
+            reasons.extend(blocks.into_iter().map(|b| self.describe(id, b)));
+        }
         if let Some(ahead) = self.strict_blocker(id, now) {
             reasons.push(Reason {
                 scope: None,

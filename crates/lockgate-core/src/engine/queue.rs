@@ -158,11 +158,12 @@ impl Engine {
             placement,
             ..Entry::new(job)
         });
+        self.register_deps(id);
         match not_before {
             Some(t) => {
                 self.timers.arm(t, Timer::NotBefore(id, attempt));
             }
-            None => self.enqueue(id),
+            None => self.admit_gate(id),
         }
     }
 

@@ -36,6 +36,8 @@ pub(crate) enum Timer {
     Reserve(JobId, u32),
     /// A node's TTL may have run out.
     NodeTtl(String),
+    /// A pause's `until` passed.
+    PauseEnd(u64),
 }
 
 /// Every armed timer, by due time (ties in [`Timer`] order, so firing is deterministic).
@@ -87,7 +89,7 @@ impl Engine {
                 if !self.queued_for(id, attempt) {
                     return false;
                 }
-                self.enqueue(id);
+                self.admit_gate(id);
                 true
             }
             Timer::MaxWait(id, attempt) => {
@@ -120,6 +122,7 @@ impl Engine {
                 true
             }
             Timer::NodeTtl(name) => self.node_ttl_timer(name, now),
+            Timer::PauseEnd(pause) => self.end_pause(pause).is_some(),
         }
     }
 

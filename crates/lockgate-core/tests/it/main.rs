@@ -3,6 +3,7 @@
 mod calendar;
 mod common;
 mod engine;
+mod holds;
 mod policy;
 mod props;
 mod seeds;
