@@ -73,6 +73,8 @@ pub enum Command {
     Bench(cmd::bench::Args),
     /// Item-block backups of Kubernetes manifests: create (or --dry-run), ls, describe, cancel.
     Backup(cmd::backup::Args),
+    /// Pause and resume admission (admin); list the pauses.
+    Queue(cmd::queue::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -88,6 +90,7 @@ fn main() -> std::process::ExitCode {
         Command::Server(args) => cmd::server::run(&cli.global, args),
         Command::Run(args) => cmd::run::run(&cli.global, args),
         Command::Job(args) => cmd::job::run(&cli.global, args),
+        Command::Queue(args) => cmd::queue::run(&cli.global, args),
         Command::Policy(args) => cmd::policy::run(&cli.global, args),
         Command::Token(args) => cmd::token::run(&cli.global, args),
         Command::Events(args) => cmd::events::run(&cli.global, args),
