@@ -9,5 +9,6 @@ mod edges;
 mod hardening;
 mod harness;
 mod load;
+mod queue;
 mod run;
 mod schedule;
