@@ -145,12 +145,14 @@ impl Engine {
         };
         self.next_pause_id += 1;
         self.add_pause(pause.clone(), selector);
-        let caught: Vec<JobId> = self
+        let mut caught: Vec<JobId> = self
             .entries
             .values()
             .filter(|e| e.class.is_some() && self.pauses[&pause.id].matches(&e.job))
             .map(|e| e.job.id)
             .collect();
+        caught.sort_unstable(); // the engine is deterministic: never a hash order
+
         for id in caught {
             self.dequeue(id);
             self.hold_in(pause.id, id);

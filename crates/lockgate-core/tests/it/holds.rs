@@ -268,3 +268,32 @@ fn retry_failed_requeues_an_ended_job_as_a_new_attempt() {
         })
     );
 }
+
+/// Regression: a pause that takes out a reserving job and then the whole class its release
+/// woke must pass the wake on, or the scope's next waiter is never told of the room.
+#[test]
+fn a_pause_that_empties_a_woken_class_wakes_the_next_waiter() {
+    let mut e = engine(
+        "[queue]\nreserve_after = \"0s\"\n[resources]\nthreads = 4\n[kinds.big]\ncost = { threads = 4 }\n[kinds.small]\ncost = { threads = 1 }\n[[conflict]]\nkeys = [\"repo\"]\n",
+    );
+    let a = submit(&mut e, spec("small", &[("repo", "z")]), 0);
+    let r = submit(&mut e, spec("big", &[("repo", "x")]), 1);
+    let w = submit(&mut e, spec("small", &[("repo", "x")]), 2);
+    let x = submit(&mut e, spec("small", &[("repo", "y")]), 3);
+    assert_eq!(state(&e, a), Some(JobState::Running));
+    for id in [r, w, x] {
+        assert_eq!(
+            state(&e, id),
+            Some(JobState::Queued),
+            "job {id}: reserved for {r}"
+        );
+    }
+    e.pause(pause_spec(Some("repo=x"), None), Timestamp(4))
+        .unwrap();
+    assert_eq!(
+        state(&e, x),
+        Some(JobState::Running),
+        "the reservation went with the pause"
+    );
+    assert!(e.admissible_waiting(Timestamp(4)).is_empty());
+}

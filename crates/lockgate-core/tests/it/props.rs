@@ -616,7 +616,21 @@ impl Checker {
         self.model.check_queued(e, now)?;
         let stuck = e.admissible_waiting(Timestamp(now));
         if !stuck.is_empty() {
-            return Err(format!("admissible jobs left waiting: {stuck:?}"));
+            let detail: Vec<String> = stuck
+                .iter()
+                .map(|&id| {
+                    format!(
+                        "{} / {}",
+                        e.debug_job(id),
+                        e.explain(id, Timestamp(now))
+                            .map(|x| x.text)
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            return Err(format!(
+                "admissible jobs left waiting: {stuck:?} {detail:?}"
+            ));
         }
         let queued: Vec<JobId> = live_sorted(e, |j| j.state == JobState::Queued)
             .iter()
