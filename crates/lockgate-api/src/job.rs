@@ -89,6 +89,12 @@ pub struct JobView {
     /// When a pending retry queues it again.
     #[serde(default)]
     pub retry_at: Option<String>,
+    /// Jobs it waits for to end (`after`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<u64>,
+    /// Jobs it waits for to succeed (`after_ok`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_ok: Vec<u64>,
     /// Why the holder is asked to stop, while `cancel_requested`: `cancel`, `max_run`, or
     /// `preempted` (stop, finish `cancelled`, and wait: the job is queued again, same id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -140,6 +146,8 @@ impl JobView {
             retry_at: time::format_opt(job.retry_at),
             cancel_reason: job.cancel_reason.filter(|_| job.cancel_requested),
             preemptions: job.preemptions,
+            after: job.after.clone(),
+            after_ok: job.after_ok.clone(),
         }
     }
 
@@ -193,6 +201,21 @@ pub struct SubmitRequest {
     /// Per owner: a resubmission with the same key returns the existing job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Jobs that must end (in any state) before this one is queued.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<u64>,
+    /// Jobs that must succeed before this one is queued; if one ends otherwise, this job
+    /// ends `cancelled`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_ok: Vec<u64>,
+}
+
+/// `POST /v1/jobs/{id}/set`: changes a queued job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSetRequest {
+    /// The new priority (a submitter within its `max_priority`).
+    pub priority: i64,
 }
 
 /// `POST /v1/jobs/{id}/heartbeat` and `/prepared`.
@@ -337,6 +360,8 @@ impl SubmitRequest {
             not_before,
             idempotency_key: self.idempotency_key,
             retry: None,
+            after: self.after,
+            after_ok: self.after_ok,
         })
     }
 }

@@ -35,7 +35,11 @@
 //!   otherwise O(p) over the queued preempting jobs and plans, plus O(h · b) for the h
 //!   holders of the b scopes blocking a preemptor that plans; a held scope adds O(1) to a
 //!   scope check. Never a walk of the queue;
-//! - explain: O(n) (the position counts competing jobs; not on the admission path).
+//! - explain: O(n) (the position counts competing jobs; not on the admission path);
+//! - every job that joins the queue (submit, retry, `not_before`, a dependency's end)
+//!   checks the active pauses: O(p), p at most [`MAX_PAUSES`]; a job's end for good wakes
+//!   its own dependents: O(dependents); pause: O(n) (walks the queued jobs once, as a
+//!   policy change); resume: O(held · p); set priority: O(log n + log c).
 //!
 //! # Invariants (checked by [`Engine::check_invariants`] in the property tests)
 //! - no scope is ever taken past its limit by an admission (a lowered limit may leave a
@@ -46,6 +50,7 @@
 //! - no exclusive holder of a conflict key holds it beside another holder.
 
 mod admission;
+mod deps;
 mod entries;
 mod exclusive;
 pub mod explain;
@@ -53,6 +58,7 @@ mod explain_conflict;
 mod invariants;
 mod needs;
 mod nodes;
+mod pause;
 mod placement;
 mod preempt;
 mod queue;
@@ -70,7 +76,9 @@ use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 pub use crate::job::SubmitError;
+pub use deps::EditError;
 pub use nodes::{Node, NodeRegistration, NodeState};
+pub use pause::{Pause, PauseError, PauseSpec, MAX_PAUSES};
 pub use rebuild::{NodeRecord, Snapshot};
 
 use entries::{Entries, Entry};
@@ -195,6 +203,12 @@ pub struct Engine {
     preempt: preempt::Preemptions,
     /// Which time windows are active (`engine/windows.rs`).
     windows: windows::WindowState,
+    /// Who waits for whom (`after`, `after_ok`).
+    deps: deps::Deps,
+    /// Active pauses by id.
+    pauses: BTreeMap<u64, pause::Active>,
+    /// The id the next pause gets.
+    next_pause_id: u64,
 }
 
 impl Engine {
@@ -217,6 +231,9 @@ impl Engine {
             needs_cache: needs::NeedsCache::default(),
             preempt: preempt::Preemptions::default(),
             windows: windows::WindowState::default(),
+            deps: deps::Deps::default(),
+            pauses: BTreeMap::new(),
+            next_pause_id: 1,
         }
     }
 
@@ -304,7 +321,8 @@ impl Engine {
     /// # Errors
     /// [`SubmitError::Invalid`] names the field: an empty kind, a reserved attribute name,
     /// an invalid selector, a pool the policy does not declare, both `node` and
-    /// `node_selector`.
+    /// `node_selector`; a dependency on a job never submitted, or an `after_ok` on a job
+    /// that already ended.
     pub fn submit(&mut self, spec: JobSpec, now: Timestamp) -> Result<Submitted, SubmitError> {
         if let Some(key) = &spec.idempotency_key {
             if let Some(id) = self.entries.idempotent(&spec.owner, key) {
@@ -316,6 +334,7 @@ impl Engine {
                 }
             }
         }
+        self.check_deps(&spec)?;
         let job = self.job_from_spec(spec, now)?;
         let id = job.id;
         self.insert_entry(job, now);

@@ -21,6 +21,8 @@ pub enum JobChange {
     Finished,
     /// Queued again by a retry.
     Requeued,
+    /// A queued job was changed (`job set`: its priority).
+    Edited,
 }
 
 /// One effect.
@@ -55,5 +57,15 @@ pub enum Event {
     PolicyApplied {
         /// Scopes whose count now exceeds their limit (they drain).
         over_limit: Vec<String>,
+    },
+    /// An admin paused admission of the jobs a match expression selects.
+    Paused {
+        /// The new pause.
+        pause: crate::engine::Pause,
+    },
+    /// A pause ended: resumed, or its `until` passed.
+    Resumed {
+        /// The pause that ended.
+        pause: crate::engine::Pause,
     },
 }

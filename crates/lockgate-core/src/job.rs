@@ -189,6 +189,13 @@ pub struct JobSpec {
     /// Retries of this job, overriding the kind's `retry` (schedules set it).
     #[serde(default)]
     pub retry: Option<RetrySpec>,
+    /// Jobs that must have ended (in any state, no retry left) before this one is queued.
+    #[serde(default)]
+    pub after: Vec<JobId>,
+    /// Jobs that must have `succeeded` before this one is queued; if one ends otherwise,
+    /// this job ends `cancelled`.
+    #[serde(default)]
+    pub after_ok: Vec<JobId>,
 }
 
 /// A job-level retry rule.
@@ -274,6 +281,7 @@ impl JobSpec {
                 "attribute names may not contain '=' and values no newline",
             )
         })?;
+        let (after, after_ok) = check::deps(self.after, self.after_ok)?;
         let executor = self.executor.unwrap_or(match placement {
             Placement::Movable { .. } => Executor::Agent,
             _ => Executor::Client,
@@ -312,6 +320,8 @@ impl JobSpec {
             retry: self.retry.map(Box::new),
             cancel_reason: None,
             preemptions: 0,
+            after,
+            after_ok,
         }))
     }
 }
@@ -483,6 +493,12 @@ pub struct Job {
     /// Job-level retry rule overriding the kind's (boxed: most jobs have none).
     #[serde(default)]
     pub retry: Option<Box<RetrySpec>>,
+    /// Jobs it waits for to end in any state (`after`), as submitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<JobId>,
+    /// Jobs it waits for to succeed (`after_ok`), as submitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_ok: Vec<JobId>,
     /// Why the holder was asked to stop, while `cancel_requested` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_reason: Option<CancelReason>,

@@ -145,6 +145,7 @@ impl Runner {
                 times: r.times,
                 interval_ms: r.interval.as_millis() as u64,
             }),
+            ..JobSpec::default()
         }
     }
 

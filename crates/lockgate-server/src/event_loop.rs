@@ -248,12 +248,14 @@ impl Loop {
                 self.answer(reply, Ok(text));
             }
             Op::Shutdown(reply) => self.answer(reply, Ok(())),
+            Op::Queue(op) => self.queue_op(&p, op, now),
         }
     }
 
     /// Turns the engine's events into store rows, log entries, metrics and wake-ups.
     pub(crate) fn drain_events(&mut self, now: Timestamp) {
         while let Some(ev) = self.engine.poll_event() {
+            self.track_pause(&ev);
             let data = match &ev {
                 Event::Job { change, job } => {
                     self.metrics.observe(*change, job, self.engine.policy());

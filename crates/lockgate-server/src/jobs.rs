@@ -1,5 +1,6 @@
 //! Jobs: `POST /v1/jobs`, `GET /v1/jobs[/{id}]`, the long-poll `wait`, `explain`, the lease
-//! calls (`heartbeat`, `prepared`, `finish`) and `cancel`.
+//! calls (`heartbeat`, `prepared`, `finish`), `cancel`, and the edits `set` and `retry`
+//! (`edit.rs`, with the dependency checks of a submit).
 //!
 //! `routes.rs` holds the handlers; [`JobOp`] the loop operations, applied in `ops.rs`.
 //!
@@ -9,6 +10,7 @@
 //! - A wait is answered by the commit that changes the job's state away from `from`, or,
 //!   when the poll times out, by a fresh read: never by a state the store could lose.
 
+mod edit;
 mod list;
 mod ops;
 mod routes;
@@ -60,6 +62,10 @@ pub enum JobOp {
     Finish(JobId, FinishRequest, Reply<JobView>),
     /// `POST /v1/jobs/{id}/cancel` (`force`).
     Cancel(JobId, bool, Reply<JobView>),
+    /// `POST /v1/jobs/{id}/set`: a queued job's priority.
+    Set(JobId, lockgate_api::JobSetRequest, Reply<JobView>),
+    /// `POST /v1/jobs/{id}/retry`: a failed agent job again.
+    Retry(JobId, Reply<JobView>),
 }
 
 /// Whether `p` may read `job`.

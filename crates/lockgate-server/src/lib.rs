@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod nodes;
 pub mod policy;
 pub mod protocol;
+pub mod queue;
 pub mod schedules;
 pub mod tokens;
 // Issue 10, items 6-9: data-dir lock and watermark, free-space watch, serving loop.
@@ -281,6 +282,8 @@ impl Server {
             next_token: loaded.max_token + 1,
             jobs: std::mem::take(&mut loaded.live_jobs),
             nodes: std::mem::take(&mut loaded.nodes),
+            pauses: std::mem::take(&mut loaded.pauses),
+            next_pause_id: loaded.max_pause_id + 1,
         };
         let now = Timestamp(wall_ms());
         let engine = Engine::restore(policy, snapshot, now, Mode::Indexed);

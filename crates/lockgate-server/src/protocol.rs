@@ -18,6 +18,7 @@ use crate::events::EventOp;
 use crate::jobs::JobOp;
 use crate::nodes::NodeOp;
 use crate::policy::PolicyOp;
+use crate::queue::QueueOp;
 use crate::schedules::ScheduleOp;
 use crate::tokens::TokenOp;
 use tokio::sync::{mpsc, oneshot};
@@ -55,6 +56,8 @@ pub enum Op {
     Metrics(Reply<String>),
     /// Answer every waiter, flush the store, stop.
     Shutdown(Reply<()>),
+    /// `/v1/pauses`.
+    Queue(QueueOp),
 }
 
 macro_rules! op_from {
@@ -74,7 +77,8 @@ op_from!(
     Tokens(TokenOp),
     Schedules(ScheduleOp),
     Backups(BackupOp),
-    Events(EventOp)
+    Events(EventOp),
+    Queue(QueueOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.

@@ -297,7 +297,10 @@ impl Driver<'_> {
                         ..JobRecord::default()
                     };
                 }
-                JobChange::Submitted | JobChange::Prepared | JobChange::CancelRequested => {}
+                JobChange::Submitted
+                | JobChange::Prepared
+                | JobChange::CancelRequested
+                | JobChange::Edited => {}
             }
         }
     }

@@ -3,7 +3,8 @@
 //! What is kept: every job (live and finished, as the engine's [`Job`]), registered nodes
 //! (the engine's [`NodeRecord`]),
 //! tokens (SHA-256 hashes only), the event log (sequence-numbered), the policy document
-//! (when the server has no `--config` file), schedules with their run history, and a few
+//! (when the server has no `--config` file), schedules with their run history, active
+//! pauses, and a few
 //! counters (highest job id, highest lease token, last event sequence) so ids and fencing
 //! tokens never repeat after a restart, even once the rows that carried them are pruned.
 //!
@@ -17,7 +18,7 @@
 mod sqlite;
 
 use lockgate_api::{BackupState, Role};
-use lockgate_core::engine::NodeRecord;
+use lockgate_core::engine::{NodeRecord, Pause};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 
@@ -184,6 +185,10 @@ pub struct Batch {
     pub schedule_runs: Vec<ScheduleRun>,
     /// Backup records to insert or replace (by name).
     pub backups: Vec<BackupRecord>,
+    /// Pauses to insert (or replace, by id).
+    pub pauses: Vec<Pause>,
+    /// Pauses that ended, by id.
+    pub removed_pauses: Vec<u64>,
 }
 
 impl Batch {
@@ -201,6 +206,8 @@ impl Batch {
             && self.removed_schedules.is_empty()
             && self.schedule_runs.is_empty()
             && self.backups.is_empty()
+            && self.pauses.is_empty()
+            && self.removed_pauses.is_empty()
     }
 }
 
@@ -223,6 +230,10 @@ pub struct Loaded {
     pub last_event_seq: u64,
     /// Every schedule's state, by name.
     pub schedules: Vec<ScheduleRecord>,
+    /// Every active pause, by id.
+    pub pauses: Vec<Pause>,
+    /// The highest pause id ever stored (0 when none).
+    pub max_pause_id: u64,
 }
 
 /// Filters of a job listing; every given filter must hold.

@@ -12,6 +12,7 @@
 mod backups;
 #[cfg(test)]
 mod golden;
+mod pauses;
 mod schedules;
 
 use crate::*;
@@ -19,7 +20,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -53,6 +54,8 @@ const MIGRATIONS: &[&str] = &[
     schedules::MIGRATION,
     // 2 -> 3
     backups::MIGRATION,
+    // 3 -> 4
+    pauses::MIGRATION,
 ];
 
 /// The job listing, oldest first: a fixed text (and [`JOBS_DESC`]), so both statements
@@ -231,7 +234,8 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusq
         &batch.removed_schedules,
         &batch.schedule_runs,
     )?;
-    backups::write(tx, &batch.backups)
+    backups::write(tx, &batch.backups)?;
+    pauses::write(tx, &batch.pauses, &batch.removed_pauses)
 }
 
 /// Puts every job of the batch whole, and raises `max_job_id`.
@@ -354,6 +358,7 @@ impl Store for SqliteStore {
             .conn
             .query_row("SELECT max(seq) FROM events", [], |r| r.get(0))
             .map_err(io("read events"))?;
+        let (pauses, max_pause_id) = pauses::load(&self.conn)?;
         Ok(Loaded {
             live_jobs,
             nodes,
@@ -363,6 +368,8 @@ impl Store for SqliteStore {
             max_token: self.meta("max_token")?,
             last_event_seq: self.meta("event_seq")?.max(max_seq.unwrap_or(0) as u64),
             schedules: schedules::load(&self.conn)?,
+            pauses,
+            max_pause_id,
         })
     }
 
@@ -598,7 +605,7 @@ mod tests {
             conn.pragma_update(None, "user_version", 2).unwrap();
         }
         let mut s = SqliteStore::open(&path).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 3);
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         use lockgate_api::BackupState::{Finished, Queued, Running};
         let rec = |name: &str, state, at| BackupRecord {
             name: name.into(),

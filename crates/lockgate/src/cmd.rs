@@ -13,6 +13,7 @@ pub mod job;
 pub mod node;
 pub mod output;
 pub mod policy;
+pub mod queue;
 pub mod run;
 pub mod schedule;
 pub mod server;

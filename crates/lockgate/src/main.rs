@@ -130,6 +130,8 @@ pub enum Command {
     /// Internal: write one man page per subcommand into DIR (the package build).
     #[command(name = "__man", hide = true)]
     Man(cmd::completions::ManArgs),
+    /// Pause and resume admission (admin); list the pauses.
+    Queue(cmd::queue::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -145,6 +147,7 @@ fn main() -> std::process::ExitCode {
         Command::Server(args) => cmd::server::run(&cli.global, args),
         Command::Run(args) => cmd::run::run(&cli.global, args),
         Command::Job(args) => cmd::job::run(&cli.global, args),
+        Command::Queue(args) => cmd::queue::run(&cli.global, args),
         Command::Policy(args) => cmd::policy::run(&cli.global, args),
         Command::Token(args) => cmd::token::run(&cli.global, args),
         Command::Events(args) => cmd::events::run(&cli.global, args),

@@ -165,4 +165,21 @@ impl Client {
             None::<&()>,
         )
     }
+
+    /// `POST /v1/jobs/{id}/set`: a queued job's new priority.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn set_job(&self, id: u64, priority: i64) -> Result<JobView, ClientError> {
+        let req = lockgate_api::JobSetRequest { priority };
+        self.call("POST", &format!("/v1/jobs/{id}/set"), Some(&req))
+    }
+
+    /// `POST /v1/jobs/{id}/retry`: a failed agent job queued again as a new attempt.
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn retry_job(&self, id: u64) -> Result<JobView, ClientError> {
+        self.call("POST", &format!("/v1/jobs/{id}/retry"), None::<&()>)
+    }
 }

@@ -544,6 +544,8 @@ impl Engine {
             self.emit(JobChange::Finished, id);
             return self.entries.get(id).job.clone();
         }
+        self.forget_pause_hold(id);
+        self.forget_deps(id);
         let Some(super::Entry { job, .. }) = self.entries.remove(id) else {
             unreachable!("end_job on a live job")
         };
@@ -551,6 +553,7 @@ impl Engine {
             change: JobChange::Finished,
             job: Box::new(job.clone()),
         });
+        self.dependency_ended(id, state, now);
         job
     }
 

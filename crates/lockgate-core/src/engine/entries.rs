@@ -32,6 +32,8 @@ pub(crate) struct Entry {
     /// The earliest pending timer for when it may reserve (armed when it is found
     /// blocked by a rule whose `reserve_after` has not passed).
     pub reserve_armed: Option<crate::time::Timestamp>,
+    /// The pause that holds it out of the queue.
+    pub paused_by: Option<u64>,
 }
 
 impl Entry {
@@ -44,6 +46,7 @@ impl Entry {
             class: None,
             placement: None,
             reserve_armed: None,
+            paused_by: None,
         }
     }
 }

@@ -21,7 +21,8 @@ pub struct Reason {
     /// `node_lost`, `cordoned`, `no_agent`, `no_eligible_node`, `no_room`, `not_before`,
     /// `strict`, `exclusive_waiting` (an exclusive job ranked above waits for the key),
     /// `held` (room held for a preemptor), `preempting` (the victims this preemptor waits
-    /// for), `window` (a limit's time window sets the number) or `maintenance`.
+    /// for), `window` (a limit's time window sets the number), `maintenance`, `paused`
+    /// (scope `pause:<id>`), `after` or `after_ok` (scope `after:<id>`).
     pub kind: String,
     /// Units in use in the scope.
     pub count: Option<u64>,
@@ -96,10 +97,10 @@ impl Engine {
             });
         }
         let effective_priority = self.effective_priority(id, now);
-        let mut reasons: Vec<Reason> = match self.evaluate_all(id, now) {
-            Ok(()) => Vec::new(),
-            Err(blocks) => blocks.into_iter().map(|b| self.describe(id, b)).collect(),
-        };
+        let mut reasons: Vec<Reason> = self.hold_reasons(id);
+        if let Err(blocks) = self.evaluate_all(id, now) {
+            reasons.extend(blocks.into_iter().map(|b| self.describe(id, b)));
+        }
         if let Some(victims) = self.preempt_victims(id).filter(|v| !v.is_empty()) {
             reasons.push(Reason {
                 scope: None,

@@ -61,6 +61,25 @@ impl Engine {
                     e.job.id, e.job.state
                 ));
             }
+            let held = e.paused_by.is_some() || self.deps.holds(e.job.id);
+            if held && e.class.is_some() {
+                return Err(format!(
+                    "job {} is held by a pause or dependency but in a class",
+                    e.job.id
+                ));
+            }
+            if let Some(p) = e.paused_by {
+                if !self
+                    .pauses
+                    .get(&p)
+                    .is_some_and(|a| a.held.contains(&e.job.id))
+                {
+                    return Err(format!(
+                        "job {} names pause {p}, which does not hold it",
+                        e.job.id
+                    ));
+                }
+            }
             if let Some(cid) = e.class {
                 if !self.queue.classes[cid as usize]
                     .jobs

@@ -158,11 +158,12 @@ impl Engine {
             placement,
             ..Entry::new(job)
         });
+        self.register_deps(id);
         match not_before {
             Some(t) => {
                 self.timers.arm(t, Timer::NotBefore(id, attempt));
             }
-            None => self.enqueue(id),
+            None => self.admit_gate(id),
         }
     }
 
@@ -261,7 +262,14 @@ impl Engine {
             let (ready, parked) = (class.ready, class.parked);
             self.detach(cid);
             if self.queue.classes[cid as usize].jobs.is_empty() {
+                // A woken class that empties before the pass reaches it (a pause takes
+                // several jobs out at once) hands its wake on, or the scope's next waiter
+                // would never hear of the room.
+                let from = self.queue.classes[cid as usize].woken_from.take();
                 self.drop_class(cid);
+                if let (true, Some(s)) = (ready, from) {
+                    self.wake(s, None);
+                }
             } else if ready {
                 self.file(cid, true);
             } else if parked.is_some() {

@@ -37,6 +37,12 @@ pub struct Snapshot {
     pub jobs: Vec<Job>,
     /// Every registered node.
     pub nodes: Vec<NodeRecord>,
+    /// Every active pause.
+    #[serde(default)]
+    pub pauses: Vec<super::Pause>,
+    /// The next pause id.
+    #[serde(default)]
+    pub next_pause_id: u64,
 }
 
 impl Engine {
@@ -61,6 +67,8 @@ impl Engine {
                     cordoned: n.cordoned,
                 })
                 .collect(),
+            pauses: self.pauses().cloned().collect(),
+            next_pause_id: self.next_pause_id,
         }
     }
 
@@ -71,6 +79,7 @@ impl Engine {
         engine.next_id = snapshot.next_id.max(1);
         engine.next_token = snapshot.next_token.max(1);
         let ttl = engine.policy.leases.ttl;
+        engine.restore_pauses(snapshot.pauses, snapshot.next_pause_id);
         for rec in snapshot.nodes {
             let name = rec.registration.name.clone();
             engine.nodes.insert(
@@ -92,6 +101,9 @@ impl Engine {
             let id = job.id;
             engine.entries.insert(Entry::new(job));
             engine.arm_timers(id, now);
+        }
+        for id in engine.entries.sorted_ids() {
+            engine.register_deps(id);
         }
         engine.rebuild(now);
         engine.run_pass(now);
@@ -212,7 +224,8 @@ impl Engine {
         for &id in &ids {
             let job = &self.entries.get(id).job;
             if job.state == JobState::Queued && job.not_before.is_none_or(|t| t <= _now) {
-                self.enqueue(id);
+                self.forget_pause_hold(id);
+                self.admit_gate(id);
             }
         }
         self.reindex_preemptions();

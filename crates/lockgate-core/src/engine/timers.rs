@@ -42,6 +42,8 @@ pub(crate) enum Timer {
     /// A time window (`windows`, `[[maintenance]]`) opens or closes: the pass that follows
     /// applies the new numbers (`engine/windows.rs`).
     Window,
+    /// A pause's `until` passed.
+    PauseEnd(u64),
 }
 
 /// Every armed timer, by due time (ties in [`Timer`] order, so firing is deterministic).
@@ -93,7 +95,7 @@ impl Engine {
                 if !self.queued_for(id, attempt) {
                     return false;
                 }
-                self.enqueue(id);
+                self.admit_gate(id);
                 true
             }
             Timer::MaxWait(id, attempt) => {
@@ -134,6 +136,7 @@ impl Engine {
                 false
             }
             Timer::Window => true,
+            Timer::PauseEnd(pause) => self.end_pause(pause).is_some(),
         }
     }
 

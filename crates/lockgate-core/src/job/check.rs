@@ -112,6 +112,32 @@ fn shorten(text: &str) -> String {
     }
 }
 
+/// At most this many dependencies (`after` and `after_ok` together) per job.
+pub const MAX_DEPS: usize = 64;
+
+/// `after` and `after_ok`: each sorted without duplicates, a job named in both kept only in
+/// `after_ok` (the stronger wait), at most [`MAX_DEPS`] in all.
+pub(super) fn deps(
+    mut after: Vec<super::JobId>,
+    mut after_ok: Vec<super::JobId>,
+) -> Result<(Vec<super::JobId>, Vec<super::JobId>), SubmitError> {
+    after_ok.sort_unstable();
+    after_ok.dedup();
+    after.sort_unstable();
+    after.dedup();
+    after.retain(|id| after_ok.binary_search(id).is_err());
+    if after.len() + after_ok.len() > MAX_DEPS {
+        return Err(invalid(
+            "after",
+            format!(
+                "a job may wait for at most {MAX_DEPS} jobs (after and after_ok together), got {}",
+                after.len() + after_ok.len()
+            ),
+        ));
+    }
+    Ok((after, after_ok))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

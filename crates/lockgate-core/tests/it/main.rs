@@ -4,6 +4,7 @@ mod calendar;
 mod common;
 mod engine;
 mod exclusive;
+mod holds;
 mod policy;
 mod preempt;
 mod props;

@@ -7,9 +7,14 @@
 //! stops no running job; no job is admitted twice. The indexed engine and the rescanning
 //! oracle see the same operations and must end every step in the same state.
 //!
+//! Pauses and dependencies join the sequences: an independent model of the active pauses
+//! and of the jobs that ended shows that nothing an active pause matches is admitted, that
+//! no job is admitted before its dependencies ended (and succeeded, for `after_ok`), and
+//! that a queued job the model says nothing holds is not held by a pause or a dependency.
+//!
 //! Cases: 64 by default (CI); set `PROPTEST_CASES` for more when run by hand.
 
-use lockgate_core::engine::{Engine, Mode, NodeRegistration};
+use lockgate_core::engine::{Engine, Mode, NodeRegistration, PauseSpec};
 use lockgate_core::event::{Event, JobChange};
 use lockgate_core::job::{CancelReason, Job, JobId, JobSpec, JobState, Outcome};
 use lockgate_core::policy::{Executor, LimitWindow};
@@ -183,7 +188,28 @@ enum Op {
     Apply {
         variant: u8,
     },
+    Pause {
+        selector: u8,
+        until: Option<u16>,
+    },
+    Resume {
+        pick: u16,
+    },
+    SubmitAfter {
+        kind: u8,
+        ds: u8,
+        pick: u16,
+        ok: bool,
+        ended: bool,
+    },
 }
+
+const PAUSE_MATCH: [Option<&str>; 4] = [
+    None,
+    Some("datastore=ds0"),
+    Some("kind in (backup, verify)"),
+    Some("owner=o1"),
+];
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -198,6 +224,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (1u16..1500).prop_map(|ms| Op::Advance { ms }),
         1 => (0u8..5).prop_map(|variant| Op::Apply { variant }),
         1 => (1u8..40).prop_map(|minutes| Op::Tick { minutes }),
+        1 => (0u8..4, prop::option::of(1u16..3000)).prop_map(|(selector, until)| Op::Pause { selector, until }),
+        1 => any::<u16>().prop_map(|pick| Op::Resume { pick }),
+        3 => (0u8..6, 0u8..4, any::<u16>(), any::<bool>(), any::<bool>()).prop_map(|(kind, ds, pick, ok, ended)| Op::SubmitAfter { kind, ds, pick, ok, ended }),
     ]
 }
 
@@ -332,6 +361,49 @@ fn apply(e: &mut Engine, op: &Op, now: &mut u64, flavor: u8) -> bool {
             e.apply_policy(make_policy(variant, flavor), t);
             return true;
         }
+        Op::Pause { selector, until } => {
+            let spec = PauseSpec {
+                selector: PAUSE_MATCH[selector as usize].map(str::to_string),
+                reason: "props".into(),
+                by: "admin".into(),
+                until: until.map(|ms| Timestamp(*now + u64::from(ms))),
+            };
+            e.pause(spec, t).expect("valid pause");
+        }
+        Op::Resume { pick } => {
+            e.handle_timeout(t);
+            let ids: Vec<u64> = e.pauses().map(|p| p.id).collect();
+            if !ids.is_empty() {
+                e.resume(ids[pick as usize % ids.len()], t).expect("active");
+            }
+        }
+        Op::SubmitAfter {
+            kind,
+            ds,
+            pick: i,
+            ok,
+            ended,
+        } => {
+            let live = live_sorted(e, |_| true);
+            let dep = if ended && !ok && e.next_id() > 1 {
+                // Any id ever given: an ended one is met at once.
+                Some(1 + u64::from(i) % (e.next_id() - 1))
+            } else {
+                pick(&live, i).map(|j| j.id)
+            };
+            let Some(dep) = dep else { return false };
+            let mut attrs = BTreeMap::new();
+            attrs.insert("datastore".to_string(), format!("ds{ds}"));
+            let spec = JobSpec {
+                kind: KINDS[kind as usize].into(),
+                attrs,
+                owner: format!("o{}", i % 3),
+                after: if ok { vec![] } else { vec![dep] },
+                after_ok: if ok { vec![dep] } else { vec![] },
+                ..JobSpec::default()
+            };
+            e.submit(spec, t).expect("valid dependent");
+        }
     }
     false
 }
@@ -364,6 +436,141 @@ fn in_maintenance(p: &Policy, j: &Job, now: u64) -> Option<String> {
                     .is_some()
         })
         .map(|m| m.name.clone())
+}
+
+/// What the test knows without asking the engine: the active pauses (the selectors and
+/// `until` of the operations it applied, active from the engine's `paused` event on) and
+/// every job that ended for good, with its state.
+#[derive(Default)]
+struct Model {
+    pauses: BTreeMap<u64, (Option<String>, Option<u64>)>,
+    /// The pause the current step creates.
+    pending: Option<(Option<String>, Option<u64>)>,
+    /// The current step is a resume.
+    resuming: bool,
+    ended: BTreeMap<JobId, JobState>,
+}
+
+impl Model {
+    /// Before a step's events are read: what the operation asks for.
+    fn note_op(&mut self, op: &Op, now: u64) {
+        self.pending = match *op {
+            Op::Pause { selector, until } => Some((
+                PAUSE_MATCH[selector as usize].map(str::to_string),
+                until.map(|ms| now + u64::from(ms)),
+            )),
+            _ => None,
+        };
+        self.resuming = matches!(op, Op::Resume { .. });
+    }
+
+    /// A pause event, in the order the engine reports it.
+    fn pause_event(&mut self, ev: &Event, now: u64) -> Result<(), String> {
+        match ev {
+            Event::Paused { pause } => {
+                let p = self.pending.take().ok_or("a pause nobody asked for")?;
+                self.pauses.insert(pause.id, p);
+            }
+            Event::Resumed { pause } => {
+                let (_, until) = self.pauses.remove(&pause.id).ok_or("resumed twice")?;
+                let due = until.is_some_and(|u| u <= now);
+                if !due && !std::mem::take(&mut self.resuming) {
+                    return Err(format!("pause {} ended before its until", pause.id));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// After a step: no pause outlives its `until`.
+    fn check_pauses(&self, now: u64) -> Result<(), String> {
+        match self
+            .pauses
+            .iter()
+            .find(|(_, (_, u))| u.is_some_and(|u| u <= now))
+        {
+            Some((id, _)) => Err(format!("pause {id} still active past its until")),
+            None => Ok(()),
+        }
+    }
+
+    fn pause_matching(&self, job: &Job) -> Option<u64> {
+        self.pauses
+            .iter()
+            .find(|(_, (sel, _))| {
+                sel.as_deref().is_none_or(|s| {
+                    lockgate_core::selector::Selector::parse_jobs(s)
+                        .expect("valid")
+                        .matches(|k| job.key_value(k))
+                })
+            })
+            .map(|(&id, _)| id)
+    }
+
+    /// An admission must respect every pause and dependency.
+    fn check_admission(&self, job: &Job) -> Result<(), String> {
+        if let Some(p) = self.pause_matching(job) {
+            return Err(format!("job {} admitted under pause {p}", job.id));
+        }
+        for d in job.after.iter().chain(&job.after_ok) {
+            if !self.ended.contains_key(d) {
+                return Err(format!(
+                    "job {} admitted before its dependency {d} ended",
+                    job.id
+                ));
+            }
+        }
+        if let Some(d) = job
+            .after_ok
+            .iter()
+            .find(|d| self.ended.get(d).is_some_and(|&s| s != JobState::Succeeded))
+        {
+            return Err(format!(
+                "job {} admitted after_ok {d}, which did not succeed",
+                job.id
+            ));
+        }
+        Ok(())
+    }
+
+    /// A queued job is held by a pause or a dependency exactly when the model says so.
+    fn check_queued(&self, e: &mut Engine, now: u64) -> Result<(), String> {
+        for j in live_sorted(e, |j| j.state == JobState::Queued && j.attempt == 1) {
+            let deps_open = j
+                .after
+                .iter()
+                .chain(&j.after_ok)
+                .any(|d| !self.ended.contains_key(d));
+            if let Some(d) = j
+                .after_ok
+                .iter()
+                .find(|d| self.ended.get(d).is_some_and(|&s| s != JobState::Succeeded))
+            {
+                return Err(format!(
+                    "job {} still queued after_ok {d}, which failed",
+                    j.id
+                ));
+            }
+            let why = e.explain(j.id, Timestamp(now)).expect("live");
+            let says_after = why.reasons.iter().any(|r| r.kind.starts_with("after"));
+            if says_after != deps_open {
+                return Err(format!(
+                    "job {}: dependencies open {deps_open}, explain: {}",
+                    j.id, why.text
+                ));
+            }
+            let paused = self.pause_matching(&j).is_some();
+            let past = j.not_before.is_none_or(|t| t.0 <= now);
+            if past && !deps_open && paused != e.paused_by(j.id).is_some() {
+                return Err(format!(
+                    "job {}: model pause {paused}, explain: {}",
+                    j.id, why.text
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Counts from the jobs themselves, scope name -> (count, limit at `now`).
@@ -555,6 +762,7 @@ struct Checker {
     admissions: BTreeSet<(JobId, u32, bool)>,
     /// Victims asked to stop: victim -> (preemptor, the attempt that was asked).
     asked: BTreeMap<JobId, (JobId, u32)>,
+    model: Model,
 }
 
 /// The preemptor named in a victim's message (`preempted by job P: stopping`).
@@ -639,6 +847,7 @@ impl Checker {
     ) -> Result<(), String> {
         e.check_invariants()?;
         while let Some(ev) = e.poll_event() {
+            self.model.pause_event(&ev, now)?;
             if let Event::Job { change, job } = ev {
                 self.preemption(e, change, &job)?;
                 let stage = match change {
@@ -646,6 +855,14 @@ impl Checker {
                     JobChange::Started => Some(false),
                     _ => None,
                 };
+                if change == JobChange::Finished && job.retry_at.is_none() {
+                    self.model.ended.insert(job.id, job.state);
+                }
+                let from_queue = change == JobChange::AdmittedPrepare
+                    || (change == JobChange::Started && job.prepare_started_at.is_none());
+                if from_queue {
+                    self.model.check_admission(&job)?;
+                }
                 if let Some(prep) = stage {
                     // A two-stage job's start is not an admission: it took its scopes
                     // when it was admitted to prepare.
@@ -688,9 +905,25 @@ impl Checker {
             ));
         }
         self.pairs = pairs;
+        self.model.check_pauses(now)?;
+        self.model.check_queued(e, now)?;
         let stuck = e.admissible_waiting(Timestamp(now));
         if !stuck.is_empty() {
-            return Err(format!("admissible jobs left waiting: {stuck:?}"));
+            let detail: Vec<String> = stuck
+                .iter()
+                .map(|&id| {
+                    format!(
+                        "{} / {}",
+                        e.debug_job(id),
+                        e.explain(id, Timestamp(now))
+                            .map(|x| x.text)
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            return Err(format!(
+                "admissible jobs left waiting: {stuck:?} {detail:?}"
+            ));
         }
         let queued: Vec<JobId> = live_sorted(e, |j| j.state == JobState::Queued)
             .iter()
@@ -730,12 +963,14 @@ fn run_case(
         pairs: BTreeSet::new(),
         admissions: BTreeSet::new(),
         asked: BTreeMap::new(),
+        model: Model::default(),
     };
     for (step, op) in ops.iter().enumerate() {
         let before: BTreeSet<JobId> = live_sorted(&fast, |j| j.state.is_admitted())
             .iter()
             .map(|j| j.id)
             .collect();
+        checker.model.note_op(op, now_f);
         let changed = apply(&mut fast, op, &mut now_f, flavor);
         checker
             .step(&mut fast, now_f, changed, &before)

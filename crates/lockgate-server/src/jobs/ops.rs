@@ -54,6 +54,14 @@ impl Loop {
                 let r = self.cancel(p, id, force, now);
                 self.answer(reply, r);
             }
+            JobOp::Set(id, req, reply) => {
+                let r = self.set_job(p, id, req, now);
+                self.answer(reply, r);
+            }
+            JobOp::Retry(id, reply) => {
+                let r = self.retry_job(p, id, now);
+                self.answer(reply, r);
+            }
         }
     }
 
@@ -80,7 +88,7 @@ impl Loop {
         }
     }
 
-    fn check_priority(&self, p: &Principal, prio: i64) -> Result<(), ApiError> {
+    pub(crate) fn check_priority(&self, p: &Principal, prio: i64) -> Result<(), ApiError> {
         let set = self
             .engine
             .policy()
@@ -160,9 +168,10 @@ impl Loop {
             }
         }
         self.check_owner_quota(p)?;
-        let spec = req
+        let mut spec = req
             .into_spec(p.name.clone())
             .map_err(|(field, message)| ApiError::invalid(field, message))?;
+        self.resolve_deps(p, &mut spec)?;
         match self.engine.submit(spec, now) {
             Ok(s) => Ok(Submitted {
                 job: self.view(&s.job),

@@ -8,7 +8,8 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use lockgate_api::{
-    ExplainView, FinishRequest, JobList, JobQuery, JobView, LeaseRequest, SubmitRequest,
+    ExplainView, FinishRequest, JobList, JobQuery, JobSetRequest, JobView, LeaseRequest,
+    SubmitRequest,
 };
 use lockgate_core::job::JobState;
 use serde::Deserialize;
@@ -39,6 +40,27 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/jobs/{id}/prepared", post(prepared))
         .route("/v1/jobs/{id}/finish", post(finish))
         .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/set", post(set))
+        .route("/v1/jobs/{id}/retry", post(retry))
+}
+
+async fn set(
+    State(st): State<AppState>,
+    _: NoQuery,
+    Auth(p): Auth,
+    JobIdPath(id): JobIdPath,
+    JsonBody(req): JsonBody<JobSetRequest>,
+) -> ApiResult<JobView> {
+    ok(st.lp.ask(p, |r| JobOp::Set(id, req, r)).await?)
+}
+
+async fn retry(
+    State(st): State<AppState>,
+    _: NoQuery,
+    Auth(p): Auth,
+    JobIdPath(id): JobIdPath,
+) -> ApiResult<JobView> {
+    ok(st.lp.ask(p, |r| JobOp::Retry(id, r)).await?)
 }
 
 async fn submit(

@@ -9,6 +9,7 @@ mod edges;
 mod errors;
 mod hardening;
 mod harness;
+mod holds;
 mod listing;
 mod longpoll;
 mod metrics;

@@ -37,6 +37,18 @@ impl JobFlags {
     }
 }
 
+/// Dependencies: the flags `job submit` and `run` share.
+#[derive(Debug, Default, clap::Args)]
+pub struct DepFlags {
+    /// Wait until this job has ended, in any state (repeatable).
+    #[arg(long = "after", value_name = "ID")]
+    pub after: Vec<u64>,
+    /// Wait until this job has succeeded; if it ends otherwise, this job is cancelled
+    /// (repeatable).
+    #[arg(long = "after-ok", value_name = "ID")]
+    pub after_ok: Vec<u64>,
+}
+
 /// A server-run job: the flags `job submit` and `schedule add` share.
 #[derive(Debug, clap::Args)]
 pub struct JobShape {

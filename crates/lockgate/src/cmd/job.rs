@@ -1,4 +1,5 @@
-//! `lockgate job`: submit, list, show, explain, wait for and cancel jobs.
+//! `lockgate job`: submit, list, show, explain, wait for, cancel, set (priority) and retry
+//! jobs.
 
 use super::exit::Exit;
 use super::output::{self, or_dash, print_json, table};
@@ -53,6 +54,19 @@ enum Sub {
         #[arg(long)]
         force: bool,
     },
+    /// Change a queued job: its priority (within your max_priority; admins any).
+    Set {
+        /// Job id.
+        id: u64,
+        /// The new priority; the queue re-ranks the job at once.
+        #[arg(long, allow_hyphen_values = true)]
+        priority: i64,
+    },
+    /// Queue a failed agent job again, as a new attempt with the same id.
+    Retry {
+        /// Job id.
+        id: u64,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +82,8 @@ struct SubmitArgs {
     /// Idempotency key: a resubmission with the same key returns the existing job.
     #[arg(long)]
     idempotency_key: Option<String>,
+    #[command(flatten)]
+    deps: flags::DepFlags,
 }
 
 #[derive(Debug, clap::Args)]
@@ -282,6 +298,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             return Ok(wait(global, &client, id, from, timeout)?.into())
         }
         Sub::Cancel { id, force } => show(global, &client.cancel(id, force)?),
+        Sub::Set { id, priority } => show(global, &client.set_job(id, priority)?),
+        Sub::Retry { id } => show(global, &client.retry_job(id)?),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -303,6 +321,8 @@ fn submit(global: &GlobalArgs, client: &Client, a: SubmitArgs) -> anyhow::Result
         max_wait_s: a.max_wait.map(|d| d.as_secs_f64()),
         max_run_s: j.max_run.map(|d| d.as_secs_f64()),
         idempotency_key: a.idempotency_key,
+        after: a.deps.after,
+        after_ok: a.deps.after_ok,
     };
     let (job, created) = client.submit(&req)?;
     if !created && !output::json(global) {

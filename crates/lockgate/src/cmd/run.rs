@@ -56,6 +56,8 @@ pub struct Args {
     /// Idempotency key (default: a random one, reused for retries of the submit).
     #[arg(long)]
     pub idempotency_key: Option<String>,
+    #[command(flatten)]
+    pub deps: flags::DepFlags,
     /// How long to keep trying to reach the server (exit 69 after that).
     #[arg(long, default_value = "30s", value_parser = flags::duration)]
     pub connect_timeout: Duration,
@@ -197,6 +199,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         two_stage: Some(false),
         max_wait_s: args.max_wait.map(|d| d.as_secs_f64()),
         idempotency_key: Some(args.idempotency_key.clone().unwrap_or_else(random_key)),
+        after: args.deps.after.clone(),
+        after_ok: args.deps.after_ok.clone(),
         ..SubmitRequest::default()
     };
     let interrupted = || *shared.phase.lock().expect("phase lock") == Phase::Interrupted;

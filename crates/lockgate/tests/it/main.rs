@@ -13,5 +13,6 @@ mod harness;
 mod load;
 mod packaging;
 mod preempt;
+mod queue;
 mod run;
 mod schedule;
