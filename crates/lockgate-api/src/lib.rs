@@ -25,6 +25,8 @@ mod job;
 mod node;
 mod policy;
 mod schedule;
+#[cfg(feature = "openapi")]
+pub mod schema;
 pub mod time;
 mod token;
 

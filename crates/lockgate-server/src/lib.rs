@@ -26,6 +26,7 @@ pub mod http;
 pub mod jobs;
 pub mod metrics;
 pub mod nodes;
+pub mod openapi;
 pub mod policy;
 pub mod protocol;
 pub mod schedules;

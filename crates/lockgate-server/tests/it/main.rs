@@ -10,6 +10,7 @@ mod errors;
 mod hardening;
 mod harness;
 mod longpoll;
+mod openapi;
 mod quotas;
 mod schedules;
 mod snapshots;
