@@ -1,6 +1,6 @@
 //! The HTTP side: the router that merges every feature's routes, what handlers share
 //! ([`AppState`]), the extractors, and the few routes that belong to no feature
-//! (`/healthz`, `/readyz`, `/metrics`).
+//! (`/healthz`, `/readyz`, `/metrics`, and `/v1/openapi.json` from [`crate::openapi`]).
 //!
 //! Handlers do no scheduling: they authenticate, parse and validate, send one typed
 //! operation to the loop ([`LoopHandle::ask`]), pick the HTTP status and serialize the

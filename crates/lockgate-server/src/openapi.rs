@@ -7,7 +7,7 @@
 //! 1. Put `#[utoipa::path(METHOD, path = "/v1/...", tag = "FEATURE", params(..),
 //!    request_body = T, responses((status = 200, description = "..", body = T)))]` on its
 //!    handler. List only what it answers on success: every operation gets the `4XX` and
-//!    `5XX` answers with an [`ErrorBody`] here ([`with_error_answers`]).
+//!    `5XX` answers with an [`ErrorBody`] here (`with_error_answers`).
 //! 2. Name the handler in its feature's `ApiDoc` (`#[openapi(paths(..))]` beside
 //!    `routes()` in `FEATURE/routes.rs`); a new feature's `ApiDoc` is merged in
 //!    [`document`].
@@ -76,7 +76,7 @@ pub fn document() -> Document {
 }
 
 /// The document as pretty JSON with a final newline (what `docs/openapi.json` holds), its
-/// unsigned integers marked as such ([`unsigned_formats`]).
+/// unsigned integers marked as such (`unsigned_formats`).
 pub fn json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(|| {
