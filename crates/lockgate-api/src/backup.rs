@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 /// `POST /v1/backups`: what to back up. `from` is a path **on the server's filesystem**
 /// (the CLI sends an absolute path).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BackupRequest {
     /// Unique backup name: 1-63 characters of `a-z`, `0-9`, `-`, `.` and `_`, starting
@@ -49,6 +50,7 @@ pub struct BackupRequest {
 
 /// Where a backup is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum BackupState {
     /// Its `resource-backup` job waits for admission.
@@ -78,6 +80,7 @@ impl std::fmt::Display for BackupState {
 
 /// Blocks and items done so far (a progress bar).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BackupProgress {
     /// Blocks finished or skipped.
     pub blocks_done: usize,
@@ -91,6 +94,7 @@ pub struct BackupProgress {
 
 /// Counts of one kind of unit once a backup has finished.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BackupCounts {
     /// All.
     pub total: usize,
@@ -104,6 +108,7 @@ pub struct BackupCounts {
 
 /// A backup as JSON (`GET /v1/backups/{name}`); the same record the store keeps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BackupView {
     /// Name.
     pub name: String,
@@ -148,6 +153,7 @@ pub struct BackupView {
 
 /// One item a confined backup did not take, or whose manifest hooks it did not run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BackupRefusal {
     /// Item name (`pods/kube-system/etcd-0`).
     pub item: String,
@@ -164,6 +170,7 @@ pub struct BackupRefusal {
 
 /// The answer of `POST /v1/backups` with `dry_run`: nothing is run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BackupDryRun {
     /// The blocks in start order: `{index, items: [item names]}`.
     pub blocks: Vec<BackupDryBlock>,
@@ -175,6 +182,7 @@ pub struct BackupDryRun {
 
 /// One block of a [`BackupDryRun`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BackupDryBlock {
     /// Position in start order.
     pub index: usize,
@@ -191,6 +199,7 @@ impl BackupView {
 
 /// `GET /v1/backups`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BackupList {
     /// Every backup the caller may see, oldest first.
     pub backups: Vec<BackupView>,

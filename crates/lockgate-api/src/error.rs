@@ -15,6 +15,7 @@ use std::fmt;
 
 /// The stable, machine-readable code of an error answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// 400: the request cannot be read (e.g. a policy that is not UTF-8).

@@ -5,6 +5,7 @@ use std::fmt;
 
 /// The body of every 4xx/5xx answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
@@ -12,9 +13,11 @@ pub struct ErrorBody {
 
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     /// Stable machine-readable code (`malformed_json`, `invalid_field`, `unauthorized`,
     /// `forbidden`, `not_found`, `lease_lost`, `invalid_policy`, `stale_policy`, ...).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::ErrorCode))]
     pub code: String,
     /// What happened and what was expected, for people.
     pub message: String,

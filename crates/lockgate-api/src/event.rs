@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// event's own fields: `type` (`job`, `node_changed`, `node_lost`, `node_removed`,
 /// `policy_applied`), and for `job` the `change` and the `job`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventView {
     /// Sequence number, growing by one.
     pub seq: u64,
@@ -21,6 +22,7 @@ pub struct EventView {
 
 /// `GET /v1/events`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventList {
     /// Events after the requested sequence number, oldest first.
     pub events: Vec<EventView>,

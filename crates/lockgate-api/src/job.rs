@@ -9,6 +9,7 @@ use std::time::Duration;
 
 /// A job's lease as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaseView {
     /// Fencing token; grows with every grant.
     pub token: u64,
@@ -21,6 +22,7 @@ pub struct LeaseView {
 
 /// A job as JSON (api.md: "A job as JSON"), plus a few additive fields at the end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobView {
     /// Id.
     pub id: u64,
@@ -33,8 +35,10 @@ pub struct JobView {
     /// Priority after defaults.
     pub priority: i64,
     /// `client` or `agent`.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::ExecutorSchema))]
     pub executor: Executor,
     /// State.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::JobStateSchema))]
     pub state: JobState,
     /// Pinned node, or the node a movable job was placed on.
     pub node: Option<String>,
@@ -53,6 +57,7 @@ pub struct JobView {
     /// Ended.
     pub finished_at: Option<String>,
     /// How it ended (its final state).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::schema::JobStateSchema>))]
     pub outcome: Option<JobState>,
     /// Last message (failure reason, holder message).
     pub message: Option<String>,
@@ -98,6 +103,7 @@ pub struct JobView {
     /// Why the holder is asked to stop, while `cancel_requested`: `cancel`, `max_run`, or
     /// `preempted` (stop, finish `cancelled`, and wait: the job is queued again, same id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::schema::CancelReasonSchema>))]
     pub cancel_reason: Option<CancelReason>,
     /// How many of its attempts were preempted (not counted against its retries).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -164,6 +170,7 @@ impl JobView {
 
 /// `POST /v1/jobs`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     /// Job kind (required).
@@ -182,6 +189,7 @@ pub struct SubmitRequest {
     pub node_selector: Option<String>,
     /// `client` or `agent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::schema::ExecutorSchema>))]
     pub executor: Option<Executor>,
     /// Pool costs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,6 +220,7 @@ pub struct SubmitRequest {
 
 /// `POST /v1/jobs/{id}/set`: changes a queued job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JobSetRequest {
     /// The new priority (a submitter within its `max_priority`).
@@ -220,6 +229,7 @@ pub struct JobSetRequest {
 
 /// `POST /v1/jobs/{id}/heartbeat` and `/prepared`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
     /// The lease's fencing token.
@@ -228,11 +238,13 @@ pub struct LeaseRequest {
 
 /// `POST /v1/jobs/{id}/finish`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FinishRequest {
     /// The lease's fencing token.
     pub token: u64,
     /// `succeeded`, `failed` or `cancelled`.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::OutcomeSchema))]
     pub outcome: lockgate_core::Outcome,
     /// Free text (an exit status, a failure reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -241,6 +253,7 @@ pub struct FinishRequest {
 
 /// `GET /v1/jobs` answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobList {
     /// One page of jobs, by id (ascending, or descending with `order=desc`).
     pub jobs: Vec<JobView>,
@@ -251,6 +264,7 @@ pub struct JobList {
 
 /// The order of a job listing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum JobOrder {
     /// Oldest (lowest id) first; pages go on with `after`. The default.
@@ -262,6 +276,8 @@ pub enum JobOrder {
 
 /// `GET /v1/jobs` query.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct JobQuery {
     /// Only jobs in this state.
@@ -300,6 +316,7 @@ pub struct JobQuery {
 
 /// One holding condition in an explanation (policy.md, Explain).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReasonView {
     /// Scope name, when the condition is a scope.
     pub scope: Option<String>,
@@ -317,6 +334,7 @@ pub struct ReasonView {
 
 /// `GET /v1/jobs/{id}/explain`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExplainView {
     /// 1-based position among competing queued jobs (0 when not queued).
     pub position: usize,

@@ -26,6 +26,8 @@ mod node;
 mod pause;
 mod policy;
 mod schedule;
+#[cfg(feature = "openapi")]
+pub mod schema;
 pub mod time;
 mod token;
 

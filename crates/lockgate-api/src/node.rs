@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// `PUT /v1/nodes/{name}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NodeRegister {
     /// Labels (Kubernetes syntax).
@@ -13,13 +14,15 @@ pub struct NodeRegister {
     /// Per-node pool capacities.
     #[serde(default)]
     pub resources: BTreeMap<String, u64>,
-    /// Job kinds its agent has handlers for.
+    /// Job kinds its agent has handlers for (a set: a repeated kind counts once).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub kinds: BTreeSet<String>,
 }
 
 /// A node as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeView {
     /// Name.
     pub name: String,
@@ -69,6 +72,7 @@ impl NodeView {
 
 /// `GET /v1/nodes`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeList {
     /// Every node, by name.
     pub nodes: Vec<NodeView>,
@@ -76,6 +80,7 @@ pub struct NodeList {
 
 /// One assignment offered to an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Assignment {
     /// `prepare` or `run`.
     pub stage: String,
@@ -87,6 +92,7 @@ pub struct Assignment {
 
 /// `GET /v1/nodes/{name}/assignments`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AssignmentList {
     /// Jobs admitted on the node that its agent has not acknowledged.
     pub assignments: Vec<Assignment>,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// `POST /v1/pauses`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PauseRequest {
     /// Match expression over `kind`, `owner`, `node` and attributes (a limit's `match`
@@ -21,6 +22,7 @@ pub struct PauseRequest {
 
 /// A pause as JSON.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PauseView {
     /// Id (`pause:<id>` in explain).
     pub id: u64,
@@ -52,6 +54,7 @@ impl From<&Pause> for PauseView {
 
 /// `GET /v1/pauses`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PauseList {
     /// Every active pause, by id.
     pub pauses: Vec<PauseView>,
@@ -59,6 +62,7 @@ pub struct PauseList {
 
 /// `DELETE /v1/pauses` (`--all`): the pauses that ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Resumed {
     /// The pauses resumed, by id.
     pub resumed: Vec<PauseView>,

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// `GET /v1/policy`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PolicyView {
     /// SHA-256 of the canonical JSON document, hex; send it as `If-Match`.
     pub digest: String,
@@ -13,6 +14,7 @@ pub struct PolicyView {
 
 /// `PUT /v1/policy` answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PolicyAnswer {
     /// Digest of the new policy.
     pub digest: String,

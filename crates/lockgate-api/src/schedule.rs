@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 
 /// The job each run of a schedule submits (`job = { .. }` of a `[[schedule]]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleJob {
     /// Job kind (required).
@@ -34,6 +35,7 @@ pub struct ScheduleJob {
     pub node_selector: Option<String>,
     /// `client` or `agent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::schema::ExecutorSchema>))]
     pub executor: Option<Executor>,
     /// Pool costs; default from the kind.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -51,6 +53,7 @@ pub struct ScheduleJob {
 
 /// `retry = { times, interval }` in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleRetry {
     /// How many times a failed run is queued again.
@@ -61,6 +64,7 @@ pub struct ScheduleRetry {
 
 /// `POST /v1/schedules`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleRequest {
     /// Unique name: 1 to 64 letters, digits or `. _ : @ -`; runs are owned by
@@ -210,12 +214,14 @@ impl ScheduleRequest {
 
 /// One planned time of a schedule and what became of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ScheduleRunView {
     /// The planned time (RFC 3339).
     pub planned: String,
     /// The job submitted for it; `null` when the time was skipped.
     pub job: Option<u64>,
     /// The job's current state (`null` when skipped, or when retention deleted the job).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::schema::JobStateSchema>))]
     pub state: Option<JobState>,
     /// Whether the planned time was skipped (no job).
     pub skipped: bool,
@@ -227,6 +233,7 @@ pub struct ScheduleRunView {
 
 /// A schedule as `GET /v1/schedules[/{name}]` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ScheduleView {
     /// Name.
     pub name: String,
@@ -265,6 +272,7 @@ pub struct ScheduleView {
 
 /// `GET /v1/schedules`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ScheduleList {
     /// Every schedule, by name.
     pub schedules: Vec<ScheduleView>,
@@ -272,6 +280,7 @@ pub struct ScheduleList {
 
 /// `lockgate schedule next -o json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NextTimes {
     /// The expression.
     pub expr: String,

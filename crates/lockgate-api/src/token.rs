@@ -7,6 +7,7 @@ use std::fmt;
 
 /// A token's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Everything.
@@ -46,6 +47,7 @@ impl fmt::Display for Role {
 
 /// `POST /v1/tokens`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TokenCreate {
     /// The principal's name (a job's owner).
@@ -59,6 +61,7 @@ pub struct TokenCreate {
 
 /// `POST /v1/tokens` answer: the only time the token is shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenCreated {
     /// Principal.
     pub name: String,
@@ -72,6 +75,7 @@ pub struct TokenCreated {
 
 /// `GET /v1/tokens` entry (never the secret).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenInfo {
     /// Principal.
     pub name: String,

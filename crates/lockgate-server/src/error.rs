@@ -118,6 +118,14 @@ pub fn policy_error(e: lockgate_core::policy::PolicyError) -> ApiError {
     err
 }
 
+/// A well-formed JSON array where the API takes an object.
+fn not_an_object() -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidField,
+        "the request body is a JSON array: expected a JSON object",
+    )
+}
+
 /// Parses a JSON body into `T`, answering 400 for malformed JSON and 422 naming the field
 /// for an unknown field, a missing field or a value of the wrong type.
 ///
@@ -130,14 +138,19 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
             "the request body is empty: expected a JSON object",
         ));
     }
+    // serde reads a struct from an array of its fields in order (`[]` is every default):
+    // every body of the API is an object, so a well-formed array is refused.
+    let array = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
     let mut de = serde_json::Deserializer::from_slice(body);
     match serde_path_to_error::deserialize::<_, T>(&mut de) {
-        Ok(v) => de.end().map(|()| v).map_err(|e| {
-            ApiError::new(
+        Ok(v) => match de.end() {
+            Err(e) => Err(ApiError::new(
                 ErrorCode::MalformedJson,
                 format!("trailing data after the JSON value: {e}"),
-            )
-        }),
+            )),
+            Ok(()) if array => Err(not_an_object()),
+            Ok(()) => Ok(v),
+        },
         Err(e) => {
             let path = e.path().to_string();
             let inner = e.into_inner();
@@ -148,6 +161,7 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
                     ErrorCode::MalformedJson,
                     format!("malformed JSON: {message}"),
                 )),
+                Category::Data if array => Err(not_an_object()),
                 Category::Data => {
                     let mut field = if path == "." { String::new() } else { path };
                     let named = message
@@ -201,6 +215,16 @@ mod tests {
         let e =
             parse_json::<SubmitRequest>(br#"{"kind": "backup", "priority": "high"}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("priority"), "{e:?}");
+        // Found by schemathesis: `[]` registered a node with nothing, `["x"]` submitted a job.
+        for array in [&b"[]"[..], b" [\"restic\"]"] {
+            let e = parse_json::<SubmitRequest>(array).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidField);
+            assert!(
+                e.message.contains("expected a JSON object"),
+                "{}",
+                e.message
+            );
+        }
         let e = parse_json::<SubmitRequest>(br#"{"attrs": {}}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("kind"), "{e:?}");
         let e = parse_json::<SubmitRequest>(br#"{"kind": "b", "attrs": {"a": 1}}"#).unwrap_err();

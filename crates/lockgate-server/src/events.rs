@@ -17,6 +17,7 @@ mod ops;
 mod routes;
 
 pub(crate) use routes::routes;
+pub(crate) use routes::ApiDoc;
 
 use crate::auth::Principal;
 use crate::protocol::Reply;

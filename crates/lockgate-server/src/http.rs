@@ -1,6 +1,6 @@
 //! The HTTP side: the router that merges every feature's routes, what handlers share
 //! ([`AppState`]), the extractors, and the few routes that belong to no feature
-//! (`/healthz`, `/readyz`, `/metrics`).
+//! (`/healthz`, `/readyz`, `/metrics`, and `/v1/openapi.json` from [`crate::openapi`]).
 //!
 //! Handlers do no scheduling: they authenticate, parse and validate, send one typed
 //! operation to the loop ([`LoopHandle::ask`]), pick the HTTP status and serialize the
@@ -181,20 +181,24 @@ pub fn poll_timeout(t: Option<f64>) -> Result<Duration, ApiError> {
     Ok(Duration::from_secs_f64(s).min(MAX_POLL))
 }
 
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, utoipa::ToSchema)]
 struct Status {
+    /// `ok` (health) or `ready` (readiness).
     status: &'static str,
 }
+
+/// The routes of no feature's part of the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(healthz, readyz, metrics))]
+pub(crate) struct ApiDoc;
 
 /// The router: every feature's routes, plus health, readiness and metrics.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route(
-            "/healthz",
-            get(|_: NoQuery| async { Json(Status { status: "ok" }) }),
-        )
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/v1/openapi.json", get(crate::openapi::serve))
         .merge(crate::jobs::routes())
         .merge(crate::nodes::routes())
         .merge(crate::policy::routes())
@@ -218,6 +222,14 @@ pub fn shaped(app: Router) -> Router {
         .layer(axum::middleware::map_response(shape::shape_errors))
 }
 
+#[utoipa::path(get, path = "/healthz", tag = "server", security(()),
+    responses((status = 200, description = "The process serves HTTP", body = Status)))]
+async fn healthz(_: NoQuery) -> Json<Status> {
+    Json(Status { status: "ok" })
+}
+
+#[utoipa::path(get, path = "/readyz", tag = "server", security(()),
+    responses((status = 200, description = "The store is open and the API serving", body = Status)))]
 async fn readyz(State(st): State<AppState>, _: NoQuery) -> Result<Json<Status>, ApiError> {
     if st.ready.load(Ordering::Acquire) && !*st.shutdown.borrow() {
         Ok(Json(Status { status: "ready" }))
@@ -227,6 +239,9 @@ async fn readyz(State(st): State<AppState>, _: NoQuery) -> Result<Json<Status>, 
 }
 
 /// The Prometheus text; with `--metrics-auth`, only for a valid token (any role).
+#[utoipa::path(get, path = "/metrics", tag = "server", security((), ("bearer" = [])),
+    responses((status = 200, description = "Prometheus text exposition (a token of any role with `--metrics-auth`)",
+        body = String, content_type = "text/plain")))]
 async fn metrics(
     State(st): State<AppState>,
     _: NoQuery,

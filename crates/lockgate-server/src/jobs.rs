@@ -17,6 +17,7 @@ mod routes;
 
 pub(crate) use ops::Waiter;
 pub(crate) use routes::routes;
+pub(crate) use routes::ApiDoc;
 
 use crate::auth::Principal;
 use crate::error::ApiError;

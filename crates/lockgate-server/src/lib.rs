@@ -26,6 +26,7 @@ pub mod http;
 pub mod jobs;
 pub mod metrics;
 pub mod nodes;
+pub mod openapi;
 pub mod policy;
 pub mod protocol;
 pub mod queue;
@@ -286,7 +287,9 @@ impl Server {
             next_pause_id: loaded.max_pause_id + 1,
         };
         let now = Timestamp(wall_ms());
-        let engine = Engine::restore(policy, snapshot, now, Mode::Indexed);
+        // Time windows and schedules read wall-clock times in the same zone.
+        let zone = schedules::server_zone();
+        let engine = Engine::restore_in_zone(policy, snapshot, now, Mode::Indexed, &zone);
         let (tokens, admin_token) = load_tokens(&loaded.tokens, &mut store, dir, now)?;
 
         let (events, _) = broadcast::channel(4096);
@@ -300,7 +303,7 @@ impl Server {
             loaded.max_token,
         );
         looper.reoffer();
-        looper.load_schedules(loaded.schedules, schedules::server_zone())?;
+        looper.load_schedules(loaded.schedules, zone)?;
         looper.recover_backups()?;
         looper.settle()?;
 

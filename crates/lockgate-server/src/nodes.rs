@@ -16,6 +16,7 @@ mod routes;
 
 pub(crate) use ops::NodeWaiter;
 pub(crate) use routes::routes;
+pub(crate) use routes::ApiDoc;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -25,16 +26,17 @@ use lockgate_core::job::JobId;
 use serde::Serialize;
 
 /// `{"removed": name}`: the answer of a `DELETE`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Removed {
     /// What was removed.
     pub removed: String,
 }
 
 /// `{"acknowledged": id}`: the answer of an assignment's `ack`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Acknowledged {
     /// The job.
+    #[schema(value_type = u64)]
     pub acknowledged: JobId,
 }
 

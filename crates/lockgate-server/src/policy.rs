@@ -21,6 +21,7 @@ mod ops;
 mod routes;
 
 pub(crate) use routes::routes;
+pub(crate) use routes::ApiDoc;
 pub use write::write_atomic;
 
 use crate::protocol::Reply;

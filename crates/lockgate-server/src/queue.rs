@@ -14,6 +14,7 @@ mod ops;
 mod routes;
 
 pub(crate) use routes::routes;
+pub(crate) use routes::ApiDoc;
 
 use crate::protocol::Reply;
 use lockgate_api::{PauseList, PauseRequest, PauseView, Resumed};

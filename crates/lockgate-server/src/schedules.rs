@@ -21,6 +21,7 @@ mod routes;
 
 pub(crate) use planner::Schedules;
 pub(crate) use routes::routes;
+pub(crate) use routes::ApiDoc;
 
 use crate::error::ApiError;
 use crate::nodes::Removed;

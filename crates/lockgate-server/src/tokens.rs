@@ -15,13 +15,14 @@ mod ops;
 mod routes;
 
 pub(crate) use routes::routes;
+pub(crate) use routes::ApiDoc;
 
 use crate::protocol::Reply;
 use lockgate_api::{TokenCreate, TokenCreated, TokenInfo};
 use serde::Serialize;
 
 /// `{"revoked": name}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Revoked {
     /// The token's name.
     pub revoked: String,

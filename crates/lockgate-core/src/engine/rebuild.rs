@@ -75,7 +75,23 @@ impl Engine {
     /// Rebuilds an engine from a snapshot. Holders could not renew while the caller was
     /// down, so every lease gets a fresh TTL from `now`; nodes count as seen at `now`.
     pub fn restore(policy: Policy, snapshot: Snapshot, now: Timestamp, mode: Mode) -> Engine {
+        Engine::restore_in_zone(policy, snapshot, now, mode, "UTC")
+    }
+
+    /// [`Engine::restore`] with time windows read in the IANA zone `zone` (the server's
+    /// zone, the one its schedules use) from the first admission on; a name the bundled
+    /// database does not know reads them in UTC.
+    pub fn restore_in_zone(
+        policy: Policy,
+        snapshot: Snapshot,
+        now: Timestamp,
+        mode: Mode,
+        zone: &str,
+    ) -> Engine {
         let mut engine = Engine::new(policy, mode);
+        if engine.set_time_zone(zone).is_err() {
+            engine.windows.zone = jiff::tz::TimeZone::UTC;
+        }
         engine.next_id = snapshot.next_id.max(1);
         engine.next_token = snapshot.next_token.max(1);
         let ttl = engine.policy.leases.ttl;

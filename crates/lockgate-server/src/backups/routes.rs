@@ -41,6 +41,11 @@ pub struct Api {
     backups: Arc<Backups>,
 }
 
+/// The backup routes' part of the OpenAPI document (list every handler of [`router`] here).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(create, list, show, result, cancel))]
+pub(crate) struct ApiDoc;
+
 /// The routes, to merge into the main router.
 pub fn router(tokens: crate::auth::Tokens, backups: Arc<Backups>) -> Router {
     Router::new()
@@ -164,6 +169,11 @@ fn dry_run_answer(plan: &Plan, refused: Vec<lockgate_api::BackupRefusal>) -> Bac
     }
 }
 
+#[utoipa::path(post, path = "/v1/backups", tag = "backups", request_body = BackupRequest,
+    responses(
+        (status = 201, description = "Created; its job is queued", body = BackupView),
+        (status = 200, description = "`dry_run`: the plan, nothing run", body = BackupDryRun),
+    ))]
 // The body is read after the caller is known: a bad token wins over a bad body.
 async fn create(
     State(api): State<Api>,
@@ -254,6 +264,8 @@ async fn view(api: &Api, p: &Principal, name: &str) -> Result<BackupView, ApiErr
     Ok(api.backups.live(v))
 }
 
+#[utoipa::path(get, path = "/v1/backups", tag = "backups",
+    responses((status = 200, description = "Every backup the caller may see, oldest first", body = BackupList)))]
 async fn list(State(api): State<Api>, headers: HeaderMap) -> Result<Json<BackupList>, ApiError> {
     let p = caller(&api, &headers)?;
     p.require(
@@ -270,6 +282,8 @@ async fn list(State(api): State<Api>, headers: HeaderMap) -> Result<Json<BackupL
     Ok(Json(BackupList { backups }))
 }
 
+#[utoipa::path(get, path = "/v1/backups/{name}", tag = "backups", params(("name" = String, Path, description = "The backup's name")),
+    responses((status = 200, description = "The backup, with live progress", body = BackupView)))]
 async fn show(
     State(api): State<Api>,
     headers: HeaderMap,
@@ -279,6 +293,8 @@ async fn show(
     Ok(Json(view(&api, &p, &name).await?))
 }
 
+#[utoipa::path(get, path = "/v1/backups/{name}/result", tag = "backups", params(("name" = String, Path, description = "The backup's name")),
+    responses((status = 200, description = "`metadata/result.json` of the finished backup's archive, as stored there", body = Object)))]
 /// `metadata/result.json` of the archive, as stored there.
 async fn result(
     State(api): State<Api>,
@@ -337,6 +353,8 @@ fn read_entry(archive: &std::path::Path, entry: &str) -> std::io::Result<Option<
     Ok(None)
 }
 
+#[utoipa::path(post, path = "/v1/backups/{name}/cancel", tag = "backups", params(("name" = String, Path, description = "The backup's name")),
+    responses((status = 200, description = "Cancel asked for", body = BackupView)))]
 async fn cancel(
     State(api): State<Api>,
     headers: HeaderMap,

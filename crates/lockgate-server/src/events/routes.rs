@@ -20,14 +20,22 @@ use tokio::sync::broadcast;
 /// Events per catch-up page of a stream.
 const PAGE: usize = 1000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct EventsQuery {
+    /// Events with a larger sequence number than this (default 0).
     #[serde(default)]
     after: Option<u64>,
+    /// Page size (default 1000).
     #[serde(default)]
     limit: Option<usize>,
 }
+
+/// The event routes' part of the OpenAPI document (list every handler of [`routes`] here).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list, stream))]
+pub(crate) struct ApiDoc;
 
 /// The event routes.
 pub(crate) fn routes() -> Router<AppState> {
@@ -36,6 +44,8 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/events/stream", get(stream))
 }
 
+#[utoipa::path(get, path = "/v1/events", tag = "events", params(EventsQuery),
+    responses((status = 200, description = "Events after `after`, oldest first", body = EventList)))]
 async fn list(
     State(st): State<AppState>,
     Auth(p): Auth,
@@ -152,6 +162,10 @@ async fn resume_point(
     Ok(seq)
 }
 
+#[utoipa::path(get, path = "/v1/events/stream", tag = "events", params(EventsQuery,
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this event (wins over `after`)")),
+    responses((status = 200, description = "Server-sent events: each message's `id` is its `seq`, its `data` an `EventView` as JSON",
+        body = String, content_type = "text/event-stream")))]
 async fn stream(
     State(st): State<AppState>,
     Auth(p): Auth,

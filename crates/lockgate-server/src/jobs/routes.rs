@@ -14,20 +14,34 @@ use lockgate_api::{
 use lockgate_core::job::JobState;
 use serde::Deserialize;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct WaitQuery {
+    /// Answer once the job's state is no longer this one.
+    #[param(value_type = lockgate_api::schema::JobStateSchema)]
     from: String,
+    /// Longest wait in seconds (default 30, at most 300).
     #[serde(default)]
+    #[param(minimum = 0)]
     timeout_s: Option<f64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct CancelQuery {
+    /// Revoke the lease at once (admin tokens only) instead of asking the holder to stop.
     #[serde(default)]
     force: Option<bool>,
 }
+
+/// The job routes' part of the OpenAPI document (list every handler of [`routes`] here).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(
+    submit, list, show, wait, explain, heartbeat, prepared, finish, cancel, set, retry
+))]
+pub(crate) struct ApiDoc;
 
 /// The job routes.
 pub(crate) fn routes() -> Router<AppState> {
@@ -44,6 +58,8 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/jobs/{id}/retry", post(retry))
 }
 
+#[utoipa::path(post, path = "/v1/jobs/{id}/set", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")), request_body = JobSetRequest,
+    responses((status = 200, description = "The queued job, re-ranked with its new priority (owner within its `max_priority`, or admin)", body = JobView)))]
 async fn set(
     State(st): State<AppState>,
     _: NoQuery,
@@ -54,6 +70,8 @@ async fn set(
     ok(st.lp.ask(p, |r| JobOp::Set(id, req, r)).await?)
 }
 
+#[utoipa::path(post, path = "/v1/jobs/{id}/retry", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")),
+    responses((status = 200, description = "The failed agent job, queued again as its next attempt", body = JobView)))]
 async fn retry(
     State(st): State<AppState>,
     _: NoQuery,
@@ -63,6 +81,11 @@ async fn retry(
     ok(st.lp.ask(p, |r| JobOp::Retry(id, r)).await?)
 }
 
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = SubmitRequest,
+    responses(
+        (status = 201, description = "Created", body = JobView),
+        (status = 200, description = "A resubmission with the same `idempotency_key`: the existing job", body = JobView),
+    ))]
 async fn submit(
     State(st): State<AppState>,
     _: NoQuery,
@@ -78,10 +101,14 @@ async fn submit(
     Ok((status, Json(s.job)))
 }
 
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", params(JobQuery),
+    responses((status = 200, description = "One page of the jobs the caller may see", body = JobList)))]
 async fn list(State(st): State<AppState>, Auth(p): Auth, Q(q): Q<JobQuery>) -> ApiResult<JobList> {
     ok(st.lp.ask(p, |r| JobOp::List(q, r)).await?)
 }
 
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")),
+    responses((status = 200, description = "The job", body = JobView)))]
 async fn show(
     State(st): State<AppState>,
     _: NoQuery,
@@ -91,6 +118,8 @@ async fn show(
     ok(st.lp.ask(p, |r| JobOp::Get(id, r)).await?)
 }
 
+#[utoipa::path(get, path = "/v1/jobs/{id}/wait", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)"), WaitQuery),
+    responses((status = 200, description = "The job once its state is no longer `from`, or as it is when the poll times out", body = JobView)))]
 // The query is read before the id (a bad query wins over a bad id, as it always did).
 async fn wait(
     State(st): State<AppState>,
@@ -120,6 +149,8 @@ async fn wait(
     }
 }
 
+#[utoipa::path(get, path = "/v1/jobs/{id}/explain", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")),
+    responses((status = 200, description = "Why the job waits (or runs)", body = ExplainView)))]
 async fn explain(
     State(st): State<AppState>,
     _: NoQuery,
@@ -129,6 +160,8 @@ async fn explain(
     ok(st.lp.ask(p, |r| JobOp::Explain(id, r)).await?)
 }
 
+#[utoipa::path(post, path = "/v1/jobs/{id}/heartbeat", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")), request_body = LeaseRequest,
+    responses((status = 200, description = "The lease is renewed", body = JobView)))]
 async fn heartbeat(
     State(st): State<AppState>,
     _: NoQuery,
@@ -139,6 +172,8 @@ async fn heartbeat(
     ok(st.lp.ask(p, |r| JobOp::Heartbeat(id, req.token, r)).await?)
 }
 
+#[utoipa::path(post, path = "/v1/jobs/{id}/prepared", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")), request_body = LeaseRequest,
+    responses((status = 200, description = "The prepare stage is done; the job waits for a run slot", body = JobView)))]
 async fn prepared(
     State(st): State<AppState>,
     _: NoQuery,
@@ -149,6 +184,8 @@ async fn prepared(
     ok(st.lp.ask(p, |r| JobOp::Prepared(id, req.token, r)).await?)
 }
 
+#[utoipa::path(post, path = "/v1/jobs/{id}/finish", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")), request_body = FinishRequest,
+    responses((status = 200, description = "The job ended", body = JobView)))]
 async fn finish(
     State(st): State<AppState>,
     _: NoQuery,
@@ -159,6 +196,8 @@ async fn finish(
     ok(st.lp.ask(p, |r| JobOp::Finish(id, req, r)).await?)
 }
 
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)"), CancelQuery),
+    responses((status = 200, description = "Cancelled (queued), or asked to stop (admitted)", body = JobView)))]
 async fn cancel(
     State(st): State<AppState>,
     Auth(p): Auth,

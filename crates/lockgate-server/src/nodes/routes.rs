@@ -10,12 +10,20 @@ use axum::Router;
 use lockgate_api::{AssignmentList, NodeList, NodeRegister, NodeView};
 use serde::Deserialize;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct PollQuery {
+    /// Longest wait in seconds (default 30, at most 300).
     #[serde(default)]
+    #[param(minimum = 0)]
     timeout_s: Option<f64>,
 }
+
+/// The node routes' part of the OpenAPI document (list every handler of [`routes`] here).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(list, show, put, remove, heartbeat, cordon, uncordon, assignments, ack))]
+pub(crate) struct ApiDoc;
 
 /// The node routes.
 pub(crate) fn routes() -> Router<AppState> {
@@ -29,10 +37,14 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/nodes/{name}/assignments/{job}/ack", post(ack))
 }
 
+#[utoipa::path(get, path = "/v1/nodes", tag = "nodes",
+    responses((status = 200, description = "Every node, by name", body = NodeList)))]
 async fn list(State(st): State<AppState>, _: NoQuery, Auth(p): Auth) -> ApiResult<NodeList> {
     ok(st.lp.ask(p, NodeOp::List).await?)
 }
 
+#[utoipa::path(get, path = "/v1/nodes/{name}", tag = "nodes", params(("name" = String, Path, description = "The node's name")),
+    responses((status = 200, description = "The node", body = NodeView)))]
 async fn show(
     State(st): State<AppState>,
     _: NoQuery,
@@ -42,6 +54,9 @@ async fn show(
     ok(st.lp.ask(p, |r| NodeOp::Get(name, r)).await?)
 }
 
+#[utoipa::path(put, path = "/v1/nodes/{name}", tag = "nodes", params(("name" = String, Path, description = "The node's name")),
+    request_body(content = Option<NodeRegister>, description = "What the node has; an empty body registers it with nothing"),
+    responses((status = 200, description = "Registered (or updated)", body = NodeView)))]
 /// An empty body registers a node with nothing (no labels, resources or kinds).
 async fn put(
     State(st): State<AppState>,
@@ -58,6 +73,8 @@ async fn put(
     ok(st.lp.ask(p, |r| NodeOp::Put(name, reg, r)).await?)
 }
 
+#[utoipa::path(delete, path = "/v1/nodes/{name}", tag = "nodes", params(("name" = String, Path, description = "The node's name")),
+    responses((status = 200, description = "Removed", body = Removed)))]
 async fn remove(
     State(st): State<AppState>,
     _: NoQuery,
@@ -67,6 +84,8 @@ async fn remove(
     ok(st.lp.ask(p, |r| NodeOp::Delete(name, r)).await?)
 }
 
+#[utoipa::path(post, path = "/v1/nodes/{name}/heartbeat", tag = "nodes", params(("name" = String, Path, description = "The node's name")),
+    responses((status = 200, description = "The node is seen", body = NodeView)))]
 async fn heartbeat(
     State(st): State<AppState>,
     _: NoQuery,
@@ -76,6 +95,8 @@ async fn heartbeat(
     ok(st.lp.ask(p, |r| NodeOp::Heartbeat(name, r)).await?)
 }
 
+#[utoipa::path(post, path = "/v1/nodes/{name}/cordon", tag = "nodes", params(("name" = String, Path, description = "The node's name")),
+    responses((status = 200, description = "Cordoned: no new admissions on it", body = NodeView)))]
 async fn cordon(
     State(st): State<AppState>,
     _: NoQuery,
@@ -85,6 +106,8 @@ async fn cordon(
     ok(st.lp.ask(p, |r| NodeOp::Cordon(name, true, r)).await?)
 }
 
+#[utoipa::path(post, path = "/v1/nodes/{name}/uncordon", tag = "nodes", params(("name" = String, Path, description = "The node's name")),
+    responses((status = 200, description = "Uncordoned", body = NodeView)))]
 async fn uncordon(
     State(st): State<AppState>,
     _: NoQuery,
@@ -94,6 +117,8 @@ async fn uncordon(
     ok(st.lp.ask(p, |r| NodeOp::Cordon(name, false, r)).await?)
 }
 
+#[utoipa::path(get, path = "/v1/nodes/{name}/assignments", tag = "nodes", params(("name" = String, Path, description = "The node's name"), PollQuery),
+    responses((status = 200, description = "Jobs admitted on the node that its agent has not acknowledged; empty when the poll times out", body = AssignmentList)))]
 async fn assignments(
     State(st): State<AppState>,
     Auth(p): Auth,
@@ -114,6 +139,9 @@ async fn assignments(
     }
 }
 
+#[utoipa::path(post, path = "/v1/nodes/{name}/assignments/{job}/ack", tag = "nodes",
+    params(("name" = String, Path, description = "The node's name"), ("job" = u64, Path, description = "The job's id")),
+    responses((status = 200, description = "The agent took the assignment", body = Acknowledged)))]
 async fn ack(
     State(st): State<AppState>,
     _: NoQuery,

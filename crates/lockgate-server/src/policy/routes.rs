@@ -14,20 +14,31 @@ use lockgate_api::{ErrorCode, PolicyAnswer, Role};
 use lockgate_core::Policy;
 use serde::Deserialize;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct PolicyQuery {
+    /// Validate and diff only; apply nothing.
     #[serde(default)]
     dry_run: Option<bool>,
+    /// Accept a policy that removes every limit.
     #[serde(default)]
     allow_unlimited: Option<bool>,
 }
+
+/// The policy routes' part of the OpenAPI document (list every handler of [`routes`] here).
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(show, put))]
+pub(crate) struct ApiDoc;
 
 /// The policy routes.
 pub(crate) fn routes() -> Router<AppState> {
     Router::new().route("/v1/policy", get(show).put(put))
 }
 
+#[utoipa::path(get, path = "/v1/policy", tag = "policy",
+    responses((status = 200, description = "The active policy; its digest is also the `ETag`", body = lockgate_api::PolicyView,
+        headers(("ETag" = String, description = "The digest, quoted")))))]
 /// The active policy, its digest also as the `ETag`.
 async fn show(
     State(st): State<AppState>,
@@ -65,6 +76,11 @@ fn is_json(headers: &HeaderMap, text: &str) -> Result<bool, ApiError> {
     Ok(json)
 }
 
+#[utoipa::path(put, path = "/v1/policy", tag = "policy", params(PolicyQuery),
+    request_body(description = "The policy document (docs/policy.md), as TOML or JSON",
+        content((String = "application/toml"), (Object = "application/json"))),
+    params(("If-Match" = Option<String>, Header, description = "Apply only if the active policy's digest is this one (412 otherwise)")),
+    responses((status = 200, description = "Applied (or, with `dry_run`, what would change)", body = PolicyAnswer)))]
 async fn put(
     State(st): State<AppState>,
     Auth(p): Auth,

@@ -13,6 +13,7 @@ mod holds;
 mod listing;
 mod longpoll;
 mod metrics;
+mod openapi;
 mod quotas;
 mod schedules;
 mod snapshots;
