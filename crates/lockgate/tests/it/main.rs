@@ -11,3 +11,4 @@ mod harness;
 mod load;
 mod run;
 mod schedule;
+mod tools;
