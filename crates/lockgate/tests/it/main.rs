@@ -16,3 +16,4 @@ mod preempt;
 mod queue;
 mod run;
 mod schedule;
+mod tools;

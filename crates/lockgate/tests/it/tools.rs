@@ -1,0 +1,291 @@
+//! Real restic and borg through `lockgate run`, against one local repository each.
+//!
+//! The tools' own repository locks are the independent witness: restic fails any command
+//! that needs an exclusive lock while another holds one ("repository is already locked"),
+//! and borg fails a second command after `--lock-wait` (1 s by default) on
+//! `lock.exclusive`. So every command exiting 0 shows that lockgate never let an exclusive
+//! command overlap another on the same repository, and that the shared ones did run side by
+//! side where the policy allows it. The tools are installed by `scripts/test` (Debian's
+//! restic and borgbackup); a machine without them fails here, it does not skip.
+
+use crate::harness::{eventually, Srv};
+use lockgate_core::JobState;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+/// Backups share `repo`; prune and check need it alone (docs/integrations/restic.md).
+const RESTIC_POLICY: &str = r#"
+[global]
+max_running = 8
+
+[[conflict]]
+keys = ["repo"]
+exclusive = "kind in (prune, check)"
+"#;
+
+/// One borg command per repository at a time (docs/integrations/borg.md).
+const BORG_POLICY: &str = r#"
+[global]
+max_running = 8
+
+[[conflict]]
+keys = ["repo"]
+"#;
+
+fn tool(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} is not installed: scripts/test installs it (apt-get install restic borgbackup)"))
+}
+
+/// A source tree of `files` files of `kib` KiB of incompressible bytes each.
+fn source(dir: &Path, files: usize, kib: usize, seed: u64) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    for i in 0..files {
+        let mut data = Vec::with_capacity(kib * 1024);
+        while data.len() < kib * 1024 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            data.extend_from_slice(&x.to_le_bytes());
+        }
+        std::fs::write(dir.join(format!("f{i}")), data).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+fn restic_env(c: &mut Command, repo: &Path, home: &Path) {
+    c.env("RESTIC_REPOSITORY", repo)
+        .env("RESTIC_PASSWORD", "lockgate-test")
+        .env("RESTIC_CACHE_DIR", home.join("restic-cache"))
+        .env("HOME", home);
+}
+
+fn borg_env(c: &mut Command, repo: &Path, home: &Path) {
+    c.env("BORG_REPO", repo)
+        .env("BORG_BASE_DIR", home)
+        .env("BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK", "yes")
+        .env("BORG_RELOCATED_REPO_ACCESS_IS_OK", "yes")
+        .env("HOME", home);
+}
+
+fn ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `lockgate run --kind KIND --attr repo=main -- ARGS`, with the tool's environment.
+fn wrapped(
+    s: &Srv,
+    kind: &str,
+    env: fn(&mut Command, &Path, &Path),
+    repo: &Path,
+    args: &[&str],
+) -> Child {
+    let mut run_args = vec![
+        "--kind",
+        kind,
+        "--attr",
+        "repo=main",
+        "--stop-signal",
+        "INT",
+        "--",
+    ];
+    run_args.extend_from_slice(args);
+    let mut c = s.run(&run_args);
+    env(&mut c, repo, s.dir.path());
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn restic_backups_share_the_repository_and_prune_and_check_run_alone() {
+    tool("restic");
+    let s = Srv::start(RESTIC_POLICY);
+    let repo = s.path("restic-repo");
+    let mut init = Command::new("restic");
+    init.args(["init"]);
+    restic_env(&mut init, &repo, s.dir.path());
+    ok(&init.output().unwrap(), "restic init");
+    let sources: Vec<PathBuf> = (0..4)
+        .map(|i| source(&s.path(&format!("src{i}")), 8, 2048, i))
+        .collect();
+    // A first snapshot so that forget --prune and check have something to work on.
+    ok(
+        &wrapped(
+            &s,
+            "backup",
+            restic_env,
+            &repo,
+            &["restic", "backup", "-q", sources[0].to_str().unwrap()],
+        )
+        .wait_with_output()
+        .unwrap(),
+        "the first restic backup",
+    );
+    // Four backups, then a prune and a check, then two more backups, all submitted at once.
+    let mut children: Vec<(String, Child)> = Vec::new();
+    for (i, src) in sources.iter().enumerate() {
+        let child = wrapped(
+            &s,
+            "backup",
+            restic_env,
+            &repo,
+            &["restic", "backup", "-q", src.to_str().unwrap()],
+        );
+        children.push((format!("restic backup #{i}"), child));
+    }
+    let prune = &["restic", "forget", "-q", "--keep-last", "3", "--prune"];
+    children.push((
+        "restic forget --prune".into(),
+        wrapped(&s, "prune", restic_env, &repo, prune),
+    ));
+    children.push((
+        "restic check".into(),
+        wrapped(&s, "check", restic_env, &repo, &["restic", "check", "-q"]),
+    ));
+    for (i, src) in sources.iter().take(2).enumerate() {
+        let child = wrapped(
+            &s,
+            "backup",
+            restic_env,
+            &repo,
+            &["restic", "backup", "-q", src.to_str().unwrap()],
+        );
+        children.push((format!("restic backup #{} (after the prune)", i + 4), child));
+    }
+    for (what, child) in children {
+        ok(&child.wait_with_output().unwrap(), &what);
+    }
+    // The repository is whole and unlocked afterwards.
+    let mut check = Command::new("restic");
+    check.args(["check", "-q"]);
+    restic_env(&mut check, &repo, s.dir.path());
+    ok(&check.output().unwrap(), "restic check afterwards");
+    let jobs = s.admin().jobs(&Default::default()).unwrap();
+    assert_eq!(jobs.jobs.len(), 9, "every command was a job");
+    assert!(
+        jobs.jobs.iter().all(|j| j.state == JobState::Succeeded),
+        "{:?}",
+        jobs.jobs
+    );
+}
+
+#[test]
+fn a_restic_backup_stopped_with_sigint_leaves_no_stale_lock() {
+    tool("restic");
+    let s = Srv::start(RESTIC_POLICY);
+    let repo = s.path("restic-repo");
+    let mut init = Command::new("restic");
+    init.args(["init"]);
+    restic_env(&mut init, &repo, s.dir.path());
+    ok(&init.output().unwrap(), "restic init");
+    // Large enough that it is still running when it is cancelled.
+    let big = source(&s.path("big"), 64, 4096, 7);
+    let id_file = s.path("job-id");
+    let script = format!(
+        "echo $LOCKGATE_JOB_ID > {}; exec restic backup -q {}",
+        id_file.display(),
+        big.display()
+    );
+    let backup = wrapped(&s, "backup", restic_env, &repo, &["sh", "-c", &script]);
+    let locks = repo.join("locks");
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            std::fs::read_dir(&locks).is_ok_and(|mut d| d.next().is_some()) && id_file.exists()
+        }),
+        "restic never took its lock"
+    );
+    let id: u64 = std::fs::read_to_string(&id_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    s.admin().cancel(id, false).unwrap();
+    let out = backup.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(&locks).unwrap().collect();
+    assert!(left.is_empty(), "restic left a lock behind: {left:?}");
+    assert_eq!(s.admin().job(id).unwrap().state, JobState::Cancelled);
+    // The next exclusive command finds the repository unlocked.
+    let prune = wrapped(
+        &s,
+        "prune",
+        restic_env,
+        &repo,
+        &["restic", "forget", "-q", "--keep-last", "1", "--prune"],
+    );
+    ok(
+        &prune.wait_with_output().unwrap(),
+        "restic forget --prune after the cancel",
+    );
+}
+
+#[test]
+fn borg_creates_and_a_prune_on_one_repository_all_succeed() {
+    tool("borg");
+    let s = Srv::start(BORG_POLICY);
+    let repo = s.path("borg-repo");
+    let mut init = Command::new("borg");
+    init.args(["init", "--encryption", "none"]);
+    borg_env(&mut init, &repo, s.dir.path());
+    ok(&init.output().unwrap(), "borg init");
+    let sources: Vec<PathBuf> = (0..4)
+        .map(|i| source(&s.path(&format!("src{i}")), 8, 2048, 100 + i))
+        .collect();
+    let mut children: Vec<(String, Child)> = Vec::new();
+    for (i, src) in sources.iter().enumerate() {
+        let archive = format!("::a{i}");
+        let child = wrapped(
+            &s,
+            "backup",
+            borg_env,
+            &repo,
+            &["borg", "create", &archive, src.to_str().unwrap()],
+        );
+        children.push((format!("borg create {archive}"), child));
+    }
+    let prune = &["borg", "prune", "--keep-last", "2"];
+    children.push((
+        "borg prune".into(),
+        wrapped(&s, "prune", borg_env, &repo, prune),
+    ));
+    let child = wrapped(
+        &s,
+        "backup",
+        borg_env,
+        &repo,
+        &["borg", "create", "::a4", sources[0].to_str().unwrap()],
+    );
+    children.push(("borg create ::a4".into(), child));
+    for (what, child) in children {
+        ok(&child.wait_with_output().unwrap(), &what);
+    }
+    let mut list = Command::new("borg");
+    list.args(["list", "--short"]);
+    borg_env(&mut list, &repo, s.dir.path());
+    let out = list.output().unwrap();
+    ok(&out, "borg list");
+    let archives = String::from_utf8_lossy(&out.stdout).lines().count();
+    // Five creates and one prune that kept the last two of those before it: 2..=5 remain,
+    // depending on where the prune was ranked among the creates.
+    assert!((2..=5).contains(&archives), "{archives} archives");
+}
