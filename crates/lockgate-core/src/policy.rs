@@ -89,6 +89,9 @@ pub struct Policy {
     pub value_pools: BTreeMap<String, ValuePool>,
     /// `[[maintenance]]`, in document order.
     pub maintenance: Vec<Maintenance>,
+    /// `reserve_after` and `strict` of the `[resources.<name>]` tables that set them
+    /// (plain and per-value pools alike); a pool not listed takes `[queue]`'s.
+    pub pool_reserves: BTreeMap<String, Reserve>,
     /// The raw document this policy was validated from (for `policy show` and diffs).
     pub raw: raw::RawPolicy,
 }
@@ -149,7 +152,7 @@ pub struct Limit {
 }
 
 /// How a waiting job holds one rule's scopes for itself (policy.md, "Reservations"):
-/// `reserve_after` and `strict` on a `[[limit]]` or `[[conflict]]`; `[queue]` gives the
+/// `reserve_after` and `strict` on a `[[limit]]`, `[[conflict]]` or pool; `[queue]` gives the
 /// default `reserve_after`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reserve {

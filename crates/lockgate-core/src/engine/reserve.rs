@@ -1,8 +1,9 @@
 //! Reservations per scope (policy.md, "Reservations"): a waiting job holds the scopes that
 //! keep it out for itself, so jobs ranked below it cannot take them first.
 //!
-//! Each rule has its own `reserve_after` and `strict` (`[[limit]]`, `[[conflict]]`; every
-//! other scope, and a rule that sets neither, takes `[queue].reserve_after`). When a job is
+//! Each rule has its own `reserve_after` and `strict` (`[[limit]]`, `[[conflict]]`,
+//! `[resources.<name>]` tables for plain and per-value pools; every other scope, and a rule
+//! that sets neither, takes `[queue].reserve_after`). When a job is
 //! evaluated blocked, every scope that blocks it is reserved for it once it has waited that
 //! rule's `reserve_after`, provided everything that blocks it is a wait for room (a full
 //! scope or a held conflict key): a job that cannot run anyway (its node is missing, a
@@ -43,6 +44,9 @@ impl Engine {
                 .map(|l| l.reserve),
             ScopeKey::Conflict { index, .. } => {
                 self.policy.conflicts.get(*index).map(|c| c.reserve)
+            }
+            ScopeKey::Pool(pool) | ScopeKey::PoolValue { pool, .. } => {
+                self.policy.pool_reserves.get(pool).copied()
             }
             _ => None,
         }

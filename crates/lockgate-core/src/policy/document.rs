@@ -283,7 +283,12 @@ mod tests {
                 ("threads".to_string(), RawResource::Capacity(1)),
                 (
                     "repo-io".to_string(),
-                    RawResource::PerValue(RawValuePool::default()),
+                    RawResource::PerValue(RawValuePool {
+                        per: Some(vec!["repo".into()]),
+                        capacity: 1,
+                        reserve_after: Some("1s".into()),
+                        strict: Some(true),
+                    }),
                 ),
             ]
             .into(),

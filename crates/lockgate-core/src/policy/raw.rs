@@ -129,7 +129,8 @@ pub struct RawWindow {
 pub enum RawResource {
     /// `threads = 10`: one pool.
     Capacity(i64),
-    /// `[resources.repo-io] per = ["repo"] capacity = 4`: one pool per value.
+    /// `[resources.repo-io] per = ["repo"] capacity = 4`: one pool per value; without
+    /// `per`, one pool with reservation settings.
     PerValue(RawValuePool),
 }
 
@@ -161,15 +162,25 @@ impl<'de> Deserialize<'de> for RawResource {
     }
 }
 
-/// `[resources.<name>]` with `per`: one pool per value of the `per` keys.
+/// `[resources.<name>]` as a table: with `per`, one pool per value of the `per` keys;
+/// without, one pool (as `name = N`) that can carry reservation settings.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub struct RawValuePool {
-    /// Keys (`kind`, `owner` or attribute names) whose values each get a pool (required,
-    /// non-empty).
-    pub per: Vec<String>,
+    /// Keys (`kind`, `owner` or attribute names) whose values each get a pool (non-empty
+    /// when given). Default: one pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<Vec<String>>,
     /// Each value's capacity (required).
     pub capacity: i64,
+    /// A job this pool holds reserves it (its value's pool) after waiting this long.
+    /// Default: the `[queue]` value. Shorter bounds the wait of big jobs, at the price of
+    /// idle room.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve_after: Option<String>,
+    /// Strict order on this pool. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 /// One `[[maintenance]]`.

@@ -281,7 +281,11 @@ impl Pools<'_> {
 
 fn validate(raw: &RawPolicy) -> Checked<Policy> {
     let root = FieldPath::root();
-    let (resources, value_pools) = windows::resources(&raw.resources, &root.key("resources"))?;
+    let windows::Resources {
+        plain: resources,
+        per_value: value_pools,
+        reserves: pool_reserves,
+    } = windows::resources(&raw.resources, &root.key("resources"))?;
     let declared: BTreeMap<String, u64> = resources
         .iter()
         .map(|(k, &v)| (k.clone(), v))
@@ -332,6 +336,7 @@ fn validate(raw: &RawPolicy) -> Checked<Policy> {
         nodes,
         resources,
         value_pools,
+        pool_reserves,
         raw: RawPolicy::default(),
     })
 }
@@ -578,7 +583,7 @@ fn conflict(c: &RawConflict, p: &FieldPath) -> Checked<Conflict> {
     })
 }
 
-/// `reserve_after` and `strict` of a `[[limit]]` or `[[conflict]]`.
+/// `reserve_after` and `strict` of a `[[limit]]`, `[[conflict]]` or `[resources.<name>]`.
 fn reserve(after: &Option<String>, strict: Option<bool>, p: &FieldPath) -> Checked<Reserve> {
     Ok(Reserve {
         after: opt_duration(after, &p.key("reserve_after"))?,

@@ -349,6 +349,57 @@ fn a_strict_conflict_holds_back_only_its_own_key() {
     }
 }
 
+/// Pool reservations: a prune costing the whole pool (4 of 4) behind a stream of backups
+/// costing 1 each, two always running, never finds the pool free. With the pool's own
+/// `reserve_after` (1 s; the global one is 10 h) it reserves the pool at 1.1 s; from then
+/// on no backup takes from it, and it waits only for the holders admitted before
+/// (docs/policy.md, "Reservations"): the two running backups end one step (0.3 s) apart,
+/// so it starts by 1.1 s + 2 steps. The same holds for a per-value pool and for a plain
+/// pool written as a table; without `reserve_after` it is still waiting at 3 s.
+#[test]
+fn a_pool_reserves_after_its_own_reserve_after() {
+    let toml = |per: &str, after: &str| {
+        format!(
+            "[leases]\nttl = \"1h\"\n[queue]\nreserve_after = \"10h\"\n[resources.repo-io]\n{per}capacity = 4\n{after}[kinds.backup]\ncost = {{ repo-io = 1 }}\n[kinds.prune]\ncost = {{ repo-io = 4 }}\n"
+        )
+    };
+    let per_value = "per = [\"repo\"]\n";
+    for (per, after, bound) in [
+        (per_value, "reserve_after = \"1s\"\n", Some(1_700)),
+        ("", "reserve_after = \"1s\"\n", Some(1_700)),
+        (per_value, "", None),
+        ("", "", None),
+    ] {
+        for mut e in both(&toml(per, after)) {
+            let mut live: std::collections::VecDeque<JobId> = (0..2)
+                .map(|_| submit(&mut e, repo("backup", "a"), 0))
+                .collect();
+            let prune = submit(&mut e, repo("prune", "a"), 100);
+            let mut started = None;
+            for t in (300..3_000).step_by(300) {
+                e.handle_timeout(Timestamp(t - 50));
+                let next = submit(&mut e, repo("backup", "a"), t - 50);
+                if state(&e, next) == Some(JobState::Running) {
+                    live.push_back(next);
+                }
+                if let Some(oldest) = live.pop_front() {
+                    finish(&mut e, oldest, t);
+                }
+                if started.is_none() && state(&e, prune) == Some(JobState::Running) {
+                    started = Some(t);
+                }
+            }
+            match bound {
+                Some(b) => assert!(
+                    started.is_some_and(|t| t <= b),
+                    "{per:?}: started at {started:?}, bound {b}"
+                ),
+                None => assert_eq!(started, None, "{per:?}: the stream starves the prune"),
+            }
+        }
+    }
+}
+
 #[test]
 fn the_new_keys_round_trip_and_diff() {
     let text = "[[limit]]\nname = \"restores\"\nmatch = \"kind=restore\"\nmax = 2\nreserve_after = \"30s\"\nstrict = true\n\n[[conflict]]\nkeys = [\"repo\"]\nexclusive = \"kind in (prune, check)\"\nexclusive_delay = \"30s\"\nreserve_after = \"1m\"\nstrict = true\n";

@@ -119,8 +119,9 @@ fn make_policy(variant: u8, flavor: u8) -> Policy {
     } else {
         text
     };
-    // Reservations per scope: a limit and a conflict with their own `reserve_after`, a
-    // strict limit and strict conflicts; the global `reserve_after` stays 10 h.
+    // Reservations per scope: a limit, a conflict, a plain pool (as a table) and a
+    // per-value pool with their own `reserve_after`, a strict limit and strict conflicts;
+    // the global `reserve_after` stays 10 h.
     let text = if per_scope {
         text.replace(
             "name = \"per-ds\"\n",
@@ -138,10 +139,23 @@ fn make_policy(variant: u8, flavor: u8) -> Policy {
             "exclusive = \"kind=verify\"\n",
             "exclusive = \"kind=verify\"\nstrict = true\n",
         )
+        .replace(
+            "[resources]\nthreads = 6\n",
+            "[resources.threads]\ncapacity = 6\nreserve_after = \"300ms\"\n",
+        )
+        .replace(
+            "per = [\"datastore\"]\ncapacity = 3\n",
+            "per = [\"datastore\"]\ncapacity = 3\nreserve_after = \"100ms\"\n",
+        )
     } else {
         text
     };
-    Policy::from_toml(&text, Some("props.toml")).unwrap_or_else(|e| panic!("{e}"))
+    let policy = Policy::from_toml(&text, Some("props.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !per_scope || policy.pool_reserves.len() == 2,
+        "both pools carry a reservation rule"
+    );
+    policy
 }
 
 #[derive(Debug, Clone)]

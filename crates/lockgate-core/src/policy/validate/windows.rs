@@ -5,15 +5,23 @@ use super::{bad, capacity, count, job_selector, keys, name, Checked};
 use crate::daily::DailyWindow;
 use crate::policy::locate::FieldPath;
 use crate::policy::raw::{RawMaintenance, RawResource, RawWindow};
-use crate::policy::{LimitWindow, Maintenance, ValuePool};
+use crate::policy::{LimitWindow, Maintenance, Reserve, ValuePool};
 use std::collections::BTreeMap;
 
-/// `[resources]`: the plain pools and the per-value pools.
-pub(super) fn resources(
-    raw: &BTreeMap<String, RawResource>,
-    p: &FieldPath,
-) -> Checked<(BTreeMap<String, u64>, BTreeMap<String, ValuePool>)> {
-    let (mut plain, mut per_value) = (BTreeMap::new(), BTreeMap::new());
+/// `[resources]`, validated.
+pub(super) struct Resources {
+    /// The plain pools (`name = N`, or a table without `per`).
+    pub plain: BTreeMap<String, u64>,
+    /// The per-value pools.
+    pub per_value: BTreeMap<String, ValuePool>,
+    /// Reservation settings of the pools that set any.
+    pub reserves: BTreeMap<String, Reserve>,
+}
+
+/// `[resources]`: the plain pools, the per-value pools and their reservation settings.
+pub(super) fn resources(raw: &BTreeMap<String, RawResource>, p: &FieldPath) -> Checked<Resources> {
+    let (mut plain, mut per_value, mut reserves) =
+        (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     for (pool, r) in raw {
         let pp = p.key(pool);
         if pool.is_empty() {
@@ -24,19 +32,31 @@ pub(super) fn resources(
                 plain.insert(pool.clone(), capacity(*cap, &pp)?);
             }
             RawResource::PerValue(v) => {
-                if v.per.is_empty() {
+                let rule = super::reserve(&v.reserve_after, v.strict, &pp)?;
+                if rule != Reserve::default() {
+                    reserves.insert(pool.clone(), rule);
+                }
+                let Some(per) = &v.per else {
+                    plain.insert(pool.clone(), capacity(v.capacity, &pp.key("capacity"))?);
+                    continue;
+                };
+                if per.is_empty() {
                     return bad(
                         &pp.key("per"),
                         "expected at least one key (kind, owner or an attribute name), got []; a pool with one capacity is written `name = N`",
                     );
                 }
-                let per = keys(&v.per, &pp.key("per"), "a pool's `per`")?;
+                let per = keys(per, &pp.key("per"), "a pool's `per`")?;
                 let capacity = capacity(v.capacity, &pp.key("capacity"))?;
                 per_value.insert(pool.clone(), ValuePool { per, capacity });
             }
         }
     }
-    Ok((plain, per_value))
+    Ok(Resources {
+        plain,
+        per_value,
+        reserves,
+    })
 }
 
 /// A `windows` list.

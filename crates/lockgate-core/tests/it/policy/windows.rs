@@ -71,6 +71,24 @@ use rstest::rstest;
     "resources.repo-io.per",
     "expected at least one key (kind, owner or an attribute name), got []"
 )]
+#[case::pool_reserve_after(
+    "[resources.repo-io]\nper = [\"repo\"]\ncapacity = 4\nreserve_after = \"soon\"\n",
+    4,
+    "resources.repo-io.reserve_after",
+    "invalid duration \"soon\": expected a whole number followed by ms, s, m, h or d"
+)]
+#[case::plain_pool_table_strict(
+    "[resources.threads]\ncapacity = 10\nstrict = \"yes\"\n",
+    3,
+    "resources.threads.strict",
+    "expected true or false, got \"yes\""
+)]
+#[case::plain_pool_table_capacity(
+    "[resources.threads]\ncapacity = -1\n",
+    2,
+    "resources.threads.capacity",
+    "expected a whole number >= 0, got -1"
+)]
 #[case::pool_per_node(
     "[resources.repo-io]\nper = [\"node\"]\ncapacity = 4\n",
     2,
@@ -172,4 +190,36 @@ fn a_maintenance_window_alone_limits_something() {
     .unwrap();
     assert!(p.limits_anything());
     assert!(p.maintenance[0].matcher.is_none(), "no match: every job");
+}
+
+#[test]
+fn pools_carry_their_reservations() {
+    let text = "[resources.threads]\ncapacity = 10\nreserve_after = \"30s\"\n\n\
+                [resources.repo-io]\nper = [\"repo\"]\ncapacity = 4\nstrict = true\n\n\
+                [resources]\ngpus = 2\n";
+    let p = Policy::from_toml(text, None).unwrap();
+    assert_eq!(
+        p.resources["threads"], 10,
+        "a table without `per` is one pool"
+    );
+    assert_eq!(p.resources["gpus"], 2);
+    assert!(!p.value_pools.contains_key("threads"));
+    assert_eq!(
+        p.pool_reserves["threads"],
+        Reserve {
+            after: Some(std::time::Duration::from_secs(30)),
+            strict: false
+        }
+    );
+    assert_eq!(
+        p.pool_reserves["repo-io"],
+        Reserve {
+            after: None,
+            strict: true
+        }
+    );
+    assert!(!p.pool_reserves.contains_key("gpus"));
+    let again = Policy::from_toml(&p.to_toml_string(), None).unwrap();
+    assert_eq!(again.raw, p.raw, "{}", p.to_toml_string());
+    assert_eq!(again.pool_reserves, p.pool_reserves);
 }
