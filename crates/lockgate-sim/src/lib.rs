@@ -26,7 +26,7 @@ pub mod velero;
 pub use bound::{lower_bound, LowerBound};
 pub use input::{parse_nodes, parse_workload, InputError, NodeSpec, WorkloadJob};
 pub use report::{NodeBusy, Report, ScopePeak, Summary, Waits};
-pub use sim::{simulate, JobRecord, Run, SimError};
+pub use sim::{simulate, JobRecord, Run, SimError, STOP_MS};
 
 use lockgate_core::Policy;
 

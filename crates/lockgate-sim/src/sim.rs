@@ -6,7 +6,14 @@
 //! then agenda entries in the order they were scheduled, so a run is a pure function of
 //! its input. After every engine call the simulator drains [`Engine::poll_event`] and
 //! plays the holder: `AdmittedPrepare` schedules `prepared` after `prepare_s`, `Started`
-//! schedules `finish(succeeded)` after `run_s`.
+//! schedules `finish(succeeded)` after `run_s`, and `CancelRequested` with reason
+//! `preempted` or `cancel` schedules `finish(cancelled)` after [`STOP_MS`], as `lockgate run`
+//! stops its command (a preempted job is then requeued by the engine and runs again, from
+//! the start). A `max_run` cancel is not obeyed: the engine revokes the lease a TTL later.
+//!
+//! Every holder action carries the lease token it was scheduled under, and is dropped when
+//! the job no longer holds that token (it ended, or was requeued and admitted again), so a
+//! stale `finish` never ends a later attempt.
 //!
 //! Leases and nodes are renewed every `min(lease ttl, node ttl) / 3` (what `lockgate run`
 //! and the agents do), so no lease expires spuriously; a job that still ends otherwise is
@@ -19,7 +26,7 @@ use crate::input::{NodeSpec, WorkloadJob};
 use crate::report::ScopePeak;
 use lockgate_core::engine::NodeRegistration;
 use lockgate_core::event::{Event, JobChange};
-use lockgate_core::job::{JobId, JobState, Outcome};
+use lockgate_core::job::{CancelReason, JobId, JobState, Outcome};
 use lockgate_core::{Engine, Mode, Policy, Timestamp};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -73,11 +80,16 @@ pub enum SimError {
     },
 }
 
+/// How long a simulated holder takes to stop its work once asked to (a preempted or
+/// cancelled job): the signal, the tool's cleanup, the `finish` call.
+pub const STOP_MS: u64 = 1_000;
+
+/// One agenda entry; holder actions carry the lease token they were scheduled under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
     Submit(usize),
-    Prepared(JobId),
-    Finish(JobId),
+    Prepared(JobId, u64),
+    Finish(JobId, u64, Outcome),
     Renew,
 }
 
@@ -87,7 +99,8 @@ struct Driver<'a> {
     records: Vec<JobRecord>,
     agenda: BTreeMap<(u64, u64), Action>,
     seq: u64,
-    /// Admitted jobs and their current lease token.
+    /// Jobs admitted and not ended, with their latest lease token (a requeued job keeps
+    /// its stale one until it is admitted again).
     in_flight: BTreeMap<JobId, u64>,
     index_of: HashMap<JobId, usize>,
     to_submit: usize,
@@ -225,15 +238,15 @@ impl Driver<'_> {
                     })?;
                 self.index_of.insert(submitted.job.id, i);
             }
-            Action::Prepared(id) => {
-                if let Some(&token) = self.in_flight.get(&id) {
-                    // A job that ended meanwhile (prepare timeout) is no longer in flight.
+            Action::Prepared(id, token) => {
+                // A job that ended meanwhile (prepare timeout) is no longer in flight.
+                if self.in_flight.get(&id) == Some(&token) {
                     let _ = self.engine.prepared(id, token, t);
                 }
             }
-            Action::Finish(id) => {
-                if let Some(&token) = self.in_flight.get(&id) {
-                    let _ = self.engine.finish(id, token, Outcome::Succeeded, None, t);
+            Action::Finish(id, token, outcome) => {
+                if self.in_flight.get(&id) == Some(&token) {
+                    let _ = self.engine.finish(id, token, outcome, None, t);
                 }
             }
             Action::Renew => {
@@ -271,36 +284,45 @@ impl Driver<'_> {
                 JobChange::AdmittedPrepare => {
                     rec.admitted_ms = Some(job.prepare_started_at.map_or(now, |t| t.0));
                     rec.node = job.node().map(str::to_string);
-                    self.in_flight
-                        .insert(job.id, token.expect("admitted jobs hold a lease"));
+                    let token = token.expect("admitted jobs hold a lease");
+                    self.in_flight.insert(job.id, token);
                     let at = now + j.prepare_ms();
-                    self.schedule(at, Action::Prepared(job.id));
+                    self.schedule(at, Action::Prepared(job.id, token));
                 }
                 JobChange::Started => {
                     let started = job.started_at.map_or(now, |t| t.0);
                     rec.admitted_ms.get_or_insert(started);
                     rec.started_ms = Some(started);
                     rec.node = job.node().map(str::to_string);
-                    self.in_flight
-                        .insert(job.id, token.expect("admitted jobs hold a lease"));
+                    let token = token.expect("admitted jobs hold a lease");
+                    self.in_flight.insert(job.id, token);
                     let at = now + j.run_ms();
-                    self.schedule(at, Action::Finish(job.id));
+                    self.schedule(at, Action::Finish(job.id, token, Outcome::Succeeded));
                 }
                 JobChange::Finished => {
                     rec.finished_ms = Some(job.finished_at.map_or(now, |t| t.0));
                     rec.outcome = Some(job.outcome.unwrap_or(job.state));
                     self.in_flight.remove(&job.id);
                 }
+                JobChange::CancelRequested => {
+                    let obeyed = matches!(
+                        job.cancel_reason,
+                        Some(CancelReason::Preempted | CancelReason::Cancel)
+                    );
+                    if let (true, Some(token)) = (obeyed, token) {
+                        let stop = Action::Finish(job.id, token, Outcome::Cancelled);
+                        self.schedule(now + STOP_MS, stop);
+                    }
+                }
                 JobChange::Requeued => {
+                    // It stays in `in_flight` (under its stale token) until it ends: a
+                    // retried or preempted job keeps the run going.
                     *rec = JobRecord {
                         submitted_ms: rec.submitted_ms,
                         ..JobRecord::default()
                     };
                 }
-                JobChange::Submitted
-                | JobChange::Prepared
-                | JobChange::CancelRequested
-                | JobChange::Edited => {}
+                JobChange::Submitted | JobChange::Prepared | JobChange::Edited => {}
             }
         }
     }

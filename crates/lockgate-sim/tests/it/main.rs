@@ -5,3 +5,4 @@ mod determinism;
 mod examples;
 mod job_check;
 mod models;
+mod preempt;
