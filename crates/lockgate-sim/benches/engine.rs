@@ -3,7 +3,17 @@
 //!
 //! Run: `cargo bench -p lockgate-sim --bench engine` (add `-- --quick` for 1k..100k only,
 //! `-- --no-rescan` for the Indexed engine alone, e.g. under a profiler, `-- --nodes N` to
-//! register N nodes instead of 1,000).
+//! register N nodes instead of 1,000, `-- --depths 1000000,1000` for chosen depths, and
+//! `-- --all-rules` for the policy with every rule of issue 11, below).
+//!
+//! `--all-rules` adds to the same policy, with the same cycle: a shared/exclusive conflict
+//! on `datastore` (`exclusive = "kind in (prune, gc)"`: every backup shares it), a
+//! per-value pool `ds-io` per datastore that every backup costs, `windows` on `[global]`
+//! and on `per-datastore` (one active all run long with the rule's own number, one never
+//! active), an active `[[maintenance]]` matching no job, `reserve_after` on a limit and on
+//! a conflict, a preempting kind (`[kinds.restore] preempt = true`, not in the workload),
+//! and in setup an active pause matching no job and a few jobs with `after` and `after_ok`
+//! on jobs that already ended.
 //!
 //! A plain `harness = false` main rather than criterion: filling a 1M-deep queue takes
 //! seconds, and what matters is honest medians over several runs with the Indexed/Rescan
@@ -41,6 +51,56 @@ const SHAPES: usize = 1_000;
 /// Registered nodes, unless `-- --nodes N` says otherwise.
 const NODES: usize = 1_000;
 const RUNS: usize = 5;
+
+/// What `--all-rules` adds to [`POLICY`] (besides the edits in [`policy_text`]).
+const ALL_RULES: &str = r#"
+[[conflict]]
+keys = ["datastore"]
+exclusive = "kind in (prune, gc)"
+
+[resources.ds-io]
+per = ["datastore"]
+capacity = 8
+
+[[maintenance]]
+name = "fsck-nowhere"
+when = "00:00-23:00"
+match = "datastore=ds-none"
+
+[kinds.restore]
+priority = 10
+preempt = true
+"#;
+
+/// The bench policy; with `all_rules`, every rule of issue 11 in it as well.
+fn policy_text(all_rules: bool) -> String {
+    if !all_rules {
+        return POLICY.to_string();
+    }
+    let mut text = POLICY.to_string();
+    for (old, new) in [
+        (
+            "max_running = 5000\n",
+            "max_running = 5000\nwindows = [{ when = \"00:00-23:00\", max = 5000 }, { when = \"sat 10:00-11:00\", max = 1 }]\n",
+        ),
+        (
+            "name = \"per-datastore\"\nper = [\"datastore\"]\nmax = 4\n",
+            "name = \"per-datastore\"\nper = [\"datastore\"]\nmax = 4\nreserve_after = \"1d\"\nwindows = [{ when = \"00:00-23:00\", max = 4 }, { when = \"sun 02:00-04:00\", max = 1 }]\n",
+        ),
+        (
+            "keys = [\"datastore\", \"group\"]\n",
+            "keys = [\"datastore\", \"group\"]\nreserve_after = \"1d\"\n",
+        ),
+        (
+            "cost = { threads = 1 }\n",
+            "cost = { threads = 1, ds-io = 1 }\n",
+        ),
+    ] {
+        assert!(text.contains(old), "{old}");
+        text = text.replacen(old, new, 1);
+    }
+    text + ALL_RULES
+}
 
 const POLICY: &str = r#"
 [global]
@@ -221,9 +281,13 @@ impl Bench {
     }
 
     fn submit(&mut self, shape: usize) -> usize {
+        self.submit_spec(spec(shape), shape)
+    }
+
+    fn submit_spec(&mut self, job: JobSpec, shape: usize) -> usize {
         let id = self
             .engine
-            .submit(spec(shape), Timestamp(self.now))
+            .submit(job, Timestamp(self.now))
             .expect("valid job")
             .job
             .id;
@@ -243,8 +307,9 @@ impl Bench {
     }
 }
 
-fn filled(depth: usize, nodes: usize) -> Bench {
-    let policy = Policy::from_toml(POLICY, Some("bench.toml")).expect("valid policy");
+fn filled(depth: usize, nodes: usize, all_rules: bool) -> Bench {
+    let policy =
+        Policy::from_toml(&policy_text(all_rules), Some("bench.toml")).expect("valid policy");
     let mut engine = Engine::new(policy, Mode::Indexed);
     for i in 0..nodes {
         engine.register_node(node(i), Timestamp(0));
@@ -257,12 +322,54 @@ fn filled(depth: usize, nodes: usize) -> Bench {
         now: 0,
     };
     b.drain();
+    let ended = if all_rules {
+        b.all_rules_setup()
+    } else {
+        Vec::new()
+    };
     let mut i = 0;
     while b.queued < depth {
-        b.submit(i % SHAPES);
+        let mut job = spec(i % SHAPES);
+        if i < 8 {
+            job.after = ended.clone();
+            job.after_ok = ended.clone();
+        }
+        b.submit_spec(job, i % SHAPES);
         i += 1;
     }
     b
+}
+
+impl Bench {
+    /// `--all-rules` setup: a pause matching no job, and 4 jobs that ran and ended (the
+    /// first queued jobs name them in `after` and `after_ok`). Returns their ids.
+    fn all_rules_setup(&mut self) -> Vec<JobId> {
+        self.engine
+            .pause(
+                lockgate_core::engine::PauseSpec {
+                    selector: Some("datastore=ds-none".into()),
+                    reason: "bench: an active pause matching nothing".into(),
+                    by: "bench".into(),
+                    until: None,
+                },
+                Timestamp(self.now),
+            )
+            .expect("valid pause");
+        self.drain();
+        for shape in 0..4 {
+            self.submit(shape);
+        }
+        let mut ended = Vec::new();
+        while let Some((id, token, _)) = self.running.pop_front() {
+            self.engine
+                .finish(id, token, Outcome::Succeeded, None, Timestamp(self.now))
+                .expect("holder");
+            ended.push(id);
+            self.drain();
+        }
+        assert_eq!(ended.len(), 4, "the setup jobs ran");
+        ended
+    }
 }
 
 fn rss_bytes() -> Option<u64> {
@@ -315,7 +422,23 @@ fn main() {
         .position(|a| a == "--nodes")
         .and_then(|i| args.get(i + 1))
         .map_or(NODES, |n| n.parse().expect("--nodes N"));
-    let depths: &[usize] = if quick {
+    let all_rules = args.iter().any(|a| a == "--all-rules");
+    let chosen: Option<Vec<usize>> = args
+        .iter()
+        .position(|a| a == "--depths")
+        .and_then(|i| args.get(i + 1))
+        .map(|l| {
+            let mut d: Vec<usize> = l
+                .split(',')
+                .map(|n| n.parse().expect("--depths N,M"))
+                .collect();
+            // The deepest first, as the memory figure needs.
+            d.sort_unstable_by(|a, b| b.cmp(a));
+            d
+        });
+    let depths: &[usize] = if let Some(d) = &chosen {
+        d
+    } else if quick {
         &[100_000, 10_000, 1_000]
     } else {
         &[1_000_000, 100_000, 10_000, 1_000]
@@ -325,7 +448,7 @@ fn main() {
     for (n, &depth) in depths.iter().enumerate() {
         let before = rss_bytes();
         let t = Instant::now();
-        let mut b = filled(depth, nodes);
+        let mut b = filled(depth, nodes, all_rules);
         let setup_s = t.elapsed().as_secs_f64();
         let after = rss_bytes();
         let live = b.engine.live_jobs();
@@ -369,7 +492,8 @@ fn main() {
         });
     }
     rows.sort_by_key(|r| r.depth);
-    println!("engine: submit -> admit -> finish cycles, {nodes} nodes, median of {RUNS} runs (us per cycle)");
+    let rules = if all_rules { ", --all-rules" } else { "" };
+    println!("engine: submit -> admit -> finish cycles, {nodes} nodes{rules}, median of {RUNS} runs (us per cycle)");
     println!(
         "{:>9} {:>8} {:>12} {:>12} {:>12} {:>12} {:>9} {:>8} {:>10}",
         "depth",
