@@ -15,6 +15,7 @@
 //! SIGHUP, start) that would take the name of an API-created schedule. Policy schedules
 //! are changed in the policy only: `DELETE /v1/schedules/{name}` answers 409 for them.
 
+mod after;
 mod ops;
 mod planner;
 mod routes;
@@ -159,20 +160,24 @@ pub fn validate(req: &ScheduleRequest, policy: &Policy) -> Result<ScheduleSpec, 
             ),
         ));
     }
-    let raw = req
+    let mut raw = req
         .to_raw()
         .map_err(|e| ApiError::invalid(e.field.clone(), e.to_string()))?;
+    // Checked by the loop against every schedule, the API's as well as the policy's.
+    let after = raw.after.take();
     let mut doc = policy.raw.clone();
     doc.schedule = vec![raw];
     let checked = Policy::from_raw(doc).map_err(|e| {
         let field = api_field(&e.field);
         ApiError::invalid(field.clone(), format!("{field}: {}", e.message))
     })?;
-    Ok(checked
+    let mut spec = checked
         .schedules
         .into_iter()
         .next()
-        .expect("one schedule was validated"))
+        .expect("one schedule was validated");
+    spec.after = after;
+    Ok(spec)
 }
 
 #[cfg(test)]

@@ -321,7 +321,7 @@ impl Loop {
             .filter(|(_, s)| s.next.is_some_and(|n| n <= now))
             .map(|(n, _)| n.clone())
             .collect();
-        for name in due {
+        for name in self.in_after_order(due) {
             self.run_schedule(&name, now);
         }
         self.drain_events(now);
@@ -352,20 +352,29 @@ impl Loop {
                     );
                     (None, Some(reason))
                 }
-                Action::Submit { spec, cancel } => {
-                    let mut note = None;
+                Action::Submit { mut spec, cancel } => {
+                    let mut notes = Vec::new();
                     if let Some(id) = cancel {
                         if self.engine.cancel(id, false, now).is_ok() {
-                            note = Some(format!("cancelled the previous run (job {id})"));
+                            notes.push(format!("cancelled the previous run (job {id})"));
+                        }
+                    }
+                    if let Some(target) = runner.spec().after.as_deref() {
+                        match self.after_job(target, p.planned) {
+                            Ok(dep) => {
+                                spec.after.push(dep);
+                                notes.push(format!("after {target}: waits for job {dep}"));
+                            }
+                            Err(why) => notes.push(why),
                         }
                     }
                     match self.submit_run(&owner, *spec, now) {
                         Ok((id, existing)) => {
                             if existing {
-                                note = Some(format!("already submitted as job {id}"));
+                                notes = vec![format!("already submitted as job {id}")];
                             }
                             last_job = Some(id);
-                            (Some(id), note)
+                            (Some(id), (!notes.is_empty()).then(|| notes.join("; ")))
                         }
                         Err(message) => {
                             tracing::error!("schedule {name:?}: run not submitted: {message}");
