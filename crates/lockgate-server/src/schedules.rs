@@ -7,7 +7,8 @@
 //!   plus a stricter name rule (it becomes a URL path segment).
 //!
 //! The loop side is in `planner.rs` (planning runs at their planned times, the history)
-//! and `ops.rs` (the API operations, [`ScheduleOp`]); the handlers in `routes.rs`.
+//! and `ops.rs` (the API operations, [`ScheduleOp`]); the handlers in `routes.rs`;
+//! `after.rs` makes a run wait for another schedule's run (`after = "<name>"`).
 //!
 //! # Policy-file schedules and API-created ones
 //! Both live in one namespace: a name belongs to at most one schedule. `POST /v1/schedules`
@@ -149,7 +150,8 @@ fn api_field(policy_field: &str) -> String {
 ///
 /// # Errors
 /// 422 naming the JSON field: a bad name, expression (the part of it to fix), duration,
-/// selector, cost pool, `duplicates` or `misfire` value.
+/// selector, cost pool, `duplicates` or `misfire` value. `after` is passed through: the
+/// loop checks it against every schedule (`after.rs`).
 pub fn validate(req: &ScheduleRequest, policy: &Policy) -> Result<ScheduleSpec, ApiError> {
     if !valid_name(&req.name) {
         return Err(ApiError::invalid(
