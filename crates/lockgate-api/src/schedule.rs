@@ -89,6 +89,10 @@ pub struct ScheduleRequest {
     /// Retries of failed runs (never of cancelled ones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<ScheduleRetry>,
+    /// Another schedule's name (from the policy or the API): each run waits until that
+    /// schedule's latest run planned at or before it has ended, in any state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
 }
 
 /// A field of a [`ScheduleRequest`] that cannot be turned into the policy's form.
@@ -179,6 +183,7 @@ impl ScheduleRequest {
                 }),
                 None => None,
             },
+            after: self.after.clone(),
         })
     }
 
@@ -208,6 +213,7 @@ impl ScheduleRequest {
                 times: r.times,
                 interval_s: r.interval.as_secs_f64(),
             }),
+            after: s.after.clone(),
         }
     }
 }
@@ -255,6 +261,9 @@ pub struct ScheduleView {
     pub jitter_s: Option<f64>,
     /// Retries of failed runs.
     pub retry: Option<ScheduleRetry>,
+    /// The schedule whose latest run planned at or before each run it waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
     /// Created (or first seen in the policy).
     pub created_at: String,
     /// The latest planned time handled.

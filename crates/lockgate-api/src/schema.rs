@@ -107,20 +107,6 @@ impl utoipa::ToSchema for OutcomeSchema {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_the_serde_names() {
-        assert_eq!(executor_names(), ["client", "agent"]);
-        assert_eq!(outcome_names(), ["succeeded", "failed", "cancelled"]);
-        for s in JobState::ALL {
-            assert_eq!(wire_name(s), s.as_str());
-        }
-    }
-}
-
 /// Every `CancelReason` as the API writes it.
 pub fn cancel_reason_names() -> Vec<String> {
     let _listed = |r: CancelReason| match r {
@@ -151,5 +137,19 @@ impl utoipa::PartialSchema for CancelReasonSchema {
 impl utoipa::ToSchema for CancelReasonSchema {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("CancelReason")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_serde_names() {
+        assert_eq!(executor_names(), ["client", "agent"]);
+        assert_eq!(outcome_names(), ["succeeded", "failed", "cancelled"]);
+        for s in JobState::ALL {
+            assert_eq!(wire_name(s), s.as_str());
+        }
     }
 }

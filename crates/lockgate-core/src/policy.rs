@@ -421,6 +421,9 @@ pub struct ScheduleSpec {
     pub jitter: Option<Duration>,
     /// Retries of failed runs.
     pub retry: Option<Retry>,
+    /// Each run waits (a dependency `after`, any end) for the latest run of this schedule
+    /// planned at or before its own; none: runs wait for no schedule.
+    pub after: Option<String>,
 }
 
 /// One `[[blocks.rule]]`: items matching `matcher` are grouped by the `group_by` values.

@@ -301,6 +301,67 @@ impl Runner {
     }
 }
 
+/// Why a schedule's `after` cannot stand.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AfterError {
+    /// It names no schedule.
+    #[error("no schedule is named {0:?}, expected the name of another schedule{1}")]
+    Unknown(String, &'static str),
+    /// It names the schedule itself.
+    #[error("schedule {0:?} cannot wait for its own runs, expected the name of another schedule")]
+    Itself(String),
+    /// Following `after` from the schedule comes back to it: the names, in order, the first
+    /// repeated at the end.
+    #[error("schedules {} wait for each other in a cycle, so none could ever run; expected a chain of `after` that ends", cycle_text(.0))]
+    Cycle(Vec<String>),
+}
+
+fn cycle_text(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    quoted.join(" -> ")
+}
+
+/// Checks the `after` of schedule `name` among schedules where `after_of(s)` is `Some(
+/// Some(t))` when `s` exists and names `t`, `Some(None)` when it exists and names none, and
+/// `None` when there is no schedule `s`. `scope` ends the unknown-name message (`" in this
+/// policy"`).
+///
+/// Each schedule names at most one other, so the schedules form chains; following the one
+/// from `name` either ends, runs into a cycle that does not hold `name` (that cycle is the
+/// error of its own members), or comes back to `name`: at most one step per schedule.
+///
+/// # Errors
+/// The name it gives is unknown or its own, or its chain comes back to it.
+pub fn check_after<'a>(
+    name: &'a str,
+    after_of: impl Fn(&str) -> Option<Option<&'a str>>,
+    count: usize,
+    scope: &'static str,
+) -> Result<(), AfterError> {
+    let Some(Some(first)) = after_of(name) else {
+        return Ok(());
+    };
+    if first == name {
+        return Err(AfterError::Itself(name.to_string()));
+    }
+    if after_of(first).is_none() {
+        return Err(AfterError::Unknown(first.to_string(), scope));
+    }
+    let mut chain = vec![name.to_string()];
+    let mut at = first;
+    for _ in 0..count {
+        chain.push(at.to_string());
+        if at == name {
+            return Err(AfterError::Cycle(chain));
+        }
+        match after_of(at) {
+            Some(Some(next)) => at = next,
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
 fn duplicates_name(d: Duplicates) -> &'static str {
     match d {
         Duplicates::Skip => "skip",
@@ -314,6 +375,7 @@ fn duplicates_name(d: Duplicates) -> &'static str {
 mod tests {
     use super::*;
     use crate::policy::Policy;
+    use std::collections::BTreeMap;
 
     fn runner(extra: &str) -> Runner {
         runner_when("*:0/15", extra)
@@ -478,6 +540,32 @@ mod tests {
         assert!(
             reason.contains("planned at 2026-12-01T00:00:20Z"),
             "{reason}"
+        );
+    }
+
+    #[test]
+    fn after_refuses_unknown_names_itself_and_cycles() {
+        let graph: BTreeMap<&str, Option<&str>> = [
+            ("backup", None),
+            ("verify", Some("backup")),
+            ("a", Some("b")),
+            ("b", Some("c")),
+            ("c", Some("a")),
+            ("d", Some("a")),
+            ("self", Some("self")),
+            ("typo", Some("bakup")),
+        ]
+        .into();
+        let check = |n| check_after(n, |s| graph.get(s).copied(), graph.len(), "");
+        assert_eq!(check("verify"), Ok(()));
+        assert_eq!(check("backup"), Ok(()));
+        assert_eq!(check("d"), Ok(()), "the cycle is a's, b's and c's error");
+        assert_eq!(check("self"), Err(AfterError::Itself("self".into())));
+        assert_eq!(check("typo"), Err(AfterError::Unknown("bakup".into(), "")));
+        let Err(e) = check("a") else { panic!() };
+        assert_eq!(
+            e.to_string(),
+            "schedules \"a\" -> \"b\" -> \"c\" -> \"a\" wait for each other in a cycle, so none could ever run; expected a chain of `after` that ends"
         );
     }
 

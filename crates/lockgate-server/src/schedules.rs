@@ -7,7 +7,8 @@
 //!   plus a stricter name rule (it becomes a URL path segment).
 //!
 //! The loop side is in `planner.rs` (planning runs at their planned times, the history)
-//! and `ops.rs` (the API operations, [`ScheduleOp`]); the handlers in `routes.rs`.
+//! and `ops.rs` (the API operations, [`ScheduleOp`]); the handlers in `routes.rs`;
+//! `after.rs` makes a run wait for another schedule's run (`after = "<name>"`).
 //!
 //! # Policy-file schedules and API-created ones
 //! Both live in one namespace: a name belongs to at most one schedule. `POST /v1/schedules`
@@ -15,6 +16,7 @@
 //! SIGHUP, start) that would take the name of an API-created schedule. Policy schedules
 //! are changed in the policy only: `DELETE /v1/schedules/{name}` answers 409 for them.
 
+mod after;
 mod ops;
 mod planner;
 mod routes;
@@ -148,7 +150,8 @@ fn api_field(policy_field: &str) -> String {
 ///
 /// # Errors
 /// 422 naming the JSON field: a bad name, expression (the part of it to fix), duration,
-/// selector, cost pool, `duplicates` or `misfire` value.
+/// selector, cost pool, `duplicates` or `misfire` value. `after` is passed through: the
+/// loop checks it against every schedule (`after.rs`).
 pub fn validate(req: &ScheduleRequest, policy: &Policy) -> Result<ScheduleSpec, ApiError> {
     if !valid_name(&req.name) {
         return Err(ApiError::invalid(
@@ -159,20 +162,24 @@ pub fn validate(req: &ScheduleRequest, policy: &Policy) -> Result<ScheduleSpec, 
             ),
         ));
     }
-    let raw = req
+    let mut raw = req
         .to_raw()
         .map_err(|e| ApiError::invalid(e.field.clone(), e.to_string()))?;
+    // Checked by the loop against every schedule, the API's as well as the policy's.
+    let after = raw.after.take();
     let mut doc = policy.raw.clone();
     doc.schedule = vec![raw];
     let checked = Policy::from_raw(doc).map_err(|e| {
         let field = api_field(&e.field);
         ApiError::invalid(field.clone(), format!("{field}: {}", e.message))
     })?;
-    Ok(checked
+    let mut spec = checked
         .schedules
         .into_iter()
         .next()
-        .expect("one schedule was validated"))
+        .expect("one schedule was validated");
+    spec.after = after;
+    Ok(spec)
 }
 
 #[cfg(test)]

@@ -143,6 +143,7 @@ pub(crate) const ROOT: &[Key] = &[
             value("misfire"),
             value("max_start_delay"),
             value("jitter"),
+            value("after"),
         ]),
     ),
     key(
@@ -355,6 +356,7 @@ mod tests {
                 max_start_delay: Some("1s".into()),
                 jitter: Some("1s".into()),
                 retry: retry(),
+                after: Some("t".into()),
             }],
             blocks: Some(RawBlocks {
                 exec_template: Some(vec!["x".into()]),

@@ -417,6 +417,10 @@ pub struct RawSchedule {
     /// Retries of failed runs. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RawRetry>,
+    /// Another schedule's name: each run waits for that schedule's latest run planned at
+    /// or before it. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
 }
 
 /// `[blocks]` (design `item-blocks.md`).

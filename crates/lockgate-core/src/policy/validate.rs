@@ -444,6 +444,11 @@ fn schedules(raw: &[RawSchedule], pools: &Pools<'_>, p: &FieldPath) -> Checked<V
         }
         out.push(schedule(s, pools, &sp)?);
     }
+    let after_of = |n: &str| seen.get(n).map(|&i| raw[i].after.as_deref());
+    for (i, s) in raw.iter().enumerate() {
+        crate::schedule::check_after(&s.name, after_of, raw.len(), " in this policy")
+            .or_else(|e| bad(&p.at(i).key("after"), e.to_string()))?;
+    }
     Ok(out)
 }
 
@@ -706,6 +711,10 @@ fn schedule(s: &RawSchedule, pools: &Pools<'_>, p: &FieldPath) -> Checked<Schedu
             .as_ref()
             .map(|r| retry(r, &p.key("retry")))
             .transpose()?,
+        after: match &s.after {
+            Some(a) => name(a, &p.key("after"), "schedule").map(|()| Some(a.clone()))?,
+            None => None,
+        },
     })
 }
 

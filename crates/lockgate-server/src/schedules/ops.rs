@@ -71,6 +71,7 @@ impl Loop {
             )
             .field("name"));
         }
+        self.check_schedule_after(&req.name, spec.after.as_deref())?;
         let runner = Runner::new(spec, &self.schedules.zone)
             .map_err(|e| ApiError::invalid("when", format!("when: {e}")))?;
         if runner.next_after(now).is_none() {
@@ -167,6 +168,7 @@ impl Loop {
             max_start_delay_s: req.max_start_delay_s,
             jitter_s: req.jitter_s,
             retry: req.retry,
+            after: req.after,
             created_at: lockgate_api::time::format(created_at),
             last_planned: (last_run.is_some()).then(|| lockgate_api::time::format(last_planned)),
             last_run,

@@ -321,7 +321,7 @@ impl Loop {
             .filter(|(_, s)| s.next.is_some_and(|n| n <= now))
             .map(|(n, _)| n.clone())
             .collect();
-        for name in due {
+        for name in self.in_after_order(due) {
             self.run_schedule(&name, now);
         }
         self.drain_events(now);
@@ -339,7 +339,6 @@ impl Loop {
             .and_then(|id| self.engine.job(id))
             .map(|j| (j.id, j.state));
         let (last, down_until) = (s.last_planned, s.down_until);
-        let owner = runner.owner();
         let mut last_job = s.last_job;
         let mut last_planned = last;
         let mut last_run = None;
@@ -353,25 +352,10 @@ impl Loop {
                     (None, Some(reason))
                 }
                 Action::Submit { spec, cancel } => {
-                    let mut note = None;
-                    if let Some(id) = cancel {
-                        if self.engine.cancel(id, false, now).is_ok() {
-                            note = Some(format!("cancelled the previous run (job {id})"));
-                        }
-                    }
-                    match self.submit_run(&owner, *spec, now) {
-                        Ok((id, existing)) => {
-                            if existing {
-                                note = Some(format!("already submitted as job {id}"));
-                            }
-                            last_job = Some(id);
-                            (Some(id), note)
-                        }
-                        Err(message) => {
-                            tracing::error!("schedule {name:?}: run not submitted: {message}");
-                            (None, Some(format!("could not submit: {message}")))
-                        }
-                    }
+                    let (job, note) =
+                        self.submit_planned(name, &runner, *spec, cancel, p.planned, now);
+                    last_job = job.or(last_job);
+                    (job, note)
                 }
             };
             let counter = if job.is_some() {
@@ -399,6 +383,47 @@ impl Loop {
         }
         s.refresh_next();
         self.batch.schedules.push(s.record(name));
+    }
+
+    /// Submits the run of `runner` planned at `planned`: cancels the previous run first
+    /// when `duplicates` says so, and waits for its `after` schedule's run. The job, and the
+    /// history note.
+    fn submit_planned(
+        &mut self,
+        name: &str,
+        runner: &Runner,
+        mut spec: lockgate_core::job::JobSpec,
+        cancel: Option<JobId>,
+        planned: Timestamp,
+        now: Timestamp,
+    ) -> (Option<JobId>, Option<String>) {
+        let mut notes = Vec::new();
+        if let Some(id) = cancel {
+            if self.engine.cancel(id, false, now).is_ok() {
+                notes.push(format!("cancelled the previous run (job {id})"));
+            }
+        }
+        if let Some(target) = runner.spec().after.as_deref() {
+            match self.after_job(target, planned) {
+                Ok(dep) => {
+                    spec.after.push(dep);
+                    notes.push(format!("after {target}: waits for job {dep}"));
+                }
+                Err(why) => notes.push(why),
+            }
+        }
+        match self.submit_run(&runner.owner(), spec, now) {
+            Ok((id, existing)) => {
+                if existing {
+                    notes = vec![format!("already submitted as job {id}")];
+                }
+                (Some(id), (!notes.is_empty()).then(|| notes.join("; ")))
+            }
+            Err(message) => {
+                tracing::error!("schedule {name:?}: run not submitted: {message}");
+                (None, Some(format!("could not submit: {message}")))
+            }
+        }
     }
 
     /// Submits a run unless its idempotency key already names a job (live or finished):

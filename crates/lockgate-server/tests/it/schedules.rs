@@ -604,3 +604,129 @@ fn a_schedule_run_is_an_agent_job_that_waits_for_an_agent_and_client_runs_are_re
         (JobState::Running, lockgate_core::policy::Executor::Client)
     );
 }
+
+/// `when` text for the instant `t` (a whole second), as [`once_in`] writes it.
+fn at_text(t: Timestamp) -> String {
+    let ts = jiff::Timestamp::from_millisecond(t.0 as i64).unwrap();
+    ts.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// A run with `after` waits for its target's latest run planned at or before it, and starts
+/// once that run ended, in any state. The verify is planned at the same instant as the
+/// backup and its name sorts first, so this also shows that schedules due together are
+/// planned targets first; the GC, a second later, waits for the verify in turn.
+#[test]
+fn a_run_after_a_schedule_waits_for_its_run_of_the_same_night_and_starts_when_it_ends() {
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), LONG_LEASES);
+    let admin = s.admin();
+    agent_node(&admin);
+    let (when, at) = once_in(2);
+    let gc_at = Timestamp(at.0 + 1000);
+    let after = |target: &str| json!({ "after": target });
+    admin
+        .create_schedule(&request("nightly-backup", &when, json!({})))
+        .unwrap();
+    let verify = admin
+        .create_schedule(&request("backup-verify", &when, after("nightly-backup")))
+        .unwrap();
+    assert_eq!(verify.after.as_deref(), Some("nightly-backup"));
+    admin
+        .create_schedule(&request("gc", &at_text(gc_at), after("backup-verify")))
+        .unwrap();
+
+    let backup = wait_for("the backup run", || {
+        jobs_of(&runs(&admin, "nightly-backup")).first().copied()
+    });
+    let run = wait_for("the verify run", || {
+        runs(&admin, "backup-verify")
+            .into_iter()
+            .find(|r| r.job.is_some())
+    });
+    assert_eq!(ms(&run.planned), at.0);
+    assert_eq!(
+        run.note,
+        Some(format!("after nightly-backup: waits for job {backup}"))
+    );
+    let v = admin.job(run.job.unwrap()).unwrap();
+    assert_eq!((v.state, v.after.clone()), (JobState::Queued, vec![backup]));
+    assert_eq!(admin.job(backup).unwrap().state, JobState::Running);
+    let ex = admin.explain(v.id).unwrap();
+    assert!(ex.text.contains(&format!("after:{backup}")), "{}", ex.text);
+
+    // The GC, planned later, waits for the verify run (still queued).
+    let gc = wait_for("the gc run", || {
+        jobs_of(&runs(&admin, "gc")).first().copied()
+    });
+    assert_eq!(admin.job(gc).unwrap().after, vec![v.id]);
+    assert_eq!(admin.job(gc).unwrap().state, JobState::Queued);
+
+    // `after` is any end: a failed backup still lets the verify run, after it ended.
+    let ended = finish(&admin, backup, Outcome::Failed);
+    let v = admin.wait(v.id, JobState::Queued, 20).unwrap();
+    assert_eq!(v.state, JobState::Running);
+    assert!(ms(v.started_at.as_deref().unwrap()) >= ms(ended.finished_at.as_deref().unwrap()));
+    assert_eq!(admin.job(gc).unwrap().state, JobState::Queued);
+    finish(&admin, v.id, Outcome::Succeeded);
+    let g = admin.wait(gc, JobState::Queued, 20).unwrap();
+    assert_eq!(g.state, JobState::Running);
+}
+
+/// A run whose target has no run planned at or before it proceeds without a dependency,
+/// and its history says why; an unknown target and a cycle are refused at create.
+#[test]
+fn a_run_after_a_schedule_with_no_run_yet_proceeds_and_its_history_says_why() {
+    let dir = tempdir();
+    let policy = format!(
+        "{LONG_LEASES}\n[[schedule]]\nname = \"prune\"\nwhen = \"2099-01-01 02:00:00 UTC\"\njob = {{ kind = \"check\" }}\n"
+    );
+    let s = TestServer::start(dir.path(), &policy);
+    let admin = s.admin();
+    agent_node(&admin);
+    let refused = |req: ScheduleRequest| {
+        let e = admin.create_schedule(&req).unwrap_err();
+        let ClientError::Api { detail, .. } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(
+            (e.status(), detail.field.as_deref()),
+            (Some(422), Some("after"))
+        );
+        detail.message.clone()
+    };
+    let typo = refused(request("gc", "daily", json!({"after": "prnue"})));
+    assert!(typo.contains("no schedule is named \"prnue\""), "{typo}");
+    let itself = refused(request("gc", "daily", json!({"after": "gc"})));
+    assert!(itself.contains("cannot wait for its own runs"), "{itself}");
+    // A cycle can only be closed by removing and recreating a schedule.
+    admin
+        .create_schedule(&request("x", "daily", json!({})))
+        .unwrap();
+    admin
+        .create_schedule(&request("y", "daily", json!({"after": "x"})))
+        .unwrap();
+    admin.delete_schedule("x").unwrap();
+    let cycle = refused(request("x", "daily", json!({"after": "y"})));
+    assert!(
+        cycle.contains("schedules \"x\" -> \"y\" -> \"x\" wait for each other in a cycle"),
+        "{cycle}"
+    );
+
+    let (when, at) = once_in(2);
+    admin
+        .create_schedule(&request("gc", &when, json!({"after": "prune"})))
+        .unwrap();
+    let run = wait_for("the gc run", || {
+        runs(&admin, "gc").into_iter().find(|r| r.job.is_some())
+    });
+    assert_eq!(
+        run.note,
+        Some(format!(
+            "after prune: no run planned at or before {}; not waiting",
+            time::format(at)
+        ))
+    );
+    let j = admin.job(run.job.unwrap()).unwrap();
+    assert_eq!((j.state, j.after), (JobState::Running, vec![]));
+    assert_eq!(show(&admin, "gc").after.as_deref(), Some("prune"));
+}

@@ -190,6 +190,7 @@ fn request(a: AddArgs) -> ScheduleRequest {
             }),
             _ => None,
         },
+        after: None,
     }
 }
 

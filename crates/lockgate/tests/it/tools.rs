@@ -93,13 +93,25 @@ fn wrapped(
     repo: &Path,
     args: &[&str],
 ) -> Child {
+    wrapped_stopping(s, kind, env, repo, "INT", args)
+}
+
+/// [`wrapped`] with another `--stop-signal`.
+fn wrapped_stopping(
+    s: &Srv,
+    kind: &str,
+    env: fn(&mut Command, &Path, &Path),
+    repo: &Path,
+    stop: &str,
+    args: &[&str],
+) -> Child {
     let mut run_args = vec![
         "--kind",
         kind,
         "--attr",
         "repo=main",
         "--stop-signal",
-        "INT",
+        stop,
         "--",
     ];
     run_args.extend_from_slice(args);
@@ -187,19 +199,19 @@ fn restic_backups_share_the_repository_and_prune_and_check_run_alone() {
 #[test]
 fn a_restic_backup_stopped_with_sigint_leaves_no_stale_lock() {
     tool("restic");
-    let s = Srv::start(RESTIC_POLICY);
+    // A short lease: the holder renews every second, so the cancel reaches it at once.
+    let s = Srv::start(&format!("{RESTIC_POLICY}\n[leases]\nttl = \"3s\"\n"));
     let repo = s.path("restic-repo");
     let mut init = Command::new("restic");
     init.args(["init"]);
     restic_env(&mut init, &repo, s.dir.path());
     ok(&init.output().unwrap(), "restic init");
-    // Large enough that it is still running when it is cancelled.
-    let big = source(&s.path("big"), 64, 4096, 7);
+    // A backup of a stream that stalls after its first MiB: restic holds its lock, waiting
+    // for more, until it is stopped.
     let id_file = s.path("job-id");
     let script = format!(
-        "echo $LOCKGATE_JOB_ID > {}; exec restic backup -q {}",
+        "echo $LOCKGATE_JOB_ID > {}; (head -c 1048576 /dev/urandom; sleep 120) | restic backup -q --stdin --stdin-filename stream",
         id_file.display(),
-        big.display()
     );
     let backup = wrapped(&s, "backup", restic_env, &repo, &["sh", "-c", &script]);
     let locks = repo.join("locks");
@@ -236,6 +248,41 @@ fn a_restic_backup_stopped_with_sigint_leaves_no_stale_lock() {
     ok(
         &prune.wait_with_output().unwrap(),
         "restic forget --prune after the cancel",
+    );
+    // The contrast that makes the signal matter: stopped with SIGTERM (the default),
+    // restic 0.14 leaves its lock behind.
+    std::fs::remove_file(&id_file).unwrap();
+    let term = wrapped_stopping(
+        &s,
+        "backup",
+        restic_env,
+        &repo,
+        "TERM",
+        &["sh", "-c", &script],
+    );
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            std::fs::read_dir(&locks).is_ok_and(|mut d| d.next().is_some()) && id_file.exists()
+        }),
+        "restic never took its lock"
+    );
+    let id: u64 = std::fs::read_to_string(&id_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    s.admin().cancel(id, false).unwrap();
+    let out = term.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = std::fs::read_dir(&locks).unwrap().count();
+    assert_eq!(
+        left, 1,
+        "with SIGTERM restic leaves its lock (the reason for --stop-signal INT)"
     );
 }
 

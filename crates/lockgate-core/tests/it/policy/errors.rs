@@ -268,6 +268,14 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
 #[case::bad_node_selector(&format!("{SCHEDULE}job = {{ kind = \"a\", node_selector = \"zone in eu\" }}\n"), 4, "schedule[0].job.node_selector", "invalid label selector")]
 #[case::job_cost(&format!("{SCHEDULE}job = {{ kind = \"a\", cost = {{ tape = 1 }} }}\n"), 4, "schedule[0].job.cost.tape", "not declared")]
 #[case::job_missing(SCHEDULE, 1, "schedule[0].job", "missing")]
+#[case::after_unknown(&format!("{SCHEDULE}job = {{ kind = \"a\" }}\nafter = \"nightly-bakup\"\n"), 5, "schedule[0].after", "no schedule is named \"nightly-bakup\", expected the name of another schedule in this policy")]
+#[case::after_itself(&format!("{SCHEDULE}job = {{ kind = \"a\" }}\nafter = \"s\"\n"), 5, "schedule[0].after", "schedule \"s\" cannot wait for its own runs")]
+#[case::after_cycle(
+    "[[schedule]]\nname = \"gc\"\nwhen = \"daily\"\njob = { kind = \"gc\" }\nafter = \"prune\"\n\n[[schedule]]\nname = \"prune\"\nwhen = \"daily\"\njob = { kind = \"prune\" }\nafter = \"gc\"\n",
+    5,
+    "schedule[0].after",
+    "schedules \"gc\" -> \"prune\" -> \"gc\" wait for each other in a cycle"
+)]
 #[case::conflict_without_keys(
     "[global]\n\n[[conflict]]\nmatch = \"kind=backup\"\n",
     3,
