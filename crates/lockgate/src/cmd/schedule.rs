@@ -79,6 +79,10 @@ struct AddArgs {
     /// Wait this long between a failure and its retry.
     #[arg(long, value_parser = flags::duration, requires = "retry_times")]
     retry_interval: Option<Duration>,
+    /// Each run waits for the latest run of this schedule planned at or before it to end
+    /// (verify after the same night's backup); without such a run it does not wait.
+    #[arg(long, value_name = "SCHEDULE")]
+    after: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -190,7 +194,7 @@ fn request(a: AddArgs) -> ScheduleRequest {
             }),
             _ => None,
         },
-        after: None,
+        after: a.after,
     }
 }
 

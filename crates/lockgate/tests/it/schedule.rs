@@ -212,3 +212,32 @@ fn schedule_add_ls_show_next_and_rm_against_a_server() {
             == [json!("prune-ds1")]
     }));
 }
+
+#[test]
+fn schedule_add_after_names_the_schedule_it_waits_for() {
+    let s = Srv::start(
+        "[[schedule]]\nname = \"nightly-backup\"\nwhen = \"02:00\"\njob = { kind = \"backup\", attrs = { datastore = \"ds1\" } }\n",
+    );
+    let run = |args: &[&str]| s.cli(args).output().unwrap();
+    let added = stdout_json(&run(&[
+        "-o",
+        "json",
+        "schedule",
+        "add",
+        "verify",
+        "--when",
+        "02:30",
+        "--kind",
+        "verify",
+        "--after",
+        "nightly-backup",
+    ]));
+    assert_eq!(added["after"], "nightly-backup");
+    // An unknown schedule is refused by the server, naming the field.
+    let refused = run(&[
+        "schedule", "add", "gc", "--when", "03:00", "--kind", "gc", "--after", "no-such",
+    ]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("after") && err.contains("no-such"), "{err}");
+}
