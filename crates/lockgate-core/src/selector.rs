@@ -524,26 +524,30 @@ impl Parser {
                 }
                 other => return err(at, format!("found {} in the list after '{op}', expected a value", other.describe())),
             }
-            let (tok, at) = self.next();
-            match tok {
-                Tok::Comma => continue,
-                Tok::Close => return Ok(values),
-                Tok::End => {
-                    return err(
-                        at,
-                        format!("unbalanced parentheses: the list after '{op}' has no closing ')'"),
-                    )
-                }
-                other => {
-                    return err(
-                        at,
-                        format!(
-                            "found {} in the list after '{op}', expected ',' or ')'",
-                            other.describe()
-                        ),
-                    )
-                }
+            if !self.list_continues(op)? {
+                return Ok(values);
             }
+        }
+    }
+
+    /// What follows a place of a value list: `,` (true: another place follows) or `)`
+    /// (false: the list ends); anything else is an error naming the list's operator.
+    fn list_continues(&mut self, op: &str) -> Result<bool, SelectorError> {
+        let (tok, at) = self.next();
+        match tok {
+            Tok::Comma => Ok(true),
+            Tok::Close => Ok(false),
+            Tok::End => err(
+                at,
+                format!("unbalanced parentheses: the list after '{op}' has no closing ')'"),
+            ),
+            other => err(
+                at,
+                format!(
+                    "found {} in the list after '{op}', expected ',' or ')'",
+                    other.describe()
+                ),
+            ),
         }
     }
 
@@ -568,25 +572,8 @@ impl Parser {
             } else {
                 values.insert(String::new());
             }
-            let (tok, at) = self.next();
-            match tok {
-                Tok::Comma => continue,
-                Tok::Close => return Ok(values),
-                Tok::End => {
-                    return err(
-                        at,
-                        format!("unbalanced parentheses: the list after '{op}' has no closing ')'"),
-                    )
-                }
-                other => {
-                    return err(
-                        at,
-                        format!(
-                            "found {} in the list after '{op}', expected ',' or ')'",
-                            other.describe()
-                        ),
-                    )
-                }
+            if !self.list_continues(op)? {
+                return Ok(values);
             }
         }
     }

@@ -213,21 +213,8 @@ fn a_restic_backup_stopped_with_sigint_leaves_no_stale_lock() {
         "echo $LOCKGATE_JOB_ID > {}; (head -c 1048576 /dev/urandom; sleep 120) | restic backup -q --stdin --stdin-filename stream",
         id_file.display(),
     );
-    let backup = wrapped(&s, "backup", restic_env, &repo, &["sh", "-c", &script]);
     let locks = repo.join("locks");
-    assert!(
-        eventually(Duration::from_secs(60), || {
-            std::fs::read_dir(&locks).is_ok_and(|mut d| d.next().is_some()) && id_file.exists()
-        }),
-        "restic never took its lock"
-    );
-    let id: u64 = std::fs::read_to_string(&id_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    s.admin().cancel(id, false).unwrap();
-    let out = backup.wait_with_output().unwrap();
+    let (id, out) = cancel_once_locked(&s, &repo, "INT", &script, &id_file);
     assert_eq!(
         out.status.code(),
         Some(75),
@@ -252,27 +239,7 @@ fn a_restic_backup_stopped_with_sigint_leaves_no_stale_lock() {
     // The contrast that makes the signal matter: stopped with SIGTERM (the default),
     // restic 0.14 leaves its lock behind.
     std::fs::remove_file(&id_file).unwrap();
-    let term = wrapped_stopping(
-        &s,
-        "backup",
-        restic_env,
-        &repo,
-        "TERM",
-        &["sh", "-c", &script],
-    );
-    assert!(
-        eventually(Duration::from_secs(60), || {
-            std::fs::read_dir(&locks).is_ok_and(|mut d| d.next().is_some()) && id_file.exists()
-        }),
-        "restic never took its lock"
-    );
-    let id: u64 = std::fs::read_to_string(&id_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    s.admin().cancel(id, false).unwrap();
-    let out = term.wait_with_output().unwrap();
+    let (_, out) = cancel_once_locked(&s, &repo, "TERM", &script, &id_file);
     assert_eq!(
         out.status.code(),
         Some(75),
@@ -284,6 +251,32 @@ fn a_restic_backup_stopped_with_sigint_leaves_no_stale_lock() {
         left, 1,
         "with SIGTERM restic leaves its lock (the reason for --stop-signal INT)"
     );
+}
+
+/// Runs `script` (which writes its job id into `id_file`) as a restic backup stopped with
+/// `stop`, cancels the job once restic holds its lock, and returns the id and the output.
+fn cancel_once_locked(
+    s: &Srv,
+    repo: &Path,
+    stop: &str,
+    script: &str,
+    id_file: &Path,
+) -> (u64, Output) {
+    let backup = wrapped_stopping(s, "backup", restic_env, repo, stop, &["sh", "-c", script]);
+    let locks = repo.join("locks");
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            std::fs::read_dir(&locks).is_ok_and(|mut d| d.next().is_some()) && id_file.exists()
+        }),
+        "restic never took its lock"
+    );
+    let id: u64 = std::fs::read_to_string(id_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    s.admin().cancel(id, false).unwrap();
+    (id, backup.wait_with_output().unwrap())
 }
 
 #[test]
