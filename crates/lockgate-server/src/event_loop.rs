@@ -270,18 +270,26 @@ impl Loop {
             let Value::Object(data) = data else {
                 unreachable!("events are objects")
             };
-            self.seq += 1;
-            self.batch.events.push(StoredEvent {
-                seq: self.seq,
-                at: now,
-                data: serde_json::to_string(&data).expect("serializes"),
-            });
-            self.broadcasts.push(Arc::new(EventView {
-                seq: self.seq,
-                at: lockgate_api::time::format(now),
-                data,
-            }));
+            self.record_event(data, now);
         }
+    }
+
+    /// Gives an event its sequence number, adds it to the batch (so it is committed with
+    /// the changes it reports) and to the broadcast sent after the commit. Engine events
+    /// come here through [`Self::drain_events`]; the server's own events (its `type` is
+    /// not an engine event's) are recorded here directly.
+    pub(crate) fn record_event(&mut self, data: serde_json::Map<String, Value>, now: Timestamp) {
+        self.seq += 1;
+        self.batch.events.push(StoredEvent {
+            seq: self.seq,
+            at: now,
+            data: serde_json::to_string(&data).expect("serializes"),
+        });
+        self.broadcasts.push(Arc::new(EventView {
+            seq: self.seq,
+            at: lockgate_api::time::format(now),
+            data,
+        }));
     }
 
     /// Writes the batch: changed jobs (with whether the engine still holds them), events,
