@@ -419,6 +419,9 @@ impl Engine {
         if self.mode == Mode::Rescan || !self.has_room(scope) {
             return;
         }
+        if after.is_none() {
+            self.wake_placements_through(scope);
+        }
         let s = &self.scopes.states[scope as usize];
         let next = match after {
             None => s.waiters.first().copied(),
@@ -453,5 +456,25 @@ impl Engine {
         class.ready = true;
         class.woken_from = Some(scope);
         self.queue.ready.insert((key, cid));
+    }
+
+    /// A node's own scope (its run slots, prepare bound or one of its pools) may have
+    /// gained room that the placement index does not see: a reservation there ended, or a
+    /// pool unit came back. A movable job that found no node parks on its placement scope,
+    /// not on the node's, so the placement scopes this node is filed in choose again.
+    fn wake_placements_through(&mut self, scope: ScopeId) {
+        let node = match self.scopes.interner.key(scope) {
+            ScopeKey::Node(n) | ScopeKey::NodePrepare(n) | ScopeKey::NodePool { node: n, .. } => {
+                n.clone()
+            }
+            _ => return,
+        };
+        let filed = self.nodes.get(&node).map_or(0, |n| n.filed.len());
+        for i in 0..filed {
+            let Some(&(p, _)) = self.nodes.get(&node).and_then(|n| n.filed.get(i)) else {
+                break;
+            };
+            self.wake(p, None);
+        }
     }
 }
