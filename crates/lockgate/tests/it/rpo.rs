@@ -30,7 +30,10 @@ fn rpo_lists_each_value_with_its_last_success_and_forget_retires_one() {
 
     let table = out(&mut s.cli(&["rpo"]));
     let lines: Vec<&str> = table.lines().collect();
-    assert!(lines[0].starts_with("RULE") && lines[0].contains("LAST SUCCESS"), "{table}");
+    assert!(
+        lines[0].starts_with("RULE") && lines[0].contains("LAST SUCCESS"),
+        "{table}"
+    );
     let row = |label: &str| {
         lines
             .iter()
@@ -38,10 +41,19 @@ fn rpo_lists_each_value_with_its_last_success_and_forget_retires_one() {
             .unwrap_or_else(|| panic!("no {label} in\n{table}"))
             .to_string()
     };
-    assert!(row("vm/100").contains(" ok ") && row("vm/100").contains("1h00m"), "{table}");
+    assert!(
+        row("vm/100").contains(" ok ") && row("vm/100").contains("1h00m"),
+        "{table}"
+    );
     let never = row("vm/101");
-    assert!(never.contains(" - ") && never.contains(" new ") && never.contains("(failed)"), "{table}");
-    assert!(row("-").starts_with("kind=verify") && row("-").contains("2d00h"), "{table}");
+    assert!(
+        never.contains(" - ") && never.contains(" new ") && never.contains("(failed)"),
+        "{table}"
+    );
+    assert!(
+        row("-").starts_with("kind=verify") && row("-").contains("2d00h"),
+        "{table}"
+    );
 
     let json: Value = serde_json::from_str(&out(&mut s.cli(&["-o", "json", "rpo", "ls"]))).unwrap();
     assert_eq!(json["rules"][0]["name"], "vms");
@@ -59,5 +71,8 @@ fn rpo_lists_each_value_with_its_last_success_and_forget_retires_one() {
     let err = String::from_utf8_lossy(&unknown.stderr);
     assert!(err.contains("tracks no value \"vm/101\""), "{err}");
     let table = out(&mut s.cli(&["rpo"]));
-    assert!(table.contains("vm/100") && !table.contains("vm/101"), "{table}");
+    assert!(
+        table.contains("vm/100") && !table.contains("vm/101"),
+        "{table}"
+    );
 }
