@@ -25,6 +25,7 @@ mod job;
 mod node;
 mod pause;
 mod policy;
+mod rpo;
 mod schedule;
 #[cfg(feature = "openapi")]
 pub mod schema;
@@ -39,5 +40,6 @@ pub use job::*;
 pub use node::*;
 pub use pause::*;
 pub use policy::*;
+pub use rpo::*;
 pub use schedule::*;
 pub use token::*;

@@ -13,6 +13,7 @@ mod jobs;
 mod nodes;
 mod pauses;
 mod policy;
+mod rpo;
 pub use policy::PolicyPut;
 mod schedules;
 mod tokens;

@@ -20,12 +20,15 @@
 //! - `[blocks] input_roots` are absolute, `backup_namespaces` are namespace names, and the
 //!   `[blocks]` caps are at least 1.
 //! - `[quotas]` numbers are at least 1 (`max_attrs` at least 0).
+//! - `[[rpo]]` names (given or derived) are unique and valid scope names; `max_age` is
+//!   greater than zero.
 
 mod diff;
 mod document;
 mod locate;
 mod quotas;
 pub mod raw;
+mod rpo;
 mod validate;
 mod windows;
 mod write;
@@ -40,6 +43,7 @@ pub use quotas::{
     QuotasPolicy, DEFAULT_MAX_ATTRS, DEFAULT_MAX_ATTR_VALUE_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_QUEUED_PER_OWNER,
 };
+pub use rpo::RpoRule;
 pub use validate::PolicyError;
 pub use windows::{LimitWindow, Maintenance, ValuePool};
 
@@ -92,6 +96,8 @@ pub struct Policy {
     /// `reserve_after` and `strict` of the `[resources.<name>]` tables that set them
     /// (plain and per-value pools alike); a pool not listed takes `[queue]`'s.
     pub pool_reserves: BTreeMap<String, Reserve>,
+    /// `[[rpo]]`, in document order (names unique).
+    pub rpo: Vec<RpoRule>,
     /// The raw document this policy was validated from (for `policy show` and diffs).
     pub raw: raw::RawPolicy,
 }

@@ -3,7 +3,8 @@
 //! Requests arrive as [`Msg`]s on an mpsc channel; each carries its own typed reply channel
 //! (see [`crate::protocol`]). Nothing else touches the engine, so it needs no lock. The loop
 //! sleeps until a message arrives or the engine's [`Engine::next_deadline`] (or
-//! housekeeping, or a schedule's next planned time: `Loop::schedule_deadline`) is due:
+//! housekeeping, or a schedule's next planned time: `Loop::schedule_deadline`, or an RPO
+//! value's deadline: `Loop::rpo_deadline`) is due:
 //! there is no polling interval anywhere.
 //!
 //! This file holds only the loop itself: [`Loop::run`], `Loop::drain_events` and
@@ -78,6 +79,8 @@ pub struct Loop {
     pub(crate) changed: BTreeMap<JobId, Job>,
     replies: Vec<Deferred>,
     broadcasts: Vec<Arc<EventView>>,
+    /// `[[rpo]]` values and their deadlines.
+    pub(crate) rpo: crate::rpo::Tracker,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -121,6 +124,7 @@ impl Loop {
             changed: BTreeMap::new(),
             replies: Vec::new(),
             broadcasts: Vec::new(),
+            rpo: crate::rpo::Tracker::default(),
         }
     }
 
@@ -149,6 +153,7 @@ impl Loop {
         let now = self.now();
         self.engine.handle_timeout(now);
         self.drain_events(now);
+        self.rpo_tick(now);
         self.commit()
     }
 
@@ -163,6 +168,7 @@ impl Loop {
                 None => self.housekeeping_at,
             };
             let wake = self.schedule_deadline().map_or(wake, |d| d.min(wake));
+            let wake = self.rpo_deadline().map_or(wake, |d| d.min(wake));
             let sleep = Duration::from_millis(wake.since(now));
             tokio::select! {
                 m = rx.recv() => match m {
@@ -192,6 +198,7 @@ impl Loop {
                 self.drain_events(now);
             }
             self.schedules_tick(now);
+            self.rpo_tick(now);
             if let Err(e) = self.commit() {
                 tracing::error!("store commit failed, stopping: {e}");
                 eprintln!("lockgate server: store commit failed: {e}; exiting so no answer outruns the disk");
@@ -245,10 +252,12 @@ impl Loop {
             Op::Metrics(reply) => {
                 let mut text = self.metrics.render(&self.engine, self.seq, now);
                 self.render_schedule_metrics(&mut text);
+                self.render_rpo_metrics(&mut text, now);
                 self.answer(reply, Ok(text));
             }
             Op::Shutdown(reply) => self.answer(reply, Ok(())),
             Op::Queue(op) => self.queue_op(&p, op, now),
+            Op::Rpo(op) => self.rpo_op(&p, op, now),
         }
     }
 
@@ -271,6 +280,7 @@ impl Loop {
                 unreachable!("events are objects")
             };
             self.record_event(data, now);
+            self.track_rpo(&ev, now);
         }
     }
 

@@ -30,6 +30,7 @@ pub mod openapi;
 pub mod policy;
 pub mod protocol;
 pub mod queue;
+pub mod rpo;
 pub mod schedules;
 pub mod tokens;
 // Issue 10, items 6-9: data-dir lock and watermark, free-space watch, serving loop.
@@ -305,6 +306,7 @@ impl Server {
         looper.reoffer();
         looper.load_schedules(loaded.schedules, zone)?;
         looper.recover_backups()?;
+        looper.load_rpo(std::mem::take(&mut loaded.rpo));
         looper.settle()?;
 
         let (listener, addr) = bind(config.listen)?;

@@ -19,6 +19,7 @@ use crate::jobs::JobOp;
 use crate::nodes::NodeOp;
 use crate::policy::PolicyOp;
 use crate::queue::QueueOp;
+use crate::rpo::RpoOp;
 use crate::schedules::ScheduleOp;
 use crate::tokens::TokenOp;
 use tokio::sync::{mpsc, oneshot};
@@ -58,6 +59,8 @@ pub enum Op {
     Shutdown(Reply<()>),
     /// `/v1/pauses`.
     Queue(QueueOp),
+    /// `/v1/rpo`.
+    Rpo(RpoOp),
 }
 
 macro_rules! op_from {
@@ -78,7 +81,8 @@ op_from!(
     Schedules(ScheduleOp),
     Backups(BackupOp),
     Events(EventOp),
-    Queue(QueueOp)
+    Queue(QueueOp),
+    Rpo(RpoOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.

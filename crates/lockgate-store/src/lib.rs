@@ -4,7 +4,7 @@
 //! (the engine's [`NodeRecord`]),
 //! tokens (SHA-256 hashes only), the event log (sequence-numbered), the policy document
 //! (when the server has no `--config` file), schedules with their run history, active
-//! pauses, and a few
+//! pauses, the RPO values (`[[rpo]]`: each value's last success), and a few
 //! counters (highest job id, highest lease token, last event sequence) so ids and fencing
 //! tokens never repeat after a restart, even once the rows that carried them are pruned.
 //!
@@ -189,6 +189,10 @@ pub struct Batch {
     pub pauses: Vec<Pause>,
     /// Pauses that ended, by id.
     pub removed_pauses: Vec<u64>,
+    /// RPO values to insert or replace (by rule and value).
+    pub rpo: Vec<RpoRecord>,
+    /// RPO values retired (`lockgate rpo forget`): rule and value.
+    pub removed_rpo: Vec<(String, Vec<(String, String)>)>,
 }
 
 impl Batch {
@@ -208,6 +212,8 @@ impl Batch {
             && self.backups.is_empty()
             && self.pauses.is_empty()
             && self.removed_pauses.is_empty()
+            && self.rpo.is_empty()
+            && self.removed_rpo.is_empty()
     }
 }
 
@@ -234,6 +240,29 @@ pub struct Loaded {
     pub pauses: Vec<Pause>,
     /// The highest pause id ever stored (0 when none).
     pub max_pause_id: u64,
+    /// Every tracked RPO value, by rule and value.
+    pub rpo: Vec<RpoRecord>,
+}
+
+/// One value of an `[[rpo]]` rule (a group, a repository) and what the server saw of its
+/// jobs: kept until it is retired (`lockgate rpo forget`), never pruned by retention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpoRecord {
+    /// The rule's name.
+    pub rule: String,
+    /// The value: the rule's `per` keys with this value's values, in `per` order.
+    pub value: Vec<(String, String)>,
+    /// When its first job was seen (any outcome).
+    pub first_seen: Timestamp,
+    /// When its latest job was seen (submitted or ended).
+    pub last_seen: Timestamp,
+    /// The latest job seen, and its state then.
+    pub last_job: Option<(JobId, JobState)>,
+    /// When its latest successful job ended, and that job.
+    pub last_success: Option<(Timestamp, JobId)>,
+    /// Whether an `rpo_alert` was raised and not yet cleared (so a restart does not raise
+    /// it again).
+    pub alerting: bool,
 }
 
 /// Filters of a job listing; every given filter must hold.

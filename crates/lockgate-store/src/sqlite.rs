@@ -13,6 +13,7 @@ mod backups;
 #[cfg(test)]
 mod golden;
 mod pauses;
+mod rpo;
 mod schedules;
 
 use crate::*;
@@ -20,7 +21,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -56,6 +57,8 @@ const MIGRATIONS: &[&str] = &[
     backups::MIGRATION,
     // 3 -> 4
     pauses::MIGRATION,
+    // 4 -> 5
+    rpo::MIGRATION,
 ];
 
 /// The job listing, oldest first: a fixed text (and [`JOBS_DESC`]), so both statements
@@ -235,7 +238,8 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusq
         &batch.schedule_runs,
     )?;
     backups::write(tx, &batch.backups)?;
-    pauses::write(tx, &batch.pauses, &batch.removed_pauses)
+    pauses::write(tx, &batch.pauses, &batch.removed_pauses)?;
+    rpo::write(tx, &batch.rpo, &batch.removed_rpo)
 }
 
 /// Puts every job of the batch whole, and raises `max_job_id`.
@@ -370,6 +374,7 @@ impl Store for SqliteStore {
             schedules: schedules::load(&self.conn)?,
             pauses,
             max_pause_id,
+            rpo: rpo::load(&self.conn)?,
         })
     }
 

@@ -14,6 +14,7 @@ pub mod node;
 pub mod output;
 pub mod policy;
 pub mod queue;
+pub mod rpo;
 pub mod run;
 pub mod schedule;
 pub mod server;

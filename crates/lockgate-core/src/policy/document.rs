@@ -176,6 +176,15 @@ pub(crate) const ROOT: &[Key] = &[
         "maintenance",
         Shape::Named(&[value("name"), value("when"), value("match")]),
     ),
+    key(
+        "rpo",
+        Shape::Numbered(&[
+            value("name"),
+            value("match"),
+            value("per"),
+            value("max_age"),
+        ]),
+    ),
 ];
 
 /// `retry = { times = 3, interval = "30s" }`.
@@ -379,6 +388,12 @@ mod tests {
                 name: "m".into(),
                 when: "sun 02:00-04:00".into(),
                 r#match: Some("".into()),
+            }],
+            rpo: vec![RawRpo {
+                name: Some("r".into()),
+                r#match: Some("kind=backup".into()),
+                per: vec!["group".into()],
+                max_age: "26h".into(),
             }],
         };
         all_described(ROOT, &serde_json::to_value(&doc).unwrap(), "");

@@ -63,6 +63,29 @@ pub struct RawPolicy {
     /// match. Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub maintenance: Vec<RawMaintenance>,
+    /// `[[rpo]]`, in document order: recovery-point rules, the age of each value's last
+    /// successful job. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rpo: Vec<RawRpo>,
+}
+
+/// One `[[rpo]]`: for each value of `per` among the jobs `match` selects, the time of the
+/// last successful one; a value whose last success is older than `max_age` is overdue.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawRpo {
+    /// Unique name. Default: derived from `match` and `per` (`kind=backup:group`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Job selector of the jobs that count. Default: every job.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<String>,
+    /// Keys (`kind`, `owner` or attribute names) whose values each get their own age; a
+    /// job without one of them is not counted. Default: one value for the whole rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per: Vec<String>,
+    /// The age of the last success past which a value is overdue (required; a duration).
+    pub max_age: String,
 }
 
 /// `[global]`.

@@ -18,6 +18,7 @@ use crate::time::parse_duration;
 use std::collections::BTreeSet;
 
 mod quotas;
+mod rpo;
 mod windows;
 
 /// Why a policy document was rejected. Displays as `lockgate.toml:12: limit[1].max:
@@ -337,6 +338,7 @@ fn validate(raw: &RawPolicy) -> Checked<Policy> {
         resources,
         value_pools,
         pool_reserves,
+        rpo: rpo::rules(&raw.rpo, &root.key("rpo"))?,
         raw: RawPolicy::default(),
     })
 }

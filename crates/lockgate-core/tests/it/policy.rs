@@ -6,6 +6,7 @@ mod confinement;
 mod diff;
 mod errors;
 mod parse;
+mod rpo;
 mod snapshots;
 mod windows;
 

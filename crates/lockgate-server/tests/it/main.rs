@@ -15,5 +15,6 @@ mod longpoll;
 mod metrics;
 mod openapi;
 mod quotas;
+mod rpo;
 mod schedules;
 mod snapshots;

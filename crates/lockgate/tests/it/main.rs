@@ -14,6 +14,7 @@ mod load;
 mod packaging;
 mod preempt;
 mod queue;
+mod rpo;
 mod run;
 mod schedule;
 mod tools;
