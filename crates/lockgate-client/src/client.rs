@@ -7,12 +7,14 @@
 //! [`ClientError::Api`] with the server's [`ErrorDetail`]. Every call has a timeout
 //! ([`CALL_TIMEOUT`] unless the call says otherwise), so no call blocks for ever.
 
+mod audit;
 mod backups;
 mod events;
 mod jobs;
 mod nodes;
 mod pauses;
 mod policy;
+pub use audit::AuditQuery;
 pub use policy::PolicyPut;
 mod schedules;
 mod tokens;

@@ -33,6 +33,8 @@ pub struct Msg {
     pub principal: Principal,
     /// What, with the channel for the answer.
     pub op: Op,
+    /// The audited request this is part of ([`crate::audit`]); set by [`LoopHandle::ask`].
+    pub audit: Option<std::sync::Arc<crate::audit::AuditTag>>,
 }
 
 /// The operations, by feature.
@@ -58,6 +60,8 @@ pub enum Op {
     Shutdown(Reply<()>),
     /// `/v1/pauses`.
     Queue(QueueOp),
+    /// `/v1/audit`, and the audit rows the HTTP side records.
+    Audit(crate::audit::AuditOp),
 }
 
 macro_rules! op_from {
@@ -78,7 +82,8 @@ op_from!(
     Schedules(ScheduleOp),
     Backups(BackupOp),
     Events(EventOp),
-    Queue(QueueOp)
+    Queue(QueueOp),
+    Audit(crate::audit::AuditOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.
@@ -113,7 +118,11 @@ impl LoopHandle {
         let (reply, rx) = oneshot::channel();
         let op = make(reply).into();
         self.tx
-            .send(Msg { principal, op })
+            .send(Msg {
+                principal,
+                op,
+                audit: crate::audit::current(),
+            })
             .await
             .map_err(|_| ApiError::shutting_down())?;
         rx.await.map_err(|_| ApiError::shutting_down())?
@@ -134,7 +143,11 @@ impl LoopHandle {
         let (reply, rx) = oneshot::channel();
         let op = make(reply).into();
         self.tx
-            .blocking_send(Msg { principal, op })
+            .blocking_send(Msg {
+                principal,
+                op,
+                audit: None,
+            })
             .map_err(|_| ApiError::shutting_down())?;
         rx.blocking_recv().map_err(|_| ApiError::shutting_down())?
     }
