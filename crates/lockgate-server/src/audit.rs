@@ -234,7 +234,10 @@ pub(crate) async fn record(State(st): State<AppState>, req: Request, next: Next)
 
 /// The principal of a request's token; `None` without a valid one.
 fn caller(st: &AppState, req: &Request) -> Option<Principal> {
-    let header = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let header = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
     authenticate(&st.tokens, header).ok()
 }
 
@@ -292,7 +295,7 @@ async fn error_of(resp: Response) -> (Response, Option<String>) {
 ///
 /// The query comes first (`force=true`); then, for the policy, the body's SHA-256 and
 /// size (the loop adds the labels it changes); for a JSON object, its fields as `k=v`
-/// (strings clipped and quoted, arrays as their length, objects as `{..}`, secrets as
+/// in name order (strings clipped and quoted, arrays as their length, objects as `{..}`, secrets as
 /// `***`); for any other body its size and hash.
 pub fn summary(path: &str, query: &str, body: &Bytes) -> (String, bool) {
     let mut parts: Vec<String> = Vec::new();
@@ -321,7 +324,11 @@ pub fn summary(path: &str, query: &str, body: &Bytes) -> (String, bool) {
         }
         _ => {
             let digest = crate::auth::hex(&<sha2::Sha256 as sha2::Digest>::digest(body));
-            parts.push(format!("body sha256:{} ({} bytes)", &digest[..16], body.len()));
+            parts.push(format!(
+                "body sha256:{} ({} bytes)",
+                &digest[..16],
+                body.len()
+            ));
         }
     }
     (parts.join(" "), dry_run)
@@ -330,9 +337,16 @@ pub fn summary(path: &str, query: &str, body: &Bytes) -> (String, bool) {
 /// Whether a field's name says it holds a secret.
 fn secret_name(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    ["secret", "token", "password", "passwd", "credential", "auth"]
-        .iter()
-        .any(|w| k.contains(w))
+    [
+        "secret",
+        "token",
+        "password",
+        "passwd",
+        "credential",
+        "auth",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
 }
 
 /// A string value as a summary shows it: `***` for a secret field, a URL's userinfo as
@@ -373,7 +387,7 @@ mod tests {
         let (s, dry) = summary("/v1/tokens", "force=true", &body);
         assert_eq!(
             s,
-            r#"force=true name="ci" role="submitter" token="***" url="https://***@h/x" n=3 tags=[2] attrs={..}"#
+            r#"force=true attrs={..} n=3 name="ci" role="submitter" tags=[2] token="***" url="https://***@h/x""#
         );
         assert!(!dry);
         let policy = Bytes::from("[global]\nmax_running = 3\n# secret inside\n");
@@ -394,7 +408,10 @@ mod tests {
             .to_vec();
         assert_eq!(
             got,
-            [Ok, Ok, Refused, Refused, Invalid, Conflict, Conflict, Invalid, Invalid, Failed, Failed]
+            [
+                Ok, Ok, Refused, Refused, Invalid, Conflict, Conflict, Invalid, Invalid, Failed,
+                Failed
+            ]
         );
     }
 

@@ -410,9 +410,10 @@ impl Server {
             metrics_auth,
         };
         let audited = http::audited(http::router(state.clone()).merge(backup_routes), state);
-        let app = http::shaped(audited).layer(
-            axum::middleware::from_fn_with_state(space.clone(), space::refuse_new_submits),
-        );
+        let app = http::shaped(audited).layer(axum::middleware::from_fn_with_state(
+            space.clone(),
+            space::refuse_new_submits,
+        ));
         space.spawn_timer(stop_rx.clone());
         let serve_stop = stop_rx.clone();
 

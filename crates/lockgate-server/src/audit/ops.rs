@@ -144,6 +144,87 @@ fn entry(r: AuditRecord) -> AuditEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::AuditTag;
+    use crate::auth::Tokens;
+    use crate::jobs::JobOp;
+    use crate::policy::PolicySource;
+    use crate::protocol::Msg;
+    use lockgate_core::{Engine, Mode, Policy};
+    use lockgate_store::Store;
+
+    /// The row of a tagged cancel is in the batch that cancels the job (one transaction),
+    /// and a waiter answered in that batch (another request) does not overwrite it.
+    #[test]
+    fn an_acts_row_is_in_the_batch_of_its_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = lockgate_store::SqliteStore::open(&path).unwrap();
+        let policy = Policy::from_toml("[[limit]]\nname = \"none\"\nmax = 0\n", None).unwrap();
+        let (events, _) = tokio::sync::broadcast::channel(16);
+        let mut lp = Loop::new(
+            Engine::new(policy, Mode::Indexed),
+            Box::new(store),
+            Tokens::default(),
+            PolicySource::Store,
+            events,
+            0,
+            0,
+        );
+        let now = lp.now();
+        let (reply, mut submitted) = tokio::sync::oneshot::channel();
+        let req = lockgate_api::SubmitRequest {
+            kind: "backup".into(),
+            ..Default::default()
+        };
+        let msg = |op: crate::protocol::Op, audit| Msg {
+            principal: Principal::system(),
+            op,
+            audit,
+        };
+        lp.handle(msg(JobOp::Submit(Box::new(req), reply).into(), None), now);
+        lp.drain_events(now);
+        lp.commit().unwrap();
+        lp.send_replies();
+        let id = submitted.try_recv().unwrap().unwrap().job.id;
+        assert!(
+            lp.batch.audit.is_empty(),
+            "an untagged message writes no row"
+        );
+
+        let (reply, _wait) = tokio::sync::oneshot::channel();
+        let wait = JobOp::Wait {
+            id,
+            from: lockgate_core::JobState::Queued,
+            reply,
+        };
+        lp.handle(msg(wait.into(), None), now);
+        let tag = AuditTag::new(
+            Some(Principal::system()),
+            "POST",
+            format!("/v1/jobs/{id}/cancel"),
+            String::new(),
+            false,
+        );
+        let (reply, _cancelled) = tokio::sync::oneshot::channel();
+        lp.handle(msg(JobOp::Cancel(id, false, reply).into(), Some(tag)), now);
+        lp.drain_events(now);
+        assert_eq!(lp.batch.audit.len(), 1);
+        assert_eq!(lp.batch.audit[0].outcome, AuditOutcome::Ok);
+        assert!(
+            lp.batch.events.iter().any(|e| e.data.contains("cancelled")),
+            "the cancel's events are in the same batch"
+        );
+        lp.commit().unwrap();
+        let rows = lp
+            .store
+            .audit(&AuditFilter {
+                limit: 10,
+                ..AuditFilter::default()
+            })
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].path, format!("/v1/jobs/{id}/cancel"));
+    }
 
     #[test]
     fn a_policy_summary_names_labels_never_values() {

@@ -46,7 +46,11 @@ pub(crate) fn routes() -> Router<AppState> {
 
 #[utoipa::path(get, path = "/v1/audit", tag = "audit", params(AuditQuery),
     responses((status = 200, description = "Audit entries after `after`, oldest first (admins only)", body = AuditList)))]
-async fn list(State(st): State<AppState>, Auth(p): Auth, Q(q): Q<AuditQuery>) -> ApiResult<AuditList> {
+async fn list(
+    State(st): State<AppState>,
+    Auth(p): Auth,
+    Q(q): Q<AuditQuery>,
+) -> ApiResult<AuditList> {
     let since = match &q.since {
         Some(t) => Some(lockgate_api::time::parse(t).map_err(|m| {
             ApiError::invalid("since", format!("since must be an RFC 3339 time: {m}"))

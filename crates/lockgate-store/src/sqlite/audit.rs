@@ -184,6 +184,9 @@ mod tests {
             ..Batch::default()
         })
         .unwrap();
-        assert!(s.audit(&all).unwrap()[0].seq > 2, "pruned numbers are not reused");
+        assert!(
+            s.audit(&all).unwrap()[0].seq > 2,
+            "pruned numbers are not reused"
+        );
     }
 }
