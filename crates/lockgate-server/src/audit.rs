@@ -193,13 +193,12 @@ pub(crate) async fn record(State(st): State<AppState>, req: Request, next: Next)
     if matches!(method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return next.run(req).await;
     }
-    let route = req
+    let protocol = req
         .extensions()
         .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_default();
+        .is_some_and(|m| is_protocol(method.as_str(), m.as_str()));
     let path = req.uri().path().to_string();
-    if is_protocol(method.as_str(), &route) {
+    if protocol {
         // The hot path: the caller is looked up again only for a refusal.
         let header = req.headers().get(AUTHORIZATION).cloned();
         let resp = next.run(req).await;

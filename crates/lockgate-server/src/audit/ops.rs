@@ -150,7 +150,6 @@ mod tests {
     use crate::policy::PolicySource;
     use crate::protocol::Msg;
     use lockgate_core::{Engine, Mode, Policy};
-    use lockgate_store::Store;
 
     /// The row of a tagged cancel is in the batch that cancels the job (one transaction),
     /// and a waiter answered in that batch (another request) does not overwrite it.
