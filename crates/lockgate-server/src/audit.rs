@@ -3,10 +3,10 @@
 //! admins only).
 //!
 //! How an act is recorded, without touching the handlers:
-//! - [`record`] is a route layer over every route. For a request that is not a read (not
+//! - `record` is a route layer over every route. For a request that is not a read (not
 //!   `GET`, `HEAD` or `OPTIONS`) it reads the caller, the body's [`summary`] and whether
 //!   it is a dry run into an [`AuditTag`], and runs the handler inside the tag's
-//!   task-local scope ([`scope`]).
+//!   task-local scope (`scope`).
 //! - [`crate::protocol::LoopHandle::ask`] puts the current tag on the [`crate::protocol::Msg`].
 //!   When the loop answers a tagged message, it writes the tag's row into the batch that
 //!   answers it (`Loop::audit_answered`), so **an act's row is committed in the same

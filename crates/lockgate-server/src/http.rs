@@ -218,7 +218,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// `app` (every route, the backups' included) with the audit layer
-/// ([`crate::audit::record`]) on each route: every act that is not a read is recorded.
+/// (`crate::audit::record`) on each route: every act that is not a read is recorded.
 pub fn audited(app: Router, state: AppState) -> Router {
     app.route_layer(axum::middleware::from_fn_with_state(
         state,
