@@ -17,6 +17,7 @@
 //! [`BackupView`] (item-block backups).
 #![warn(missing_docs)]
 
+mod audit;
 mod backup;
 mod error;
 mod error_body;
@@ -32,6 +33,7 @@ pub mod schema;
 pub mod time;
 mod token;
 
+pub use audit::*;
 pub use backup::*;
 pub use error::ErrorCode;
 pub use error_body::*;

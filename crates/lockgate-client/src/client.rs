@@ -7,6 +7,7 @@
 //! [`ClientError::Api`] with the server's [`ErrorDetail`]. Every call has a timeout
 //! ([`CALL_TIMEOUT`] unless the call says otherwise), so no call blocks for ever.
 
+mod audit;
 mod backups;
 mod events;
 mod jobs;
@@ -14,6 +15,7 @@ mod nodes;
 mod pauses;
 mod policy;
 mod rpo;
+pub use audit::AuditQuery;
 pub use policy::PolicyPut;
 mod schedules;
 mod tokens;

@@ -24,7 +24,7 @@ pub mod hold;
 pub mod lease;
 
 pub use backoff::{retry, Backoff, RetryError};
-pub use client::{encode, Client, PolicyPut, CALL_TIMEOUT};
+pub use client::{encode, AuditQuery, Client, PolicyPut, CALL_TIMEOUT};
 pub use error::ClientError;
 pub use hold::{hold, hold_with, parse_signal, Ending, Held, Holder, JustHold, Stop};
 pub use lease::{LeaseKeeper, Renewal, WhileUnreachable};

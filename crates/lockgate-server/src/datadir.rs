@@ -412,6 +412,12 @@ impl<S: Store> Store for Watermarked<S> {
     fn prune(&mut self, cutoff: Timestamp) -> Result<Pruned, StoreError> {
         self.inner.prune(cutoff)
     }
+    fn audit(
+        &mut self,
+        filter: &lockgate_store::AuditFilter,
+    ) -> Result<Vec<lockgate_store::AuditRecord>, StoreError> {
+        self.inner.audit(filter)
+    }
     /// Flushes the store, then writes the watermark at once (clean shutdown: exact).
     fn flush(&mut self) -> Result<(), StoreError> {
         self.inner.flush()?;

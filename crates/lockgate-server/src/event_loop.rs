@@ -81,6 +81,10 @@ pub struct Loop {
     broadcasts: Vec<Arc<EventView>>,
     /// `[[rpo]]` values and their deadlines.
     pub(crate) rpo: crate::rpo::Tracker,
+    /// The audited request of the message being handled ([`crate::audit`]).
+    pub(crate) audit_cur: Option<Arc<crate::audit::AuditTag>>,
+    /// What the operation being handled noted for its audit row.
+    pub(crate) audit_note: Option<(lockgate_api::AuditOutcome, String)>,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -125,6 +129,8 @@ impl Loop {
             replies: Vec::new(),
             broadcasts: Vec::new(),
             rpo: crate::rpo::Tracker::default(),
+            audit_cur: None,
+            audit_note: None,
         }
     }
 
@@ -140,6 +146,9 @@ impl Loop {
 
     /// Queues an answer; it is sent after this batch's commit.
     pub(crate) fn answer<T: Send + 'static>(&mut self, reply: Reply<T>, r: Result<T, ApiError>) {
+        if self.audit_cur.is_some() {
+            self.audit_answered(r.as_ref().err());
+        }
         self.replies.push(Box::new(move || {
             let _ = reply.send(r);
         }));
@@ -225,11 +234,12 @@ impl Loop {
         let days = u64::from(self.engine.policy().retention.days);
         let cutoff = Timestamp(now.0.saturating_sub(days * 86_400_000));
         match self.store.prune(cutoff) {
-            Ok(p) if p.jobs + p.events > 0 => {
+            Ok(p) if p.jobs + p.events + p.audit > 0 => {
                 tracing::info!(
-                    "retention: deleted {} finished jobs and {} events older than {days} days",
+                    "retention: deleted {} finished jobs, {} events and {} audit entries older than {days} days",
                     p.jobs,
-                    p.events
+                    p.events,
+                    p.audit
                 )
             }
             Ok(_) => {}
@@ -240,7 +250,12 @@ impl Loop {
 
     /// Hands one message to its feature.
     pub(crate) fn handle(&mut self, msg: Msg, now: Timestamp) {
-        let Msg { principal: p, op } = msg;
+        let Msg {
+            principal: p,
+            op,
+            audit,
+        } = msg;
+        self.audit_cur = audit;
         match op {
             Op::Jobs(op) => self.job_op(&p, op, now),
             Op::Nodes(op) => self.node_op(p, op, now),
@@ -258,11 +273,16 @@ impl Loop {
             Op::Shutdown(reply) => self.answer(reply, Ok(())),
             Op::Queue(op) => self.queue_op(&p, op, now),
             Op::Rpo(op) => self.rpo_op(&p, op, now),
+            Op::Audit(op) => self.audit_op(&p, op, now),
         }
+        self.audit_cur = None;
+        self.audit_note = None;
     }
 
     /// Turns the engine's events into store rows, log entries, metrics and wake-ups.
     pub(crate) fn drain_events(&mut self, now: Timestamp) {
+        // The waiters answered here are other requests': not the audited one's answer.
+        let audited = self.audit_cur.take();
         while let Some(ev) = self.engine.poll_event() {
             self.track_pause(&ev);
             let data = match &ev {
@@ -282,6 +302,7 @@ impl Loop {
             self.record_event(data, now);
             self.track_rpo(&ev, now);
         }
+        self.audit_cur = audited;
     }
 
     /// Gives an event its sequence number, adds it to the batch (so it is committed with

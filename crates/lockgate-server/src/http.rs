@@ -207,6 +207,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::schedules::routes())
         .merge(crate::queue::routes())
         .merge(crate::rpo::routes())
+        .merge(crate::audit::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint (see api.md)") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -215,6 +216,15 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .with_state(state)
+}
+
+/// `app` (every route, the backups' included) with the audit layer
+/// (`crate::audit::record`) on each route: every act that is not a read is recorded.
+pub fn audited(app: Router, state: AppState) -> Router {
+    app.route_layer(axum::middleware::from_fn_with_state(
+        state,
+        crate::audit::record,
+    ))
 }
 
 /// `app` behind the layers of [`shape`]: every error in the one shape, 414 and 431 in it.

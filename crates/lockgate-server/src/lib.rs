@@ -17,6 +17,7 @@
 //! endpoint touches one folder (plus one line in [`http::router`] for a new feature).
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod auth;
 pub mod backups;
 pub mod error;
@@ -410,9 +411,11 @@ impl Server {
             ready: ready.clone(),
             metrics_auth,
         };
-        let app = http::shaped(http::router(state).merge(backup_routes)).layer(
-            axum::middleware::from_fn_with_state(space.clone(), space::refuse_new_submits),
-        );
+        let audited = http::audited(http::router(state.clone()).merge(backup_routes), state);
+        let app = http::shaped(audited).layer(axum::middleware::from_fn_with_state(
+            space.clone(),
+            space::refuse_new_submits,
+        ));
         space.spawn_timer(stop_rx.clone());
         let serve_stop = stop_rx.clone();
 
@@ -464,7 +467,15 @@ async fn reload_on_sighup(lp: LoopHandle, reload_on_hup: bool) {
         return;
     };
     while hup.recv().await.is_some() {
-        match lp.ask(Principal::system(), PolicyOp::Reload).await {
+        let tag = audit::AuditTag::new(
+            Some(Principal::system()),
+            "SIGHUP",
+            "/v1/policy",
+            "reload the --config file".into(),
+            false,
+        );
+        let asked = audit::scope(tag, lp.ask(Principal::system(), PolicyOp::Reload));
+        match asked.await {
             Ok(_) if reload_on_hup => tracing::info!("SIGHUP: policy reloaded"),
             Ok(_) => {}
             Err(e) if e.code == lockgate_api::ErrorCode::Unavailable => return,

@@ -56,6 +56,7 @@ use utoipa::OpenApi;
         (name = "schedules", description = "Schedules that submit jobs"),
         (name = "backups", description = "Item-block backups the server runs"),
         (name = "server", description = "Health, readiness, metrics and this document"),
+        (name = "audit", description = "Who changed or tried to change what (admin)"),
     )
 )]
 struct Root;
@@ -74,6 +75,7 @@ pub fn document() -> Document {
     doc.merge(crate::backups::routes::ApiDoc::openapi());
     doc.merge(crate::queue::ApiDoc::openapi());
     doc.merge(crate::rpo::ApiDoc::openapi());
+    doc.merge(crate::audit::ApiDoc::openapi());
     with_error_answers(doc)
 }
 

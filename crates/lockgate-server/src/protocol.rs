@@ -34,6 +34,8 @@ pub struct Msg {
     pub principal: Principal,
     /// What, with the channel for the answer.
     pub op: Op,
+    /// The audited request this is part of ([`crate::audit`]); set by [`LoopHandle::ask`].
+    pub audit: Option<std::sync::Arc<crate::audit::AuditTag>>,
 }
 
 /// The operations, by feature.
@@ -61,6 +63,8 @@ pub enum Op {
     Queue(QueueOp),
     /// `/v1/rpo`.
     Rpo(RpoOp),
+    /// `/v1/audit`, and the audit rows the HTTP side records.
+    Audit(crate::audit::AuditOp),
 }
 
 macro_rules! op_from {
@@ -83,6 +87,7 @@ op_from!(
     Events(EventOp),
     Queue(QueueOp),
     Rpo(RpoOp)
+    Audit(crate::audit::AuditOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.
@@ -117,7 +122,11 @@ impl LoopHandle {
         let (reply, rx) = oneshot::channel();
         let op = make(reply).into();
         self.tx
-            .send(Msg { principal, op })
+            .send(Msg {
+                principal,
+                op,
+                audit: crate::audit::current(),
+            })
             .await
             .map_err(|_| ApiError::shutting_down())?;
         rx.await.map_err(|_| ApiError::shutting_down())?
@@ -138,7 +147,11 @@ impl LoopHandle {
         let (reply, rx) = oneshot::channel();
         let op = make(reply).into();
         self.tx
-            .blocking_send(Msg { principal, op })
+            .blocking_send(Msg {
+                principal,
+                op,
+                audit: None,
+            })
             .map_err(|_| ApiError::shutting_down())?;
         rx.blocking_recv().map_err(|_| ApiError::shutting_down())?
     }

@@ -17,7 +17,7 @@
 
 mod sqlite;
 
-use lockgate_api::{BackupState, Role};
+use lockgate_api::{AuditOutcome, BackupState, Role};
 use lockgate_core::engine::{NodeRecord, Pause};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
@@ -157,6 +157,48 @@ pub struct BackupRecord {
     pub body: String,
 }
 
+/// One entry of the audit log (see `lockgate_api::AuditEntry`). The server writes an
+/// act's entry in the batch of the change it describes; a later write with the same
+/// `request` replaces it (the final outcome of a request that asked the loop twice)
+/// and keeps its `seq`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// Sequence number, given by the store at the first write (0 in a batch: not yet
+    /// given). Never reused, also after pruning.
+    pub seq: u64,
+    /// The request's unique id (random), the key of a replacing write.
+    pub request: String,
+    /// When.
+    pub at: Timestamp,
+    /// The token's name; `None` without a valid token.
+    pub principal: Option<String>,
+    /// The token's role.
+    pub role: Option<Role>,
+    /// HTTP method (or `SIGHUP`).
+    pub method: String,
+    /// Request path.
+    pub path: String,
+    /// The compact, secret-free summary of the request.
+    pub summary: String,
+    /// What came of it.
+    pub outcome: AuditOutcome,
+    /// `code: message` of an error answer.
+    pub error: Option<String>,
+}
+
+/// Filters of an audit listing; every given filter must hold. Oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only entries with a larger `seq`.
+    pub after: u64,
+    /// Only entries at or after this time.
+    pub since: Option<Timestamp>,
+    /// Only this principal's entries.
+    pub principal: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
 /// Everything one group commit writes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Batch {
@@ -193,6 +235,8 @@ pub struct Batch {
     pub rpo: Vec<RpoRecord>,
     /// RPO values retired (`lockgate rpo forget`): rule and value.
     pub removed_rpo: Vec<(String, Vec<(String, String)>)>,
+    /// Audit entries to insert, or to replace by their `request`.
+    pub audit: Vec<AuditRecord>,
 }
 
 impl Batch {
@@ -214,6 +258,7 @@ impl Batch {
             && self.removed_pauses.is_empty()
             && self.rpo.is_empty()
             && self.removed_rpo.is_empty()
+            && self.audit.is_empty()
     }
 }
 
@@ -297,6 +342,8 @@ pub struct Pruned {
     pub events: usize,
     /// Schedule runs (history entries).
     pub schedule_runs: usize,
+    /// Audit entries.
+    pub audit: usize,
 }
 
 /// Durable state. One owner (the server's event loop) calls it; `&mut self` everywhere.
@@ -362,7 +409,13 @@ pub trait Store: Send {
     /// [`StoreError::Io`].
     fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError>;
 
-    /// Deletes finished jobs, events and schedule runs older than `cutoff`.
+    /// Audit entries matching a filter, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] or [`StoreError::Corrupt`].
+    fn audit(&mut self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError>;
+
+    /// Deletes finished jobs, events, schedule runs and audit entries older than `cutoff`.
     ///
     /// # Errors
     /// [`StoreError::Io`].

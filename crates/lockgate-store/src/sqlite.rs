@@ -9,6 +9,7 @@
 //! - Schema versions are `PRAGMA user_version`; [`MIGRATIONS`] are applied in order, each in
 //!   its own transaction, so an interrupted upgrade resumes where it stopped.
 
+mod audit;
 mod backups;
 #[cfg(test)]
 mod golden;
@@ -21,7 +22,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -59,6 +60,8 @@ const MIGRATIONS: &[&str] = &[
     pauses::MIGRATION,
     // 4 -> 5
     rpo::MIGRATION,
+    // 5 -> 6
+    audit::MIGRATION,
 ];
 
 /// The job listing, oldest first: a fixed text (and [`JOBS_DESC`]), so both statements
@@ -239,7 +242,8 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusq
     )?;
     backups::write(tx, &batch.backups)?;
     pauses::write(tx, &batch.pauses, &batch.removed_pauses)?;
-    rpo::write(tx, &batch.rpo, &batch.removed_rpo)
+    rpo::write(tx, &batch.rpo, &batch.removed_rpo)?;
+    audit::write(tx, &batch.audit)
 }
 
 /// Puts every job of the batch whole, and raises `max_job_id`.
@@ -465,16 +469,22 @@ impl Store for SqliteStore {
             .execute("DELETE FROM events WHERE at < ?1", [c])
             .map_err(&err)?;
         let schedule_runs = schedules::prune(&tx, c).map_err(&err)?;
+        let audit = audit::prune(&tx, c).map_err(&err)?;
         tx.commit().map_err(&err)?;
         Ok(Pruned {
             jobs,
             events,
             schedule_runs,
+            audit,
         })
     }
 
     fn schedule_runs(&mut self, name: &str, limit: usize) -> Result<Vec<ScheduleRun>, StoreError> {
         schedules::runs(&self.conn, name, limit)
+    }
+
+    fn audit(&mut self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
+        audit::query(&self.conn, filter)
     }
 
     fn backup(&mut self, name: &str) -> Result<Option<BackupRecord>, StoreError> {

@@ -2,6 +2,7 @@
 //! [`output`] (JSON and tables) and [`flags`] (shared flags and value parsers).
 
 pub mod agent;
+pub mod audit;
 pub mod backup;
 pub mod bench;
 pub mod completions;

@@ -134,6 +134,8 @@ pub enum Command {
     Queue(cmd::queue::Args),
     /// Each [[rpo]] rule's values: last success, age, status; `rpo forget` (admin).
     Rpo(cmd::rpo::Args),
+    /// The audit log (admin): who changed or tried to change what, newest first.
+    Audit(cmd::audit::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -151,6 +153,7 @@ fn main() -> std::process::ExitCode {
         Command::Job(args) => cmd::job::run(&cli.global, args),
         Command::Queue(args) => cmd::queue::run(&cli.global, args),
         Command::Rpo(args) => cmd::rpo::run(&cli.global, args),
+        Command::Audit(args) => cmd::audit::run(&cli.global, args),
         Command::Policy(args) => cmd::policy::run(&cli.global, args),
         Command::Token(args) => cmd::token::run(&cli.global, args),
         Command::Events(args) => cmd::events::run(&cli.global, args),

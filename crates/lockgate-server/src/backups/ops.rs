@@ -229,6 +229,7 @@ mod tests {
             Msg {
                 principal: Principal::system(),
                 op,
+                audit: None,
             },
             now,
         );

@@ -40,10 +40,12 @@ impl Loop {
                 } else {
                     self.policy_put(p, *policy, text, if_match, dry_run, now)
                 };
+                self.audit_policy(&r);
                 self.answer(reply, r);
             }
             PolicyOp::Reload(reply) => {
                 let r = self.policy_reload(now);
+                self.audit_policy(&r);
                 self.answer(reply, r);
             }
         }

@@ -2,6 +2,7 @@
 //! in a temporary directory, driven with the blocking client of `lockgate-api`.
 
 mod api;
+mod audit;
 mod backups;
 mod confinement;
 mod durability;

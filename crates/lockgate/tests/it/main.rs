@@ -2,6 +2,7 @@
 //! processes, real signals and `kill -9`.
 
 mod agent;
+mod audit;
 mod backup;
 mod behaviour;
 mod cli;
