@@ -17,12 +17,12 @@
 
 mod sqlite;
 
-use lockgate_api::{BackupState, Role};
+use lockgate_api::{BackupState, LogStream, Role};
 use lockgate_core::engine::{NodeRecord, Pause};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 
-pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+pub use sqlite::{SqliteStore, LOG_LINE_OVERHEAD, SCHEMA_VERSION};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -189,6 +189,55 @@ pub struct Batch {
     pub pauses: Vec<Pause>,
     /// Pauses that ended, by id.
     pub removed_pauses: Vec<u64>,
+    /// Lines of job output to append (bounded as [`Batch::log_limits`] says).
+    pub job_logs: Vec<LogAppend>,
+    /// The bounds of the job logs after this batch (`[retention]` of the policy).
+    pub log_limits: LogLimits,
+}
+
+/// Lines of one job's output, as a holder sent them in one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogAppend {
+    /// The job.
+    pub job: JobId,
+    /// When the server received them (the time of the markers it writes).
+    pub at: Timestamp,
+    /// Lines the holder dropped before these: stored as one marker line first.
+    pub dropped: u64,
+    /// The lines, oldest first (their `seq` is ignored: the store numbers them).
+    pub lines: Vec<StoredLogLine>,
+}
+
+/// One line of a job's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredLogLine {
+    /// Its number in the job's log (1, 2, ...; never reused).
+    pub seq: u64,
+    /// When the holder read it.
+    pub at: Timestamp,
+    /// Where it came from.
+    pub stream: LogStream,
+    /// The line, without its newline.
+    pub text: String,
+}
+
+/// How much job output the store keeps. A line costs its text's bytes plus
+/// [`LOG_LINE_OVERHEAD`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Bytes per job: its oldest lines are dropped first (with a marker).
+    pub per_job: u64,
+    /// Bytes of all jobs: the oldest jobs' logs are dropped first.
+    pub total: u64,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        LogLimits {
+            per_job: lockgate_core::policy::DEFAULT_JOB_LOG_BYTES,
+            total: lockgate_core::policy::DEFAULT_JOB_LOGS_TOTAL_BYTES,
+        }
+    }
 }
 
 impl Batch {
@@ -208,6 +257,7 @@ impl Batch {
             && self.backups.is_empty()
             && self.pauses.is_empty()
             && self.removed_pauses.is_empty()
+            && self.job_logs.is_empty()
     }
 }
 
@@ -268,6 +318,8 @@ pub struct Pruned {
     pub events: usize,
     /// Schedule runs (history entries).
     pub schedule_runs: usize,
+    /// Lines of the deleted jobs' logs.
+    pub log_lines: usize,
 }
 
 /// Durable state. One owner (the server's event loop) calls it; `&mut self` everywhere.
@@ -333,7 +385,34 @@ pub trait Store: Send {
     /// [`StoreError::Io`].
     fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError>;
 
-    /// Deletes finished jobs, events and schedule runs older than `cutoff`.
+    /// Lines of a job's log after line `after`, oldest first: at most `limit` lines and
+    /// about `max_bytes` of text (at least one line when there is one). When lines after
+    /// `after` were dropped by the bounds, the first line is a marker (stream `lockgate`)
+    /// saying how many.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn job_log(
+        &mut self,
+        job: JobId,
+        after: u64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<StoredLogLine>, StoreError>;
+
+    /// The last `n` stored lines of a job's log, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn job_log_tail(&mut self, job: JobId, n: usize) -> Result<Vec<StoredLogLine>, StoreError>;
+
+    /// The bytes all job logs keep together.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn job_log_bytes(&mut self) -> Result<u64, StoreError>;
+
+    /// Deletes finished jobs (with their logs), events and schedule runs older than `cutoff`.
     ///
     /// # Errors
     /// [`StoreError::Io`].

@@ -129,9 +129,17 @@ pub(crate) const ROOT: &[Key] = &[
             value("coordinator"),
             value("preempt"),
             value("preemptible"),
+            value("log"),
         ]),
     ),
-    key("retention", Shape::Section(&[value("days")])),
+    key(
+        "retention",
+        Shape::Section(&[
+            value("days"),
+            value("job_log_bytes"),
+            value("job_logs_total_bytes"),
+        ]),
+    ),
     key(
         "schedule",
         Shape::Named(&[
@@ -335,7 +343,10 @@ mod tests {
                 },
             )]
             .into(),
-            retention: Some(RawRetention { days: Some(1) }),
+            retention: Some(RawRetention {
+                days: Some(1),
+                ..RawRetention::default()
+            }),
             schedule: vec![RawSchedule {
                 name: "s".into(),
                 when: "daily".into(),
