@@ -78,6 +78,8 @@ pub struct Loop {
     pub(crate) changed: BTreeMap<JobId, Job>,
     replies: Vec<Deferred>,
     broadcasts: Vec<Arc<EventView>>,
+    /// Long-polls on a job's log (`GET /v1/jobs/{id}/logs?wait_s=`).
+    pub(crate) log_waiters: HashMap<JobId, Vec<crate::joblogs::LogWaiter>>,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -121,6 +123,7 @@ impl Loop {
             changed: BTreeMap::new(),
             replies: Vec::new(),
             broadcasts: Vec::new(),
+            log_waiters: HashMap::new(),
         }
     }
 
@@ -249,6 +252,7 @@ impl Loop {
             }
             Op::Shutdown(reply) => self.answer(reply, Ok(())),
             Op::Queue(op) => self.queue_op(&p, op, now),
+            Op::Logs(op) => self.log_op(&p, op, now),
         }
     }
 
@@ -313,6 +317,8 @@ impl Loop {
         self.store.commit(&batch)?;
         self.metrics.commit.observe(start.elapsed().as_secs_f64());
         self.metrics.committed_jobs += batch.jobs.len() as u64;
+        let logged: Vec<JobId> = batch.job_logs.iter().map(|a| a.job).collect();
+        self.wake_log_waiters(&logged);
         Ok(())
     }
 
