@@ -295,3 +295,34 @@ mod tests {
         assert!(cut(&long).len() <= MAX_LOG_LINE_BYTES);
     }
 }
+
+#[cfg(test)]
+mod absent_server {
+    use super::*;
+
+    #[test]
+    fn a_server_that_is_down_costs_lines_never_the_writer_and_every_line_is_counted() {
+        // A port nothing listens on: every post fails at once (connection refused).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let client = Client::new(&format!("http://127.0.0.1:{port}"), None).unwrap();
+        let shipper = LogShipper::start(client, 1, 1);
+        let sink = shipper.sink();
+        let start = Instant::now();
+        for i in 0..10_000 {
+            sink.push(LogStream::Stdout, &format!("line {i}"));
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        drop(sink);
+        let shipped = shipper.finish(Duration::from_secs(10)).expect("finished");
+        assert_eq!(shipped.sent, 0);
+        assert_eq!(shipped.unreported, 10_000);
+    }
+}

@@ -69,3 +69,38 @@ pub(crate) fn log_tail(store: &mut dyn Store, job: JobId, n: usize) -> Vec<Strin
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::log_tail;
+    use lockgate_api::LogStream;
+    use lockgate_core::Timestamp;
+    use lockgate_store::{Batch, LogAppend, SqliteStore, Store, StoredLogLine};
+
+    #[test]
+    fn log_tail_gives_the_last_lines_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        let lines = (1..=5)
+            .map(|i| StoredLogLine {
+                seq: 0,
+                at: Timestamp(i),
+                stream: LogStream::Stderr,
+                text: format!("line {i}"),
+            })
+            .collect();
+        store
+            .commit(&Batch {
+                job_logs: vec![LogAppend {
+                    job: 3,
+                    at: Timestamp(9),
+                    dropped: 0,
+                    lines,
+                }],
+                ..Batch::default()
+            })
+            .unwrap();
+        assert_eq!(log_tail(&mut store, 3, 2), ["line 4", "line 5"]);
+        assert!(log_tail(&mut store, 4, 2).is_empty());
+    }
+}
