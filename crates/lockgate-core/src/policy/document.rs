@@ -340,12 +340,14 @@ mod tests {
                     coordinator: Some(true),
                     preempt: Some(true),
                     preemptible: Some(false),
+                    log: Some(true),
                 },
             )]
             .into(),
             retention: Some(RawRetention {
                 days: Some(1),
-                ..RawRetention::default()
+                job_log_bytes: Some(RawSize::Text("1MiB".into())),
+                job_logs_total_bytes: Some(RawSize::Bytes(1 << 30)),
             }),
             schedule: vec![RawSchedule {
                 name: "s".into(),
