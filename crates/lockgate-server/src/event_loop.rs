@@ -78,7 +78,7 @@ pub struct Loop {
     pub(crate) changed: BTreeMap<JobId, Job>,
     replies: Vec<Deferred>,
     broadcasts: Vec<Arc<EventView>>,
-    /// Long-polls on a job's log (`GET /v1/jobs/{id}/logs?wait_s=`).
+    /// Long-polls on a job's log (`GET /v1/jobs/{id}/logs?timeout_s=`).
     pub(crate) log_waiters: HashMap<JobId, Vec<crate::joblogs::LogWaiter>>,
 }
 

@@ -4,7 +4,8 @@
 //! (the engine's [`NodeRecord`]),
 //! tokens (SHA-256 hashes only), the event log (sequence-numbered), the policy document
 //! (when the server has no `--config` file), schedules with their run history, active
-//! pauses, and a few
+//! pauses, the output lines of jobs' commands (bounded per job and in total, deleted with
+//! their job), and a few
 //! counters (highest job id, highest lease token, last event sequence) so ids and fencing
 //! tokens never repeat after a restart, even once the rows that carried them are pruned.
 //!

@@ -11,7 +11,11 @@
 //!   stopping;
 //! - the job is finished exactly once by this worker, with the handler's exit status and
 //!   the last lines of its output; a job whose lease was lost is not finished (it is no
-//!   longer ours to finish).
+//!   longer ours to finish);
+//! - every line of a handler's output goes to the job's log on the server
+//!   (`lockgate_client::logs`, never blocking the handler), and the last lines are sent
+//!   before the finish, waiting at most `FINAL_FLUSH` (the server takes lines only from
+//!   the job's holder).
 
 use super::{Shared, WorkerMsg};
 use crate::config::Stage;

@@ -20,7 +20,7 @@ impl Client {
             .map(|(_, v)| v)
     }
 
-    /// `GET /v1/jobs/{id}/logs?after=`: the lines after `after`; with `wait_s`, a
+    /// `GET /v1/jobs/{id}/logs?after=`: the lines after `after`; with `timeout_s`, a
     /// long-poll answered once a line follows or the job has ended.
     ///
     /// # Errors
@@ -29,12 +29,12 @@ impl Client {
         &self,
         id: u64,
         after: u64,
-        wait_s: Option<u64>,
+        timeout_s: Option<u64>,
     ) -> Result<LogPage, ClientError> {
         let mut path = format!("/v1/jobs/{id}/logs?after={after}");
         let mut timeout = crate::CALL_TIMEOUT;
-        if let Some(w) = wait_s {
-            path.push_str(&format!("&wait_s={w}"));
+        if let Some(w) = timeout_s {
+            path.push_str(&format!("&timeout_s={w}"));
             timeout += Duration::from_secs(w);
         }
         self.call_status("GET", &path, None::<&()>, timeout)

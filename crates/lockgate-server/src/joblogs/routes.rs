@@ -25,7 +25,7 @@ struct LogQuery {
     /// many seconds (at most 300) for one; absent: answer at once.
     #[serde(default)]
     #[param(minimum = 0)]
-    wait_s: Option<f64>,
+    timeout_s: Option<f64>,
 }
 
 /// The job log routes' part of the OpenAPI document.
@@ -70,10 +70,10 @@ async fn read(
             reply,
         }
     };
-    let Some(wait_s) = q.wait_s else {
+    let Some(timeout_s) = q.timeout_s else {
         return ok(st.lp.ask(p, read(false)).await?);
     };
-    let timeout = poll_timeout(Some(wait_s))?;
+    let timeout = poll_timeout(Some(timeout_s))?;
     // Dropping the wait at the timeout is harmless: a read changes nothing.
     match tokio::time::timeout(timeout, st.lp.ask(p.clone(), read(true))).await {
         Ok(r) => ok(r?),

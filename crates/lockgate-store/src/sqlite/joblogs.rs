@@ -241,7 +241,7 @@ fn drop_oldest(
 /// The marker a reader gets in place of the lines the bounds removed.
 fn dropped_marker(m: &Meta) -> StoredLogLine {
     StoredLogLine {
-        seq: m.first_seq - 1,
+        seq: m.first_seq.saturating_sub(1),
         at: Timestamp(m.dropped_at),
         stream: LogStream::Lockgate,
         text: format!(
@@ -286,10 +286,10 @@ pub(super) fn read(
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
-    let mut from = after;
-    if m.dropped > 0 && after + 1 < m.first_seq {
+    let mut from = after.min(i64::MAX as u64);
+    if m.dropped > 0 && from.saturating_add(1) < m.first_seq {
         out.push(dropped_marker(&m));
-        from = m.first_seq - 1;
+        from = m.first_seq.saturating_sub(1);
     }
     let mut lines = rows(
         conn,
@@ -454,6 +454,8 @@ mod tests {
         assert_eq!(all[100].text, "00000499");
         // A reader past the dropped lines gets no marker.
         assert_eq!(s.job_log(1, 450, 1000, 1 << 20).unwrap()[0].seq, 451);
+        // A cursor past every line (even u64::MAX) reads nothing, and never overflows.
+        assert!(s.job_log(1, u64::MAX, 1000, 1 << 20).unwrap().is_empty());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `lockgate job logs ID [--follow] [--raw]`: the output of the command a job ran, as
 //! its holder sent it (`lockgate run --log`, agent handlers).
 //!
-//! `--follow` long-polls `GET /v1/jobs/{id}/logs?after=SEQ&wait_s=30`: the server answers
+//! `--follow` long-polls `GET /v1/jobs/{id}/logs?after=SEQ&timeout_s=30`: the server answers
 //! as soon as a line after SEQ is stored or the job ends, so a line shows up while the
 //! command runs, and the command returns once the job has ended and every line is shown.
 //!
