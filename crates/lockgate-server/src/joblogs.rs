@@ -1,6 +1,6 @@
 //! Job logs: `POST /v1/jobs/{id}/logs` (the holder sends its command's output) and
 //! `GET /v1/jobs/{id}/logs` (read a page, or long-poll for the next lines), and
-//! [`log_tail`] for the failure notification.
+//! `log_tail` for the failure notification.
 //!
 //! `routes.rs` holds the handlers; [`LogOp`] the loop operations, applied in `ops.rs`; the
 //! lines live in the store (`lockgate-store`'s `sqlite/joblogs.rs`, bounded per job and in
