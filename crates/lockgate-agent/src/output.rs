@@ -4,7 +4,13 @@
 //! `n` lines (both streams interleaved in arrival order) and forwards every line to the
 //! agent's log at debug level. Reading never blocks the handler: the readers drain the
 //! pipes as fast as the handler writes.
+//!
+//! With a [`LogSink`] ([`Tail::read_logged`]), every line is also sent whole (up to the
+//! API's line bound) to the job's log on the server (`lockgate_client::logs`: a bounded
+//! buffer that drops and counts lines rather than wait).
 
+use lockgate_api::LogStream;
+use lockgate_client::LogSink;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::{Arc, Mutex};
@@ -55,6 +61,17 @@ impl Tail {
     /// Reads `pipe` line by line into the tail on a thread of its own; `label` prefixes the
     /// debug log lines.
     pub fn read_from(&self, pipe: impl Read + Send + 'static, label: String) -> JoinHandle<()> {
+        self.read_logged(pipe, label, LogStream::Stdout, None)
+    }
+
+    /// [`Tail::read_from`], also sending every line to `log` as `stream`.
+    pub fn read_logged(
+        &self,
+        pipe: impl Read + Send + 'static,
+        label: String,
+        stream: LogStream,
+        log: Option<LogSink>,
+    ) -> JoinHandle<()> {
         let tail = self.clone();
         std::thread::spawn(move || {
             let mut r = BufReader::new(pipe);
@@ -66,6 +83,9 @@ impl Tail {
                     Ok(_) => {}
                 }
                 let mut line = String::from_utf8_lossy(&buf).trim_end().to_string();
+                if let Some(log) = &log {
+                    log.push(stream, &line);
+                }
                 if line.len() > MAX_LINE {
                     let mut cut = MAX_LINE;
                     while !line.is_char_boundary(cut) {

@@ -10,6 +10,7 @@
 mod audit;
 mod backups;
 mod events;
+mod joblogs;
 mod jobs;
 mod nodes;
 mod pauses;

@@ -12,6 +12,9 @@
 //! - [`hold()`]: a child under a lease. This is where the invariant that matters most
 //!   lives: the child is dead before the server can hand its slot to someone else.
 //!
+//! - [`logs`]: a command's output sent to its job's log in batches, through a bounded
+//!   buffer that drops (and counts) lines rather than ever slow the command.
+//!
 //! `lockgate run`, the agent, the CLI and the test harnesses all use these; none keeps a
 //! lease or a retry rule of its own. The wire types are in `lockgate-api`.
 #![warn(missing_docs)]
@@ -22,9 +25,11 @@ mod client;
 mod error;
 pub mod hold;
 pub mod lease;
+pub mod logs;
 
 pub use backoff::{retry, Backoff, RetryError};
 pub use client::{encode, AuditQuery, Client, PolicyPut, CALL_TIMEOUT};
 pub use error::ClientError;
 pub use hold::{hold, hold_with, parse_signal, Ending, Held, Holder, JustHold, Stop};
 pub use lease::{LeaseKeeper, Renewal, WhileUnreachable};
+pub use logs::{LogShipper, LogSink};

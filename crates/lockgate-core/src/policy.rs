@@ -328,6 +328,8 @@ pub struct KindPolicy {
     pub preempt: Option<bool>,
     /// Its jobs may be preempted (default true).
     pub preemptible: Option<bool>,
+    /// `lockgate run` sends the output of its jobs by default (default false).
+    pub log: Option<bool>,
 }
 
 /// `[retention]`.
@@ -335,12 +337,23 @@ pub struct KindPolicy {
 pub struct RetentionPolicy {
     /// Finished jobs, events and idempotency keys are kept this many days (default 14).
     pub days: u32,
+    /// Bytes of output kept per job (default [`DEFAULT_JOB_LOG_BYTES`]).
+    pub job_log_bytes: u64,
+    /// Bytes of output kept for all jobs (default [`DEFAULT_JOB_LOGS_TOTAL_BYTES`]).
+    pub job_logs_total_bytes: u64,
 }
+
+/// Default `[retention].job_log_bytes` (4 MiB).
+pub const DEFAULT_JOB_LOG_BYTES: u64 = 4 << 20;
+/// Default `[retention].job_logs_total_bytes` (1 GiB).
+pub const DEFAULT_JOB_LOGS_TOTAL_BYTES: u64 = 1 << 30;
 
 impl Default for RetentionPolicy {
     fn default() -> Self {
         RetentionPolicy {
             days: DEFAULT_RETENTION_DAYS,
+            job_log_bytes: DEFAULT_JOB_LOG_BYTES,
+            job_logs_total_bytes: DEFAULT_JOB_LOGS_TOTAL_BYTES,
         }
     }
 }
@@ -588,6 +601,12 @@ impl Policy {
     /// true).
     pub fn kind_preemptible(&self, kind: &str) -> bool {
         self.kind(kind).and_then(|k| k.preemptible).unwrap_or(true)
+    }
+
+    /// Whether `lockgate run` sends the output of jobs of this kind by default
+    /// (`[kinds.<kind>].log`, default false).
+    pub fn kind_log(&self, kind: &str) -> bool {
+        self.kind(kind).and_then(|k| k.log).unwrap_or(false)
     }
 
     /// Fair-share weight of an owner (default 1).

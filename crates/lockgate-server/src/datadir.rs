@@ -417,6 +417,24 @@ impl<S: Store> Store for Watermarked<S> {
         filter: &lockgate_store::AuditFilter,
     ) -> Result<Vec<lockgate_store::AuditRecord>, StoreError> {
         self.inner.audit(filter)
+    fn job_log(
+        &mut self,
+        job: JobId,
+        after: u64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<lockgate_store::StoredLogLine>, StoreError> {
+        self.inner.job_log(job, after, limit, max_bytes)
+    }
+    fn job_log_tail(
+        &mut self,
+        job: JobId,
+        n: usize,
+    ) -> Result<Vec<lockgate_store::StoredLogLine>, StoreError> {
+        self.inner.job_log_tail(job, n)
+    }
+    fn job_log_bytes(&mut self) -> Result<u64, StoreError> {
+        self.inner.job_log_bytes()
     }
     /// Flushes the store, then writes the watermark at once (clean shutdown: exact).
     fn flush(&mut self) -> Result<(), StoreError> {

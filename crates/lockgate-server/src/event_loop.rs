@@ -85,6 +85,8 @@ pub struct Loop {
     pub(crate) audit_cur: Option<Arc<crate::audit::AuditTag>>,
     /// What the operation being handled noted for its audit row.
     pub(crate) audit_note: Option<(lockgate_api::AuditOutcome, String)>,
+    /// Long-polls on a job's log (`GET /v1/jobs/{id}/logs?timeout_s=`).
+    pub(crate) log_waiters: HashMap<JobId, Vec<crate::joblogs::LogWaiter>>,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -131,6 +133,7 @@ impl Loop {
             rpo: crate::rpo::Tracker::default(),
             audit_cur: None,
             audit_note: None,
+            log_waiters: HashMap::new(),
         }
     }
 
@@ -274,6 +277,7 @@ impl Loop {
             Op::Queue(op) => self.queue_op(&p, op, now),
             Op::Rpo(op) => self.rpo_op(&p, op, now),
             Op::Audit(op) => self.audit_op(&p, op, now),
+            Op::Logs(op) => self.log_op(&p, op, now),
         }
         self.audit_cur = None;
         self.audit_note = None;
@@ -344,6 +348,8 @@ impl Loop {
         self.store.commit(&batch)?;
         self.metrics.commit.observe(start.elapsed().as_secs_f64());
         self.metrics.committed_jobs += batch.jobs.len() as u64;
+        let logged: Vec<JobId> = batch.job_logs.iter().map(|a| a.job).collect();
+        self.wake_log_waiters(&logged);
         Ok(())
     }
 

@@ -24,6 +24,7 @@ pub mod error;
 pub mod event_loop;
 pub mod events;
 pub mod http;
+pub mod joblogs;
 pub mod jobs;
 pub mod metrics;
 pub mod nodes;

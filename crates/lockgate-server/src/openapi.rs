@@ -76,6 +76,7 @@ pub fn document() -> Document {
     doc.merge(crate::queue::ApiDoc::openapi());
     doc.merge(crate::rpo::ApiDoc::openapi());
     doc.merge(crate::audit::ApiDoc::openapi());
+    doc.merge(crate::joblogs::ApiDoc::openapi());
     with_error_answers(doc)
 }
 

@@ -15,6 +15,7 @@ use crate::auth::Principal;
 use crate::backups::BackupOp;
 use crate::error::ApiError;
 use crate::events::EventOp;
+use crate::joblogs::LogOp;
 use crate::jobs::JobOp;
 use crate::nodes::NodeOp;
 use crate::policy::PolicyOp;
@@ -65,6 +66,8 @@ pub enum Op {
     Rpo(RpoOp),
     /// `/v1/audit`, and the audit rows the HTTP side records.
     Audit(crate::audit::AuditOp),
+    /// `/v1/jobs/{id}/logs`.
+    Logs(LogOp),
 }
 
 macro_rules! op_from {
@@ -88,6 +91,7 @@ op_from!(
     Queue(QueueOp),
     Rpo(RpoOp)
     Audit(crate::audit::AuditOp)
+    Logs(LogOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.

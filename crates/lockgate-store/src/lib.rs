@@ -4,7 +4,8 @@
 //! (the engine's [`NodeRecord`]),
 //! tokens (SHA-256 hashes only), the event log (sequence-numbered), the policy document
 //! (when the server has no `--config` file), schedules with their run history, active
-//! pauses, the RPO values (`[[rpo]]`: each value's last success), and a few
+//! pauses, the RPO values (`[[rpo]]`: each value's last success), the output lines of
+//! jobs' commands (bounded per job and in total, deleted with their job), and a few
 //! counters (highest job id, highest lease token, last event sequence) so ids and fencing
 //! tokens never repeat after a restart, even once the rows that carried them are pruned.
 //!
@@ -17,12 +18,12 @@
 
 mod sqlite;
 
-use lockgate_api::{AuditOutcome, BackupState, Role};
+use lockgate_api::{AuditOutcome, BackupState, LogStream, Role};
 use lockgate_core::engine::{NodeRecord, Pause};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 
-pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+pub use sqlite::{SqliteStore, LOG_LINE_OVERHEAD, SCHEMA_VERSION};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -237,6 +238,55 @@ pub struct Batch {
     pub removed_rpo: Vec<(String, Vec<(String, String)>)>,
     /// Audit entries to insert, or to replace by their `request`.
     pub audit: Vec<AuditRecord>,
+    /// Lines of job output to append (bounded as [`Batch::log_limits`] says).
+    pub job_logs: Vec<LogAppend>,
+    /// The bounds of the job logs after this batch (`[retention]` of the policy).
+    pub log_limits: LogLimits,
+}
+
+/// Lines of one job's output, as a holder sent them in one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogAppend {
+    /// The job.
+    pub job: JobId,
+    /// When the server received them (the time of the markers it writes).
+    pub at: Timestamp,
+    /// Lines the holder dropped before these: stored as one marker line first.
+    pub dropped: u64,
+    /// The lines, oldest first (their `seq` is ignored: the store numbers them).
+    pub lines: Vec<StoredLogLine>,
+}
+
+/// One line of a job's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredLogLine {
+    /// Its number in the job's log (1, 2, ...; never reused).
+    pub seq: u64,
+    /// When the holder read it.
+    pub at: Timestamp,
+    /// Where it came from.
+    pub stream: LogStream,
+    /// The line, without its newline.
+    pub text: String,
+}
+
+/// How much job output the store keeps. A line costs its text's bytes plus
+/// [`LOG_LINE_OVERHEAD`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Bytes per job: its oldest lines are dropped first (with a marker).
+    pub per_job: u64,
+    /// Bytes of all jobs: the oldest jobs' logs are dropped first.
+    pub total: u64,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        LogLimits {
+            per_job: lockgate_core::policy::DEFAULT_JOB_LOG_BYTES,
+            total: lockgate_core::policy::DEFAULT_JOB_LOGS_TOTAL_BYTES,
+        }
+    }
 }
 
 impl Batch {
@@ -259,6 +309,7 @@ impl Batch {
             && self.rpo.is_empty()
             && self.removed_rpo.is_empty()
             && self.audit.is_empty()
+            && self.job_logs.is_empty()
     }
 }
 
@@ -344,6 +395,8 @@ pub struct Pruned {
     pub schedule_runs: usize,
     /// Audit entries.
     pub audit: usize,
+    /// Lines of the deleted jobs' logs.
+    pub log_lines: usize,
 }
 
 /// Durable state. One owner (the server's event loop) calls it; `&mut self` everywhere.
@@ -416,6 +469,34 @@ pub trait Store: Send {
     fn audit(&mut self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError>;
 
     /// Deletes finished jobs, events, schedule runs and audit entries older than `cutoff`.
+    /// Lines of a job's log after line `after`, oldest first: at most `limit` lines and
+    /// about `max_bytes` of text (at least one line when there is one). When lines after
+    /// `after` were dropped by the bounds, the first line is a marker (stream `lockgate`)
+    /// saying how many.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn job_log(
+        &mut self,
+        job: JobId,
+        after: u64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<StoredLogLine>, StoreError>;
+
+    /// The last `n` stored lines of a job's log, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn job_log_tail(&mut self, job: JobId, n: usize) -> Result<Vec<StoredLogLine>, StoreError>;
+
+    /// The bytes all job logs keep together.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn job_log_bytes(&mut self) -> Result<u64, StoreError>;
+
+    /// Deletes finished jobs (with their logs), events and schedule runs older than `cutoff`.
     ///
     /// # Errors
     /// [`StoreError::Io`].

@@ -13,6 +13,7 @@ mod audit;
 mod backups;
 #[cfg(test)]
 mod golden;
+mod joblogs;
 mod pauses;
 mod rpo;
 mod schedules;
@@ -22,7 +23,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
+
+pub use joblogs::LINE_OVERHEAD as LOG_LINE_OVERHEAD;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -62,6 +65,8 @@ const MIGRATIONS: &[&str] = &[
     rpo::MIGRATION,
     // 5 -> 6
     audit::MIGRATION,
+    // 6 -> 7
+    joblogs::MIGRATION,
 ];
 
 /// The job listing, oldest first: a fixed text (and [`JOBS_DESC`]), so both statements
@@ -243,7 +248,8 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusq
     backups::write(tx, &batch.backups)?;
     pauses::write(tx, &batch.pauses, &batch.removed_pauses)?;
     rpo::write(tx, &batch.rpo, &batch.removed_rpo)?;
-    audit::write(tx, &batch.audit)
+    audit::write(tx, &batch.audit)?;
+    joblogs::write(tx, &batch.job_logs, batch.log_limits)
 }
 
 /// Puts every job of the batch whole, and raises `max_job_id`.
@@ -462,6 +468,7 @@ impl Store for SqliteStore {
         let err = io("prune");
         let c = cutoff.0 as i64;
         let tx = self.conn.transaction().map_err(&err)?;
+        let log_lines = joblogs::prune(&tx, c).map_err(&err)?;
         let jobs = tx
             .execute("DELETE FROM jobs WHERE live = 0 AND finished_at < ?1", [c])
             .map_err(&err)?;
@@ -476,7 +483,26 @@ impl Store for SqliteStore {
             events,
             schedule_runs,
             audit,
+            log_lines,
         })
+    }
+
+    fn job_log(
+        &mut self,
+        job: JobId,
+        after: u64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<StoredLogLine>, StoreError> {
+        joblogs::read(&self.conn, job, after, limit, max_bytes)
+    }
+
+    fn job_log_tail(&mut self, job: JobId, n: usize) -> Result<Vec<StoredLogLine>, StoreError> {
+        joblogs::tail(&self.conn, job, n)
+    }
+
+    fn job_log_bytes(&mut self) -> Result<u64, StoreError> {
+        joblogs::total_bytes(&self.conn)
     }
 
     fn schedule_runs(&mut self, name: &str, limit: usize) -> Result<Vec<ScheduleRun>, StoreError> {

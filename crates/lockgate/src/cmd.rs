@@ -11,6 +11,7 @@ pub mod events;
 pub mod exit;
 pub mod flags;
 pub mod job;
+pub mod job_logs;
 pub mod node;
 pub mod output;
 pub mod policy;

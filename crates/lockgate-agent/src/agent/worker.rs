@@ -11,21 +11,29 @@
 //!   stopping;
 //! - the job is finished exactly once by this worker, with the handler's exit status and
 //!   the last lines of its output; a job whose lease was lost is not finished (it is no
-//!   longer ours to finish).
+//!   longer ours to finish);
+//! - every line of a handler's output goes to the job's log on the server
+//!   (`lockgate_client::logs`, never blocking the handler), and the last lines are sent
+//!   before the finish, waiting at most `FINAL_FLUSH` (the server takes lines only from
+//!   the job's holder).
 
 use super::{Shared, WorkerMsg};
 use crate::config::Stage;
 use crate::output::{join_readers, Tail};
 use crate::template::{attr_env_name, render_argv, Context};
-use lockgate_api::JobView;
+use lockgate_api::{JobView, LogStream};
 use lockgate_client::child::{self, Supervised};
 use lockgate_client::{
-    hold_with, Backoff, ClientError, Ending, Holder, LeaseKeeper, Renewal, Stop, WhileUnreachable,
+    hold_with, Backoff, ClientError, Ending, Holder, LeaseKeeper, LogShipper, Renewal, Stop,
+    WhileUnreachable,
 };
 use lockgate_core::{JobState, Outcome};
 use std::process::{ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
+
+/// Longest wait for a handler's last lines to reach the server before the job is finished.
+const FINAL_FLUSH: Duration = Duration::from_secs(2);
 
 /// How a handler ended.
 enum Ended {
@@ -245,12 +253,15 @@ impl Worker<'_> {
         };
         let tail = Tail::new(sh.config.output_lines);
         let label = format!("job {} {stage}", job.id);
+        let shipper = LogShipper::start(sh.client.clone(), job.id, self.token);
         let mut readers = Vec::new();
         if let Some(p) = child.stdout.take() {
-            readers.push(tail.read_from(p, label.clone()));
+            let sink = Some(shipper.sink());
+            readers.push(tail.read_logged(p, label.clone(), LogStream::Stdout, sink));
         }
         if let Some(p) = child.stderr.take() {
-            readers.push(tail.read_from(p, label));
+            let sink = Some(shipper.sink());
+            readers.push(tail.read_logged(p, label, LogStream::Stderr, sink));
         }
         let mut proc = Supervised::new(child);
         tracing::info!(
@@ -275,6 +286,7 @@ impl Worker<'_> {
             Ending::Lost(why) => Ended::Lost(why),
             ending => {
                 join_readers(readers, Duration::from_millis(200));
+                send_last_lines(self.id(), shipper);
                 let lines = tail.lines();
                 match ending {
                     // Preempted: finished `cancelled`, the server queues the job again and
@@ -400,6 +412,24 @@ impl Worker<'_> {
             }
             std::thread::sleep(backoff.next_pause());
         }
+    }
+}
+
+/// Sends the handler's last lines to the job's log before the job is finished (the server
+/// takes lines only from the job's holder), waiting at most [`FINAL_FLUSH`].
+fn send_last_lines(id: u64, shipper: LogShipper) {
+    match shipper.finish(FINAL_FLUSH) {
+        None => tracing::warn!(
+            "job {id}: the server did not take the last lines of the output within {FINAL_FLUSH:?}"
+        ),
+        Some(s) if s.unreported > 0 => tracing::warn!(
+            "job {id}: {} lines of the output were not stored ({})",
+            s.unreported,
+            s.refused
+                .as_deref()
+                .unwrap_or("the server was slow or down")
+        ),
+        Some(_) => {}
     }
 }
 

@@ -129,9 +129,17 @@ pub(crate) const ROOT: &[Key] = &[
             value("coordinator"),
             value("preempt"),
             value("preemptible"),
+            value("log"),
         ]),
     ),
-    key("retention", Shape::Section(&[value("days")])),
+    key(
+        "retention",
+        Shape::Section(&[
+            value("days"),
+            value("job_log_bytes"),
+            value("job_logs_total_bytes"),
+        ]),
+    ),
     key(
         "schedule",
         Shape::Named(&[
@@ -341,10 +349,15 @@ mod tests {
                     coordinator: Some(true),
                     preempt: Some(true),
                     preemptible: Some(false),
+                    log: Some(true),
                 },
             )]
             .into(),
-            retention: Some(RawRetention { days: Some(1) }),
+            retention: Some(RawRetention {
+                days: Some(1),
+                job_log_bytes: Some(RawSize::Text("1MiB".into())),
+                job_logs_total_bytes: Some(RawSize::Bytes(1 << 30)),
+            }),
             schedule: vec![RawSchedule {
                 name: "s".into(),
                 when: "daily".into(),

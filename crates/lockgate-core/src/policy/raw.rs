@@ -369,6 +369,11 @@ pub struct RawKind {
     /// work that must not be interrupted (a tape write).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptible: Option<bool>,
+    /// `lockgate run` sends the command's output to the server for jobs of this kind
+    /// without `--log` (docs `operations.md`, "Job logs"); `--no-log` still wins. Default
+    /// false: a command's output may hold what its owner does not want stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<bool>,
 }
 
 /// `[retention]`.
@@ -378,6 +383,14 @@ pub struct RawRetention {
     /// Days finished jobs, events and idempotency keys are kept. Default 14.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub days: Option<i64>,
+    /// Bytes of output kept per job: the oldest lines go first, with a marker. Default
+    /// `"4MiB"`; more keeps more of a chatty command at the price of disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_log_bytes: Option<RawSize>,
+    /// Bytes of output kept for all jobs together: the oldest jobs' logs go first. Default
+    /// `"1GiB"`; at least `job_log_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_logs_total_bytes: Option<RawSize>,
 }
 
 /// `job = { .. }` of a `[[schedule]]`.

@@ -420,16 +420,37 @@ fn kinds(
 }
 
 fn retention(raw: &RawPolicy, p: &FieldPath) -> Checked<RetentionPolicy> {
-    match raw.retention.as_ref().and_then(|r| r.days) {
-        None => Ok(RetentionPolicy::default()),
-        Some(days) => match u32::try_from(days) {
-            Ok(days) if days >= 1 => Ok(RetentionPolicy { days }),
-            _ => bad(
-                &p.key("days"),
-                format!("expected a whole number of days >= 1, got {days}"),
-            ),
-        },
+    let mut out = RetentionPolicy::default();
+    let Some(r) = raw.retention.as_ref() else {
+        return Ok(out);
+    };
+    if let Some(days) = r.days {
+        out.days = match u32::try_from(days) {
+            Ok(days) if days >= 1 => days,
+            _ => {
+                return bad(
+                    &p.key("days"),
+                    format!("expected a whole number of days >= 1, got {days}"),
+                )
+            }
+        };
     }
+    if let Some(s) = &r.job_log_bytes {
+        out.job_log_bytes = blocks::size(s, &p.key("job_log_bytes"))?;
+    }
+    if let Some(s) = &r.job_logs_total_bytes {
+        out.job_logs_total_bytes = blocks::size(s, &p.key("job_logs_total_bytes"))?;
+    }
+    if out.job_logs_total_bytes < out.job_log_bytes {
+        return bad(
+            &p.key("job_logs_total_bytes"),
+            format!(
+                "expected at least job_log_bytes ({}), got {}",
+                out.job_log_bytes, out.job_logs_total_bytes
+            ),
+        );
+    }
+    Ok(out)
 }
 
 fn schedules(raw: &[RawSchedule], pools: &Pools<'_>, p: &FieldPath) -> Checked<Vec<ScheduleSpec>> {
@@ -647,6 +668,7 @@ fn kind_policy(k: &RawKind, pools: &Pools<'_>, p: &FieldPath) -> Checked<KindPol
         coordinator: k.coordinator,
         preempt: k.preempt,
         preemptible: k.preemptible,
+        log: k.log,
     })
 }
 

@@ -1,5 +1,5 @@
 //! `lockgate job`: submit, list, show, explain, wait for, cancel, set (priority) and retry
-//! jobs.
+//! jobs, and read their logs (`job_logs.rs`).
 
 use super::exit::Exit;
 use super::output::{self, or_dash, print_json, table};
@@ -67,6 +67,8 @@ enum Sub {
         /// Job id.
         id: u64,
     },
+    /// Print the output of the command the job ran (`lockgate run --log`, agent handlers).
+    Logs(super::job_logs::LogsArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -300,6 +302,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Cancel { id, force } => show(global, &client.cancel(id, force)?),
         Sub::Set { id, priority } => show(global, &client.set_job(id, priority)?),
         Sub::Retry { id } => show(global, &client.retry_job(id)?),
+        Sub::Logs(a) => super::job_logs::run(global, &client, &a)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -16,6 +16,8 @@
 //! command with it, so no work runs on a slot the server hands to someone else. The child
 //! gets its own process group, so a terminal's Ctrl+C reaches lockgate, which forwards it.
 
+mod log;
+
 use super::exit::Exit;
 use super::{flags, session};
 use crate::GlobalArgs;
@@ -72,6 +74,15 @@ pub struct Args {
     /// TERM, HUP, QUIT, USR1, ...) or a number. restic removes its lock only on INT.
     #[arg(long, default_value = "TERM", value_parser = lockgate_client::parse_signal)]
     pub stop_signal: child::Signal,
+    /// Send the command's output (stdout and stderr, line by line, with the time) to the
+    /// server as the job's log (`lockgate job logs ID`). The command then writes to pipes,
+    /// which lockgate copies to its own stdout and stderr unchanged. Default: the kind's
+    /// `[kinds.NAME].log` in the policy (false).
+    #[arg(long, conflicts_with = "no_log")]
+    pub log: bool,
+    /// Do not send the output, whatever the policy says.
+    #[arg(long)]
+    pub no_log: bool,
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -104,6 +115,9 @@ struct Shared {
     phase: Mutex<Phase>,
     client: Client,
     report: Option<PathBuf>,
+    /// Send the command's output to the job's log (`--log`; decided once the job is
+    /// submitted, so an unreachable server costs no extra wait).
+    log: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -187,6 +201,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         phase: Mutex::new(Phase::Submitting),
         client: client.clone(),
         report: args.report.clone(),
+        log: std::sync::atomic::AtomicBool::new(false),
     });
     spawn_signal_thread(shared.clone())?;
     let req = SubmitRequest {
@@ -231,6 +246,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             return Ok(exit(code));
         }
     };
+    let log = log::wanted(&client, &args.kind, args.log, args.no_log);
+    shared.log.store(log, std::sync::atomic::Ordering::Relaxed);
     {
         let mut phase = shared.phase.lock().expect("phase lock");
         if *phase == Phase::Interrupted {
@@ -342,10 +359,14 @@ fn wait_for_admission(shared: &Shared, args: &Args, mut job: JobView) -> Result<
 fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> anyhow::Result<Run> {
     let id = lease.job_id();
     let token = lease.token();
-    let child = match start_child(shared, args, id, token)? {
+    let mut child = match start_child(shared, args, id, token)? {
         Ok(c) => c,
         Err(code) => return Ok(Run::Done(code)),
     };
+    let logging = shared
+        .log
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then(|| log::Logging::start(&mut child, shared.client.clone(), id, token));
     let mut child = Supervised::new(child);
     let stop = Stop {
         signal: args.stop_signal,
@@ -354,6 +375,9 @@ fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> an
     let held = hold_with(&mut child, &mut lease, stop, &mut Say { id });
     {
         *shared.phase.lock().expect("phase lock") = Phase::Done;
+    }
+    if let Some(l) = logging {
+        l.finish(id);
     }
     let status = held.status;
     let code = child::exit_code(status);
@@ -402,10 +426,13 @@ fn start_child(
         drop(phase);
         park_forever();
     }
-    let spawned = child::Launcher::current_exe()?
-        .command(&args.command)
-        .env("LOCKGATE_JOB_ID", id.to_string())
-        .spawn();
+    let mut cmd = child::Launcher::current_exe()?.command(&args.command);
+    cmd.env("LOCKGATE_JOB_ID", id.to_string());
+    if shared.log.load(std::sync::atomic::Ordering::Relaxed) {
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+    }
+    let spawned = cmd.spawn();
     match spawned {
         Ok(c) => {
             *phase = Phase::Running(id, c.id() as i32);

@@ -11,6 +11,7 @@ mod edges;
 mod formats;
 mod hardening;
 mod harness;
+mod joblogs;
 mod load;
 mod packaging;
 mod preempt;

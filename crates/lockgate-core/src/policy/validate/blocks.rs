@@ -77,7 +77,7 @@ fn at_least_one(n: i64, p: &FieldPath) -> Checked<u64> {
 
 /// A size of at least one byte: a whole number of bytes, or a string of a whole number and
 /// a unit (`B`, `KiB`, `MiB`, `GiB`, `TiB`, or the decimal `kB`, `MB`, `GB`, `TB`).
-fn size(s: &RawSize, p: &FieldPath) -> Checked<u64> {
+pub(super) fn size(s: &RawSize, p: &FieldPath) -> Checked<u64> {
     let text = match s {
         RawSize::Bytes(n) => return at_least_one(*n, p),
         RawSize::Text(t) => t,

@@ -231,6 +231,18 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
 #[case::quota_unknown_key("[quotas]\nmax_jobs = 4\n", 2, "quotas.max_jobs", "unknown key")]
 #[case::schedule_kind_syntax(&format!("{SCHEDULE}job = {{ kind = \"bad kind\" }}\n"), 4, "schedule[0].job.kind", "Kubernetes label-key syntax")]
 #[case::retention_zero("[retention]\ndays = 0\n", 2, "retention.days", "got 0")]
+#[case::job_log_bytes_not_a_size(
+    "[retention]\njob_log_bytes = \"4 megs\"\n",
+    2,
+    "retention.job_log_bytes",
+    "expected a size of at least 1 byte such as \"64MiB\", \"500MB\" or a whole number of bytes, got \"4 megs\""
+)]
+#[case::job_logs_total_below_one_job(
+    "[retention]\njob_log_bytes = \"8MiB\"\njob_logs_total_bytes = \"4MiB\"\n",
+    3,
+    "retention.job_logs_total_bytes",
+    "expected at least job_log_bytes (8388608), got 4194304"
+)]
 #[case::duplicates(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nduplicates = \"cancel\"\n"), 5, "schedule[0].duplicates", "expected one of \"skip\", \"queue\", \"cancel-queued\", \"cancel-running\", got \"cancel\"")]
 #[case::misfire(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nmisfire = \"later\"\n"), 5, "schedule[0].misfire", "expected \"run-once\" or \"skip\", got \"later\"")]
 #[case::executor(&format!("{SCHEDULE}job = {{ kind = \"verify\", executor = \"robot\" }}\n"), 4, "schedule[0].job.executor", "expected \"client\" or \"agent\", got \"robot\"")]
