@@ -11,6 +11,7 @@ mod backups;
 mod events;
 mod jobs;
 mod nodes;
+mod notify;
 mod pauses;
 mod policy;
 pub use policy::PolicyPut;

@@ -24,6 +24,7 @@
 mod diff;
 mod document;
 mod locate;
+mod notify;
 mod quotas;
 pub mod raw;
 mod validate;
@@ -36,6 +37,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use notify::{
+    redact_url, NotifyTarget, NotifyVia, SecretRef, DEFAULT_NOTIFY_MATCH, DEFAULT_NOTIFY_RETRIES,
+    DEFAULT_NOTIFY_TIMEOUT, SECRET_MASK,
+};
 pub use quotas::{
     QuotasPolicy, DEFAULT_MAX_ATTRS, DEFAULT_MAX_ATTR_VALUE_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_QUEUED_PER_OWNER,
@@ -94,6 +99,8 @@ pub struct Policy {
     pub pool_reserves: BTreeMap<String, Reserve>,
     /// The raw document this policy was validated from (for `policy show` and diffs).
     pub raw: raw::RawPolicy,
+    /// `[[notify]]`, in document order.
+    pub notify: Vec<NotifyTarget>,
 }
 
 /// `[global]`.

@@ -78,6 +78,8 @@ pub struct Loop {
     pub(crate) changed: BTreeMap<JobId, Job>,
     replies: Vec<Deferred>,
     broadcasts: Vec<Arc<EventView>>,
+    /// Notifications: the outbox backlog, the delivery task's wake-up and targets.
+    pub(crate) notify: crate::notify::LoopSide,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -101,6 +103,7 @@ impl Loop {
     ) -> Loop {
         let digest = policy_digest(engine.policy());
         let now = wall_ms();
+        let notify = crate::notify::LoopSide::new(&engine.policy().notify, &digest);
         Loop {
             engine,
             store,
@@ -121,6 +124,7 @@ impl Loop {
             changed: BTreeMap::new(),
             replies: Vec::new(),
             broadcasts: Vec::new(),
+            notify,
         }
     }
 
@@ -245,10 +249,12 @@ impl Loop {
             Op::Metrics(reply) => {
                 let mut text = self.metrics.render(&self.engine, self.seq, now);
                 self.render_schedule_metrics(&mut text);
+                self.render_notify_metrics(&mut text);
                 self.answer(reply, Ok(text));
             }
             Op::Shutdown(reply) => self.answer(reply, Ok(())),
             Op::Queue(op) => self.queue_op(&p, op, now),
+            Op::Notify(op) => self.notify_op(&p, op),
         }
     }
 
@@ -277,7 +283,8 @@ impl Loop {
     /// Gives an event its sequence number, adds it to the batch (so it is committed with
     /// the changes it reports) and to the broadcast sent after the commit. Engine events
     /// come here through [`Self::drain_events`]; the server's own events (its `type` is
-    /// not an engine event's) are recorded here directly.
+    /// not an engine event's) are recorded here directly. Each `[[notify]]` target that
+    /// selects the event gets its outbox row in the same batch.
     pub(crate) fn record_event(&mut self, data: serde_json::Map<String, Value>, now: Timestamp) {
         self.seq += 1;
         self.batch.events.push(StoredEvent {
@@ -285,11 +292,13 @@ impl Loop {
             at: now,
             data: serde_json::to_string(&data).expect("serializes"),
         });
-        self.broadcasts.push(Arc::new(EventView {
+        let view = Arc::new(EventView {
             seq: self.seq,
             at: lockgate_api::time::format(now),
             data,
-        }));
+        });
+        self.enqueue_notifications(&view, now);
+        self.broadcasts.push(view);
     }
 
     /// Writes the batch: changed jobs (with whether the engine still holds them), events,
@@ -325,6 +334,7 @@ impl Loop {
         for ev in self.broadcasts.drain(..) {
             let _ = self.events_tx.send(ev);
         }
+        self.notify_after_commit();
         self.wake_node_waiters();
     }
 }

@@ -56,6 +56,7 @@ use utoipa::OpenApi;
         (name = "schedules", description = "Schedules that submit jobs"),
         (name = "backups", description = "Item-block backups the server runs"),
         (name = "server", description = "Health, readiness, metrics and this document"),
+        (name = "notify", description = "Notification targets ([[notify]] in the policy)"),
     )
 )]
 struct Root;
@@ -73,6 +74,7 @@ pub fn document() -> Document {
     doc.merge(crate::schedules::ApiDoc::openapi());
     doc.merge(crate::backups::routes::ApiDoc::openapi());
     doc.merge(crate::queue::ApiDoc::openapi());
+    doc.merge(crate::notify::ApiDoc::openapi());
     with_error_answers(doc)
 }
 

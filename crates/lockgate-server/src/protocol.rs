@@ -58,6 +58,8 @@ pub enum Op {
     Shutdown(Reply<()>),
     /// `/v1/pauses`.
     Queue(QueueOp),
+    /// Notifications: the delivery task's reports, `/v1/notify`.
+    Notify(crate::notify::NotifyOp),
 }
 
 macro_rules! op_from {
@@ -78,7 +80,8 @@ op_from!(
     Schedules(ScheduleOp),
     Backups(BackupOp),
     Events(EventOp),
-    Queue(QueueOp)
+    Queue(QueueOp),
+    Notify(crate::notify::NotifyOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.

@@ -22,7 +22,7 @@ use lockgate_core::engine::{NodeRecord, Pause};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 
-pub use sqlite::{SqliteStore, SCHEMA_VERSION};
+pub use sqlite::{OutboxReader, SqliteStore, SCHEMA_VERSION};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -157,6 +157,60 @@ pub struct BackupRecord {
     pub body: String,
 }
 
+/// A notification waiting to be sent: one event for one `[[notify]]` target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    /// The event's sequence number.
+    pub seq: u64,
+    /// The target's name.
+    pub target: String,
+    /// The event as `/v1/events` serves it (JSON).
+    pub body: String,
+    /// When the event happened.
+    pub created_at: Timestamp,
+    /// Attempts so far.
+    pub attempts: u32,
+    /// Not to be tried before.
+    pub next_at: Timestamp,
+}
+
+/// What a sender reports about one outbox row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxUpdate {
+    /// The event's sequence number.
+    pub seq: u64,
+    /// The target's name.
+    pub target: String,
+    /// Attempts so far, this one included.
+    pub attempts: u32,
+    /// How the attempt ended.
+    pub outcome: OutboxOutcome,
+}
+
+/// How an attempt to send an outbox row ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutboxOutcome {
+    /// Sent; the row is done.
+    Delivered {
+        /// When.
+        at: Timestamp,
+    },
+    /// Failed; try again at `next_at`.
+    Retry {
+        /// The next attempt's time.
+        next_at: Timestamp,
+        /// Why it failed.
+        error: String,
+    },
+    /// Failed for the last time (retries used up, or the target is gone); the row is done.
+    GaveUp {
+        /// When.
+        at: Timestamp,
+        /// Why the last attempt failed.
+        error: String,
+    },
+}
+
 /// Everything one group commit writes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Batch {
@@ -189,6 +243,10 @@ pub struct Batch {
     pub pauses: Vec<Pause>,
     /// Pauses that ended, by id.
     pub removed_pauses: Vec<u64>,
+    /// Notifications to send, one per (event, target); a row already there is kept.
+    pub outbox: Vec<OutboxRow>,
+    /// What senders reported about outbox rows.
+    pub outbox_updates: Vec<OutboxUpdate>,
 }
 
 impl Batch {
@@ -208,6 +266,8 @@ impl Batch {
             && self.backups.is_empty()
             && self.pauses.is_empty()
             && self.removed_pauses.is_empty()
+            && self.outbox.is_empty()
+            && self.outbox_updates.is_empty()
     }
 }
 
@@ -234,6 +294,8 @@ pub struct Loaded {
     pub pauses: Vec<Pause>,
     /// The highest pause id ever stored (0 when none).
     pub max_pause_id: u64,
+    /// Outbox rows not yet delivered or given up.
+    pub outbox_pending: u64,
 }
 
 /// Filters of a job listing; every given filter must hold.
@@ -333,7 +395,8 @@ pub trait Store: Send {
     /// [`StoreError::Io`].
     fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError>;
 
-    /// Deletes finished jobs, events and schedule runs older than `cutoff`.
+    /// Deletes finished jobs, events, schedule runs and done outbox rows older than
+    /// `cutoff`.
     ///
     /// # Errors
     /// [`StoreError::Io`].

@@ -12,6 +12,7 @@
 mod backups;
 #[cfg(test)]
 mod golden;
+mod outbox;
 mod pauses;
 mod schedules;
 
@@ -19,8 +20,10 @@ use crate::*;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
+pub use outbox::OutboxReader;
+
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -56,6 +59,8 @@ const MIGRATIONS: &[&str] = &[
     backups::MIGRATION,
     // 3 -> 4
     pauses::MIGRATION,
+    // 4 -> 5
+    outbox::MIGRATION,
 ];
 
 /// The job listing, oldest first: a fixed text (and [`JOBS_DESC`]), so both statements
@@ -235,7 +240,8 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusq
         &batch.schedule_runs,
     )?;
     backups::write(tx, &batch.backups)?;
-    pauses::write(tx, &batch.pauses, &batch.removed_pauses)
+    pauses::write(tx, &batch.pauses, &batch.removed_pauses)?;
+    outbox::write(tx, &batch.outbox, &batch.outbox_updates)
 }
 
 /// Puts every job of the batch whole, and raises `max_job_id`.
@@ -370,6 +376,7 @@ impl Store for SqliteStore {
             schedules: schedules::load(&self.conn)?,
             pauses,
             max_pause_id,
+            outbox_pending: outbox::pending(&self.conn)?,
         })
     }
 
@@ -460,6 +467,7 @@ impl Store for SqliteStore {
             .execute("DELETE FROM events WHERE at < ?1", [c])
             .map_err(&err)?;
         let schedule_runs = schedules::prune(&tx, c).map_err(&err)?;
+        outbox::prune(&tx, c).map_err(&err)?;
         tx.commit().map_err(&err)?;
         Ok(Pruned {
             jobs,

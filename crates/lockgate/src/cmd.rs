@@ -11,6 +11,7 @@ pub mod exit;
 pub mod flags;
 pub mod job;
 pub mod node;
+pub mod notify;
 pub mod output;
 pub mod policy;
 pub mod queue;

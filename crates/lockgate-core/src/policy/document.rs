@@ -176,6 +176,22 @@ pub(crate) const ROOT: &[Key] = &[
         "maintenance",
         Shape::Named(&[value("name"), value("when"), value("match")]),
     ),
+    key(
+        "notify",
+        Shape::Named(&[
+            value("name"),
+            value("url"),
+            value("smtp"),
+            value("to"),
+            value("from"),
+            value("starttls"),
+            value("secret_file"),
+            value("secret_env"),
+            value("match"),
+            value("timeout"),
+            value("retries"),
+        ]),
+    ),
 ];
 
 /// `retry = { times = 3, interval = "30s" }`.
@@ -379,6 +395,19 @@ mod tests {
                 name: "m".into(),
                 when: "sun 02:00-04:00".into(),
                 r#match: Some("".into()),
+            }],
+            notify: vec![RawNotify {
+                name: "n".into(),
+                url: Some("https://h".into()),
+                smtp: Some("smtp://h:25".into()),
+                to: vec!["a@h".into()],
+                from: Some("b@h".into()),
+                starttls: Some(false),
+                secret_file: Some("/s".into()),
+                secret_env: Some("S".into()),
+                r#match: Some("".into()),
+                timeout: Some("1s".into()),
+                retries: Some(1),
             }],
         };
         all_described(ROOT, &serde_json::to_value(&doc).unwrap(), "");

@@ -11,6 +11,7 @@ mod formats;
 mod hardening;
 mod harness;
 mod load;
+mod notify;
 mod packaging;
 mod preempt;
 mod queue;
