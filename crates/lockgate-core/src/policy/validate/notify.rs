@@ -32,41 +32,40 @@ pub(super) fn targets(raw: &[RawNotify], p: &FieldPath) -> Checked<Vec<NotifyTar
 }
 
 fn target(n: &RawNotify, p: &FieldPath) -> Checked<NotifyTarget> {
-    let via = match (&n.url, &n.smtp) {
-        (Some(url), None) => {
-            for key in ["to", "from", "starttls"] {
-                let set = match key {
-                    "to" => !n.to.is_empty(),
-                    "from" => n.from.is_some(),
-                    _ => n.starttls.is_some(),
-                };
-                if set {
-                    return bad(
-                        &p.key(key),
-                        format!(
+    let via =
+        match (&n.url, &n.smtp) {
+            (Some(url), None) => {
+                for key in ["to", "from", "starttls"] {
+                    let set = match key {
+                        "to" => !n.to.is_empty(),
+                        "from" => n.from.is_some(),
+                        _ => n.starttls.is_some(),
+                    };
+                    if set {
+                        return bad(
+                            &p.key(key),
+                            format!(
                             "{key} is for e-mail targets (smtp = ..), expected it only beside smtp"
                         ),
-                    );
+                        );
+                    }
+                }
+                NotifyVia::Webhook {
+                    url: webhook_url(url, &p.key("url"))?,
                 }
             }
-            NotifyVia::Webhook {
-                url: webhook_url(url, &p.key("url"))?,
+            (None, Some(smtp)) => smtp_via(n, smtp, p)?,
+            (Some(_), Some(_)) => {
+                return bad(
+                    &p.key("smtp"),
+                    "expected either url (a webhook) or smtp (e-mail), got both",
+                )
             }
-        }
-        (None, Some(smtp)) => smtp_via(n, smtp, p)?,
-        (Some(_), Some(_)) => {
-            return bad(
-                &p.key("smtp"),
-                "expected either url (a webhook) or smtp (e-mail), got both",
-            )
-        }
-        (None, None) => {
-            return bad(
+            (None, None) => return bad(
                 p,
                 "expected url = \"https://..\" (a webhook) or smtp = \"smtp://host:port\" (e-mail)",
-            )
-        }
-    };
+            ),
+        };
     let secret = match (&n.secret_file, &n.secret_env) {
         (Some(_), Some(_)) => {
             return bad(
