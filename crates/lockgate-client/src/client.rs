@@ -13,6 +13,7 @@ mod events;
 mod joblogs;
 mod jobs;
 mod nodes;
+mod notify;
 mod pauses;
 mod policy;
 mod rpo;

@@ -26,6 +26,7 @@
 mod diff;
 mod document;
 mod locate;
+mod notify;
 mod quotas;
 pub mod raw;
 mod rpo;
@@ -39,6 +40,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use notify::{
+    redact_url, NotifyTarget, NotifyVia, SecretRef, DEFAULT_NOTIFY_MATCH, DEFAULT_NOTIFY_RETRIES,
+    DEFAULT_NOTIFY_TIMEOUT, SECRET_MASK,
+};
 pub use quotas::{
     QuotasPolicy, DEFAULT_MAX_ATTRS, DEFAULT_MAX_ATTR_VALUE_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_QUEUED_PER_OWNER,
@@ -100,6 +105,8 @@ pub struct Policy {
     pub rpo: Vec<RpoRule>,
     /// The raw document this policy was validated from (for `policy show` and diffs).
     pub raw: raw::RawPolicy,
+    /// `[[notify]]`, in document order.
+    pub notify: Vec<NotifyTarget>,
 }
 
 /// `[global]`.

@@ -87,6 +87,8 @@ pub struct Loop {
     pub(crate) audit_note: Option<(lockgate_api::AuditOutcome, String)>,
     /// Long-polls on a job's log (`GET /v1/jobs/{id}/logs?timeout_s=`).
     pub(crate) log_waiters: HashMap<JobId, Vec<crate::joblogs::LogWaiter>>,
+    /// Notifications: the outbox backlog, the delivery task's wake-up and targets.
+    pub(crate) notify: crate::notify::LoopSide,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -110,6 +112,7 @@ impl Loop {
     ) -> Loop {
         let digest = policy_digest(engine.policy());
         let now = wall_ms();
+        let notify = crate::notify::LoopSide::new(&engine.policy().notify, &digest);
         Loop {
             engine,
             store,
@@ -134,6 +137,7 @@ impl Loop {
             audit_cur: None,
             audit_note: None,
             log_waiters: HashMap::new(),
+            notify,
         }
     }
 
@@ -271,6 +275,7 @@ impl Loop {
                 let mut text = self.metrics.render(&self.engine, self.seq, now);
                 self.render_schedule_metrics(&mut text);
                 self.render_rpo_metrics(&mut text, now);
+                self.render_notify_metrics(&mut text);
                 self.answer(reply, Ok(text));
             }
             Op::Shutdown(reply) => self.answer(reply, Ok(())),
@@ -278,6 +283,7 @@ impl Loop {
             Op::Rpo(op) => self.rpo_op(&p, op, now),
             Op::Audit(op) => self.audit_op(&p, op, now),
             Op::Logs(op) => self.log_op(&p, op, now),
+            Op::Notify(op) => self.notify_op(&p, op),
         }
         self.audit_cur = None;
         self.audit_note = None;
@@ -312,7 +318,8 @@ impl Loop {
     /// Gives an event its sequence number, adds it to the batch (so it is committed with
     /// the changes it reports) and to the broadcast sent after the commit. Engine events
     /// come here through [`Self::drain_events`]; the server's own events (its `type` is
-    /// not an engine event's) are recorded here directly.
+    /// not an engine event's) are recorded here directly. Each `[[notify]]` target that
+    /// selects the event gets its outbox row in the same batch.
     pub(crate) fn record_event(&mut self, data: serde_json::Map<String, Value>, now: Timestamp) {
         self.seq += 1;
         self.batch.events.push(StoredEvent {
@@ -320,11 +327,13 @@ impl Loop {
             at: now,
             data: serde_json::to_string(&data).expect("serializes"),
         });
-        self.broadcasts.push(Arc::new(EventView {
+        let view = Arc::new(EventView {
             seq: self.seq,
             at: lockgate_api::time::format(now),
             data,
-        }));
+        });
+        self.enqueue_notifications(&view, now);
+        self.broadcasts.push(view);
     }
 
     /// Writes the batch: changed jobs (with whether the engine still holds them), events,
@@ -362,6 +371,7 @@ impl Loop {
         for ev in self.broadcasts.drain(..) {
             let _ = self.events_tx.send(ev);
         }
+        self.notify_after_commit();
         self.wake_node_waiters();
     }
 }

@@ -209,6 +209,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::rpo::routes())
         .merge(crate::audit::routes())
         .merge(crate::joblogs::routes())
+        .merge(crate::notify::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint (see api.md)") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -28,6 +28,7 @@ pub mod joblogs;
 pub mod jobs;
 pub mod metrics;
 pub mod nodes;
+pub mod notify;
 pub mod openapi;
 pub mod policy;
 pub mod protocol;
@@ -305,6 +306,7 @@ impl Server {
             loaded.last_event_seq,
             loaded.max_token,
         );
+        looper.notify.backlog = loaded.outbox_pending;
         looper.reoffer();
         looper.load_schedules(loaded.schedules, zone)?;
         looper.recover_backups()?;
@@ -394,7 +396,9 @@ impl Server {
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
         let lp = LoopHandle::new(tx);
+        let (wake, targets) = looper.notify.task_side();
         let loop_thread = spawn_loop(looper, rx);
+        notify::spawn(lp.clone(), data_dir.join("lockgate.db"), wake, targets);
         let (stop_tx, stop_rx) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
         let backups = Arc::new(backups::Backups::new(

@@ -57,6 +57,7 @@ use utoipa::OpenApi;
         (name = "backups", description = "Item-block backups the server runs"),
         (name = "server", description = "Health, readiness, metrics and this document"),
         (name = "audit", description = "Who changed or tried to change what (admin)"),
+        (name = "notify", description = "Notification targets ([[notify]] in the policy)"),
     )
 )]
 struct Root;
@@ -77,6 +78,7 @@ pub fn document() -> Document {
     doc.merge(crate::rpo::ApiDoc::openapi());
     doc.merge(crate::audit::ApiDoc::openapi());
     doc.merge(crate::joblogs::ApiDoc::openapi());
+    doc.merge(crate::notify::ApiDoc::openapi());
     with_error_answers(doc)
 }
 

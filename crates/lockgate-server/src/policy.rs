@@ -63,10 +63,12 @@ pub enum PolicyOp {
     Reload(Reply<PolicyAnswer>),
 }
 
-/// SHA-256 of the policy's canonical JSON, hex.
+/// SHA-256 of the policy's canonical JSON, hex. It covers the URL passwords that
+/// [`Policy::to_json_value`] shows as `***`, so a changed password is a changed policy.
 pub fn policy_digest(p: &Policy) -> String {
     use sha2::{Digest, Sha256};
-    let text = serde_json::to_string(&p.to_json_value()).expect("policies serialize");
+    let raw = serde_json::to_value(&p.raw).expect("policies serialize");
+    let text = serde_json::to_string(&raw).expect("policies serialize");
     crate::auth::hex(&Sha256::digest(text.as_bytes()))
 }
 

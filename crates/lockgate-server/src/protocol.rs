@@ -68,6 +68,8 @@ pub enum Op {
     Audit(crate::audit::AuditOp),
     /// `/v1/jobs/{id}/logs`.
     Logs(LogOp),
+    /// Notifications: the delivery task's reports, `/v1/notify`.
+    Notify(crate::notify::NotifyOp),
 }
 
 macro_rules! op_from {
@@ -92,6 +94,7 @@ op_from!(
     Rpo(RpoOp)
     Audit(crate::audit::AuditOp)
     Logs(LogOp)
+    Notify(crate::notify::NotifyOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.

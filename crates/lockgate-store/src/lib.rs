@@ -23,7 +23,7 @@ use lockgate_core::engine::{NodeRecord, Pause};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 
-pub use sqlite::{SqliteStore, LOG_LINE_OVERHEAD, SCHEMA_VERSION};
+pub use sqlite::{OutboxReader, SqliteStore, LOG_LINE_OVERHEAD, SCHEMA_VERSION};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -198,6 +198,58 @@ pub struct AuditFilter {
     pub principal: Option<String>,
     /// At most this many.
     pub limit: usize,
+/// A notification waiting to be sent: one event for one `[[notify]]` target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    /// The event's sequence number.
+    pub seq: u64,
+    /// The target's name.
+    pub target: String,
+    /// The event as `/v1/events` serves it (JSON).
+    pub body: String,
+    /// When the event happened.
+    pub created_at: Timestamp,
+    /// Attempts so far.
+    pub attempts: u32,
+    /// Not to be tried before.
+    pub next_at: Timestamp,
+}
+
+/// What a sender reports about one outbox row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxUpdate {
+    /// The event's sequence number.
+    pub seq: u64,
+    /// The target's name.
+    pub target: String,
+    /// Attempts so far, this one included.
+    pub attempts: u32,
+    /// How the attempt ended.
+    pub outcome: OutboxOutcome,
+}
+
+/// How an attempt to send an outbox row ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutboxOutcome {
+    /// Sent; the row is done.
+    Delivered {
+        /// When.
+        at: Timestamp,
+    },
+    /// Failed; try again at `next_at`.
+    Retry {
+        /// The next attempt's time.
+        next_at: Timestamp,
+        /// Why it failed.
+        error: String,
+    },
+    /// Failed for the last time (retries used up, or the target is gone); the row is done.
+    GaveUp {
+        /// When.
+        at: Timestamp,
+        /// Why the last attempt failed.
+        error: String,
+    },
 }
 
 /// Everything one group commit writes.
@@ -287,6 +339,10 @@ impl Default for LogLimits {
             total: lockgate_core::policy::DEFAULT_JOB_LOGS_TOTAL_BYTES,
         }
     }
+    /// Notifications to send, one per (event, target); a row already there is kept.
+    pub outbox: Vec<OutboxRow>,
+    /// What senders reported about outbox rows.
+    pub outbox_updates: Vec<OutboxUpdate>,
 }
 
 impl Batch {
@@ -310,6 +366,8 @@ impl Batch {
             && self.removed_rpo.is_empty()
             && self.audit.is_empty()
             && self.job_logs.is_empty()
+            && self.outbox.is_empty()
+            && self.outbox_updates.is_empty()
     }
 }
 
@@ -359,6 +417,8 @@ pub struct RpoRecord {
     /// Whether an `rpo_alert` was raised and not yet cleared (so a restart does not raise
     /// it again).
     pub alerting: bool,
+    /// Outbox rows not yet delivered or given up.
+    pub outbox_pending: u64,
 }
 
 /// Filters of a job listing; every given filter must hold.
@@ -497,6 +557,8 @@ pub trait Store: Send {
     fn job_log_bytes(&mut self) -> Result<u64, StoreError>;
 
     /// Deletes finished jobs (with their logs), events and schedule runs older than `cutoff`.
+    /// Deletes finished jobs, events, schedule runs and done outbox rows older than
+    /// `cutoff`.
     ///
     /// # Errors
     /// [`StoreError::Io`].

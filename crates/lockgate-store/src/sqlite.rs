@@ -14,6 +14,7 @@ mod backups;
 #[cfg(test)]
 mod golden;
 mod joblogs;
+mod outbox;
 mod pauses;
 mod rpo;
 mod schedules;
@@ -22,8 +23,10 @@ use crate::*;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
+pub use outbox::OutboxReader;
+
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 pub use joblogs::LINE_OVERHEAD as LOG_LINE_OVERHEAD;
 
@@ -67,6 +70,8 @@ const MIGRATIONS: &[&str] = &[
     audit::MIGRATION,
     // 6 -> 7
     joblogs::MIGRATION,
+    // 7 -> 8
+    outbox::MIGRATION,
 ];
 
 /// The job listing, oldest first: a fixed text (and [`JOBS_DESC`]), so both statements
@@ -249,7 +254,8 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusq
     pauses::write(tx, &batch.pauses, &batch.removed_pauses)?;
     rpo::write(tx, &batch.rpo, &batch.removed_rpo)?;
     audit::write(tx, &batch.audit)?;
-    joblogs::write(tx, &batch.job_logs, batch.log_limits)
+    joblogs::write(tx, &batch.job_logs, batch.log_limits)?;
+    outbox::write(tx, &batch.outbox, &batch.outbox_updates)
 }
 
 /// Puts every job of the batch whole, and raises `max_job_id`.
@@ -385,6 +391,7 @@ impl Store for SqliteStore {
             pauses,
             max_pause_id,
             rpo: rpo::load(&self.conn)?,
+            outbox_pending: outbox::pending(&self.conn)?,
         })
     }
 
@@ -477,6 +484,7 @@ impl Store for SqliteStore {
             .map_err(&err)?;
         let schedule_runs = schedules::prune(&tx, c).map_err(&err)?;
         let audit = audit::prune(&tx, c).map_err(&err)?;
+        outbox::prune(&tx, c).map_err(&err)?;
         tx.commit().map_err(&err)?;
         Ok(Pruned {
             jobs,

@@ -13,6 +13,7 @@ pub mod flags;
 pub mod job;
 pub mod job_logs;
 pub mod node;
+pub mod notify;
 pub mod output;
 pub mod policy;
 pub mod queue;

@@ -136,6 +136,8 @@ pub enum Command {
     Rpo(cmd::rpo::Args),
     /// The audit log (admin): who changed or tried to change what, newest first.
     Audit(cmd::audit::Args),
+    /// Notification targets ([[notify]] in the policy): send a test message (admin).
+    Notify(cmd::notify::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -154,6 +156,7 @@ fn main() -> std::process::ExitCode {
         Command::Queue(args) => cmd::queue::run(&cli.global, args),
         Command::Rpo(args) => cmd::rpo::run(&cli.global, args),
         Command::Audit(args) => cmd::audit::run(&cli.global, args),
+        Command::Notify(args) => cmd::notify::run(&cli.global, args),
         Command::Policy(args) => cmd::policy::run(&cli.global, args),
         Command::Token(args) => cmd::token::run(&cli.global, args),
         Command::Events(args) => cmd::events::run(&cli.global, args),

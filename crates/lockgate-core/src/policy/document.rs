@@ -193,6 +193,22 @@ pub(crate) const ROOT: &[Key] = &[
             value("max_age"),
         ]),
     ),
+    key(
+        "notify",
+        Shape::Named(&[
+            value("name"),
+            value("url"),
+            value("smtp"),
+            value("to"),
+            value("from"),
+            value("starttls"),
+            value("secret_file"),
+            value("secret_env"),
+            value("match"),
+            value("timeout"),
+            value("retries"),
+        ]),
+    ),
 ];
 
 /// `retry = { times = 3, interval = "30s" }`.
@@ -407,6 +423,19 @@ mod tests {
                 r#match: Some("kind=backup".into()),
                 per: vec!["group".into()],
                 max_age: "26h".into(),
+            }],
+            notify: vec![RawNotify {
+                name: "n".into(),
+                url: Some("https://h".into()),
+                smtp: Some("smtp://h:25".into()),
+                to: vec!["a@h".into()],
+                from: Some("b@h".into()),
+                starttls: Some(false),
+                secret_file: Some("/s".into()),
+                secret_env: Some("S".into()),
+                r#match: Some("".into()),
+                timeout: Some("1s".into()),
+                retries: Some(1),
             }],
         };
         all_described(ROOT, &serde_json::to_value(&doc).unwrap(), "");

@@ -67,6 +67,10 @@ pub struct RawPolicy {
     /// successful job. Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rpo: Vec<RawRpo>,
+    /// `[[notify]]`, in document order: where events are sent (webhooks, e-mail). Default:
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<RawNotify>,
 }
 
 /// One `[[rpo]]`: for each value of `per` among the jobs `match` selects, the time of the
@@ -217,6 +221,45 @@ pub struct RawMaintenance {
     /// Job selector of the jobs it holds. Default: every job.
     #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
     pub r#match: Option<String>,
+}
+
+/// One `[[notify]]` target: a webhook (`url`) or an SMTP server (`smtp`, `to`, `from`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawNotify {
+    /// Unique name (required).
+    pub name: String,
+    /// `http://` or `https://` webhook URL; a password in it is a secret (shown as `***`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `smtp://host:port` (user and password in the URL log in; shown as `***`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smtp: Option<String>,
+    /// E-mail recipients (required with `smtp`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub to: Vec<String>,
+    /// E-mail sender. Default `lockgate@<host of smtp>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Upgrade the SMTP connection with STARTTLS. Default true (`false` sends in clear).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starttls: Option<bool>,
+    /// File holding the secret (read when sending, never stored in the policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<String>,
+    /// Environment variable holding the secret (read when sending).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    /// Event selector. Default `severity!=info`: failures and alerts.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<String>,
+    /// One attempt's timeout. Default "10s".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Attempts after the first before a notification is given up. Default 12 (back-off
+    /// from 0.5 s doubling to at most 5 min: about 30 minutes of trying).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<i64>,
 }
 
 /// `[nodes]`.

@@ -17,6 +17,7 @@ use crate::selector::Selector;
 use crate::time::parse_duration;
 use std::collections::BTreeSet;
 
+mod notify;
 mod quotas;
 mod rpo;
 mod windows;
@@ -117,15 +118,35 @@ impl Policy {
     }
 
     /// The document as JSON (what its author wrote, durations as strings).
+    /// A URL's password is shown as `***` ([`Policy::redacted`]).
     pub fn to_json_value(&self) -> serde_json::Value {
-        serde_json::to_value(&self.raw).expect("a raw policy always serializes to JSON")
+        serde_json::to_value(self.redacted()).expect("a raw policy always serializes to JSON")
     }
 
     /// Human-readable differences from `self` to `new`, one per line (`limit
     /// "per-datastore": max 2 -> 3`, `+ limit "restores": max = 4`, `nodes.rule[1]:
     /// removed`); empty when the documents are equal.
+    ///
+    /// A URL's password is shown as `***` on both sides ([`Policy::redacted`]).
     pub fn diff(&self, new: &Policy) -> Vec<String> {
-        self.raw.diff(&new.raw)
+        let mut lines = self.redacted().diff(&new.redacted());
+        for n in &new.raw.notify {
+            let Some(o) = self.raw.notify.iter().find(|o| o.name == n.name) else {
+                continue;
+            };
+            if (o.url != n.url || o.smtp != n.smtp)
+                && (
+                    o.url.as_deref().map(redact_url),
+                    o.smtp.as_deref().map(redact_url),
+                ) == (
+                    n.url.as_deref().map(redact_url),
+                    n.smtp.as_deref().map(redact_url),
+                )
+            {
+                lines.push(format!("notify {:?}: the URL's password changed", n.name));
+            }
+        }
+        lines
     }
 
     fn with_raw(mut self, raw: RawPolicy) -> Policy {
@@ -340,6 +361,7 @@ fn validate(raw: &RawPolicy) -> Checked<Policy> {
         pool_reserves,
         rpo: rpo::rules(&raw.rpo, &root.key("rpo"))?,
         raw: RawPolicy::default(),
+        notify: notify::targets(&raw.notify, &root.key("notify"))?,
     })
 }
 

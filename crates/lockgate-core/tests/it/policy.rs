@@ -5,6 +5,7 @@
 mod confinement;
 mod diff;
 mod errors;
+mod notify;
 mod parse;
 mod rpo;
 mod snapshots;

@@ -73,6 +73,16 @@ impl Loop {
                 ));
             }
         }
+        // A URL password sent back as `***` (as GET showed it) keeps the stored one.
+        let (policy, text) = if policy.has_masked_secrets() {
+            let policy = policy
+                .keep_secrets(self.engine.policy())
+                .map_err(policy_error)?;
+            let text = policy.to_toml_string();
+            (policy, text)
+        } else {
+            (policy, text)
+        };
         self.check_schedule_names(&policy)?;
         crate::backups::check_policy_roots(&policy, None).map_err(policy_error)?;
         let digest = policy_digest(&policy);

@@ -87,17 +87,57 @@ fn print_answer(global: &GlobalArgs, a: &lockgate_api::PolicyAnswer) {
     }
 }
 
+/// What `policy check` says about each `[[notify]]` target's secrets: their names, as
+/// written; nothing is read, and a URL's password shows as `***`.
+fn secret_lines(policy: &Policy) -> Vec<String> {
+    use lockgate_core::policy::{redact_url, NotifyVia, SECRET_MASK};
+    policy
+        .notify
+        .iter()
+        .map(|t| {
+            let (to, password) = match &t.via {
+                NotifyVia::Webhook { url } => (
+                    format!("webhook {}", redact_url(url)),
+                    redact_url(url) != *url,
+                ),
+                NotifyVia::Smtp {
+                    host,
+                    port,
+                    password,
+                    ..
+                } => (format!("smtp {host}:{port}"), password.is_some()),
+            };
+            let mut names: Vec<String> = t.secret.iter().map(|s| s.describe()).collect();
+            if password {
+                names.push(format!("a password in the URL (shown as {SECRET_MASK})"));
+            }
+            let secrets = if names.is_empty() {
+                "no secret".to_string()
+            } else {
+                format!("secret from {} (not read)", names.join(" and "))
+            };
+            format!("notify {:?}: {to}, {secrets}", t.name)
+        })
+        .collect()
+}
+
 /// Runs the subcommand.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Sub::Check { file } => {
             let text = read(&file)?;
             match Policy::from_toml(&text, Some(&file.display().to_string())) {
-                Ok(_) => {
+                Ok(policy) => {
+                    let secrets = secret_lines(&policy);
                     if output::json(global) {
-                        print_json(&serde_json::json!({"valid": true, "file": file}));
+                        print_json(
+                            &serde_json::json!({"valid": true, "file": file, "secrets": secrets}),
+                        );
                     } else {
                         println!("{}: valid", file.display());
+                        for line in &secrets {
+                            println!("  {line}");
+                        }
                     }
                     Ok(ExitCode::SUCCESS)
                 }

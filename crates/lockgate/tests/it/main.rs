@@ -13,6 +13,7 @@ mod hardening;
 mod harness;
 mod joblogs;
 mod load;
+mod notify;
 mod packaging;
 mod preempt;
 mod queue;
