@@ -417,6 +417,7 @@ impl<S: Store> Store for Watermarked<S> {
         filter: &lockgate_store::AuditFilter,
     ) -> Result<Vec<lockgate_store::AuditRecord>, StoreError> {
         self.inner.audit(filter)
+    }
     fn job_log(
         &mut self,
         job: JobId,

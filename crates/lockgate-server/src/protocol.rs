@@ -91,9 +91,9 @@ op_from!(
     Backups(BackupOp),
     Events(EventOp),
     Queue(QueueOp),
-    Rpo(RpoOp)
-    Audit(crate::audit::AuditOp)
-    Logs(LogOp)
+    Rpo(RpoOp),
+    Audit(crate::audit::AuditOp),
+    Logs(LogOp),
     Notify(crate::notify::NotifyOp)
 );
 

@@ -198,6 +198,8 @@ pub struct AuditFilter {
     pub principal: Option<String>,
     /// At most this many.
     pub limit: usize,
+}
+
 /// A notification waiting to be sent: one event for one `[[notify]]` target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxRow {
@@ -294,6 +296,10 @@ pub struct Batch {
     pub job_logs: Vec<LogAppend>,
     /// The bounds of the job logs after this batch (`[retention]` of the policy).
     pub log_limits: LogLimits,
+    /// Notifications to send, one per (event, target); a row already there is kept.
+    pub outbox: Vec<OutboxRow>,
+    /// What senders reported about outbox rows.
+    pub outbox_updates: Vec<OutboxUpdate>,
 }
 
 /// Lines of one job's output, as a holder sent them in one request.
@@ -339,10 +345,6 @@ impl Default for LogLimits {
             total: lockgate_core::policy::DEFAULT_JOB_LOGS_TOTAL_BYTES,
         }
     }
-    /// Notifications to send, one per (event, target); a row already there is kept.
-    pub outbox: Vec<OutboxRow>,
-    /// What senders reported about outbox rows.
-    pub outbox_updates: Vec<OutboxUpdate>,
 }
 
 impl Batch {
@@ -396,6 +398,8 @@ pub struct Loaded {
     pub max_pause_id: u64,
     /// Every tracked RPO value, by rule and value.
     pub rpo: Vec<RpoRecord>,
+    /// Outbox rows not yet delivered or given up.
+    pub outbox_pending: u64,
 }
 
 /// One value of an `[[rpo]]` rule (a group, a repository) and what the server saw of its
@@ -417,8 +421,6 @@ pub struct RpoRecord {
     /// Whether an `rpo_alert` was raised and not yet cleared (so a restart does not raise
     /// it again).
     pub alerting: bool,
-    /// Outbox rows not yet delivered or given up.
-    pub outbox_pending: u64,
 }
 
 /// Filters of a job listing; every given filter must hold.
