@@ -66,6 +66,7 @@ mod rebuild;
 mod reserve;
 mod scopes;
 mod timers;
+mod window_order;
 mod windows;
 
 use crate::event::{Event, JobChange};
@@ -80,6 +81,7 @@ pub use deps::EditError;
 pub use nodes::{Node, NodeRegistration, NodeState};
 pub use pause::{Pause, PauseError, PauseSpec, MAX_PAUSES};
 pub use rebuild::{NodeRecord, Snapshot};
+pub use window_order::WindowPlace;
 
 use entries::{Entries, Entry};
 use placement::PlacementIndex;
@@ -209,6 +211,8 @@ pub struct Engine {
     pauses: BTreeMap<u64, pause::Active>,
     /// The id the next pause gets.
     next_pause_id: u64,
+    /// Expected run times for `[queue] order = "window"` (`engine/window_order.rs`).
+    window: window_order::WindowHints,
 }
 
 impl Engine {
@@ -234,6 +238,7 @@ impl Engine {
             deps: deps::Deps::default(),
             pauses: BTreeMap::new(),
             next_pause_id: 1,
+            window: window_order::WindowHints::default(),
         }
     }
 
