@@ -39,7 +39,10 @@
 //! - every job that joins the queue (submit, retry, `not_before`, a dependency's end)
 //!   checks the active pauses: O(p), p at most [`MAX_PAUSES`]; a job's end for good wakes
 //!   its own dependents: O(dependents); pause: O(n) (walks the queued jobs once, as a
-//!   policy change); resume: O(held · p); set priority: O(log n + log c).
+//!   policy change); resume: O(held · p); set priority: O(log n + log c);
+//! - `[queue] order = "window"`: nothing more per submit or admission (one hash lookup
+//!   per rank); [`Engine::set_expected_run`]: O(s + log n + log c) and a pass
+//!   (`engine/window_order.rs`).
 //!
 //! # Invariants (checked by [`Engine::check_invariants`] in the property tests)
 //! - no scope is ever taken past its limit by an admission (a lowered limit may leave a

@@ -3,19 +3,21 @@
 //!
 //! # The plan
 //! A job with an expected run time (a hint, [`Engine::set_expected_run`]) gets a *score*:
-//! its expected run weighted by its bottleneck, the tightest limit it takes
-//! ([`Engine::window_weight`]). Its *planned start* is
+//! its expected run plus the backlog of its bottleneck, the most loaded scope with a number
+//! that it takes (the hinted run time of the live jobs on that scope, itself included,
+//! over the scope's number; a conflict key counts as a number of 1). The score is taken
+//! when the hint is given. Its *planned start* is
 //!
 //! ```text
 //! planned_start = queued_at + horizon - min(score, horizon)
 //! ```
 //!
 //! and jobs of equal base priority are admitted by planned start (then arrival, then id).
-//! Jobs that arrive together go longest-weighted-first (LPT on the bottleneck, the list
-//! schedule that ends a set of jobs soonest within 4/3 of the best on identical slots, and
-//! much closer with many short jobs); a job that arrives later than `horizon` after another
-//! never overtakes it. A job without a hint has score 0: it goes by arrival, behind every
-//! hinted job that arrived up to `horizon` after it.
+//! Jobs that arrive together go most-loaded-bottleneck first, longest first (LPT on the
+//! bottleneck: the list schedule that ends a set of jobs soonest, within 4/3 of the best on
+//! identical slots, and much closer with many short jobs). A job that arrives more than
+//! `horizon` after another never overtakes it. A job without a hint has score 0: it goes by
+//! arrival, behind every hinted job that arrived up to `horizon` after it.
 //!
 //! Under FIFO, the planned start is `queued_at`, so the rank is exactly FIFO's.
 //!
@@ -30,7 +32,10 @@
 //!   never changes while it is filed (the queue's `BTreeSet`s find it by rank);
 //! - a hint on a queued, filed job re-files it (out of its class, then in), so no index
 //!   holds a stale rank;
-//! - hints are dropped when their job ends (`end_job`).
+//! - hints are dropped when their job ends (`end_job`), and with them their share of the
+//!   per-scope load; a retried or requeued job keeps its hint (same id);
+//! - the hints are not part of a [`Snapshot`](super::Snapshot): after a restart the server
+//!   gives them again (until then the jobs count as unhinted).
 //!
 //! # Costs
 //! [`Engine::set_expected_run`]: O(s + log n) (s = scopes the job takes) and one admission
