@@ -39,7 +39,10 @@
 //! - every job that joins the queue (submit, retry, `not_before`, a dependency's end)
 //!   checks the active pauses: O(p), p at most [`MAX_PAUSES`]; a job's end for good wakes
 //!   its own dependents: O(dependents); pause: O(n) (walks the queued jobs once, as a
-//!   policy change); resume: O(held · p); set priority: O(log n + log c).
+//!   policy change); resume: O(held · p); set priority: O(log n + log c);
+//! - `[queue] order = "window"`: nothing more per submit or admission (one hash lookup
+//!   per rank); [`Engine::set_expected_run`]: O(s + log n + log c) and a pass
+//!   (`engine/window_order.rs`).
 //!
 //! # Invariants (checked by [`Engine::check_invariants`] in the property tests)
 //! - no scope is ever taken past its limit by an admission (a lowered limit may leave a
@@ -66,6 +69,7 @@ mod rebuild;
 mod reserve;
 mod scopes;
 mod timers;
+mod window_order;
 mod windows;
 
 use crate::event::{Event, JobChange};
@@ -80,6 +84,7 @@ pub use deps::EditError;
 pub use nodes::{Node, NodeRegistration, NodeState};
 pub use pause::{Pause, PauseError, PauseSpec, MAX_PAUSES};
 pub use rebuild::{NodeRecord, Snapshot};
+pub use window_order::WindowPlace;
 
 use entries::{Entries, Entry};
 use placement::PlacementIndex;
@@ -209,6 +214,8 @@ pub struct Engine {
     pauses: BTreeMap<u64, pause::Active>,
     /// The id the next pause gets.
     next_pause_id: u64,
+    /// Expected run times for `[queue] order = "window"` (`engine/window_order.rs`).
+    window: window_order::WindowHints,
 }
 
 impl Engine {
@@ -234,6 +241,7 @@ impl Engine {
             deps: deps::Deps::default(),
             pauses: BTreeMap::new(),
             next_pause_id: 1,
+            window: window_order::WindowHints::default(),
         }
     }
 

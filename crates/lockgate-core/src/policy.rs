@@ -268,7 +268,25 @@ pub struct QueuePolicy {
     pub reserve_after: Duration,
     /// `fair_share = "owner"`.
     pub fair_share: bool,
+    /// The order among jobs of equal base priority (default [`QueueOrder::Fifo`]).
+    pub order: QueueOrder,
+    /// How far [`QueueOrder::Window`] may move a job back from its arrival (default 4 h).
+    pub window_horizon: Duration,
 }
+
+/// `[queue] order`: how jobs of equal base priority are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueOrder {
+    /// By arrival (the default).
+    #[default]
+    Fifo,
+    /// By the window plan (`engine/window_order.rs`): weighted longest expected run first,
+    /// within `window_horizon` of arrival.
+    Window,
+}
+
+/// Default `[queue].window_horizon`.
+pub const DEFAULT_WINDOW_HORIZON: Duration = Duration::from_secs(4 * 3600);
 
 impl Default for QueuePolicy {
     fn default() -> Self {
@@ -277,6 +295,8 @@ impl Default for QueuePolicy {
             strict: false,
             reserve_after: DEFAULT_RESERVE_AFTER,
             fair_share: false,
+            order: QueueOrder::Fifo,
+            window_horizon: DEFAULT_WINDOW_HORIZON,
         }
     }
 }

@@ -13,12 +13,14 @@
 //! - [`simulate`]: the lockgate run, giving a [`Run`] (one [`JobRecord`] per job);
 //! - [`bound`]: a lower bound on the makespan that any scheduler obeying the policy's
 //!   limits must respect ([`LowerBound`]);
+//! - [`pbs_shape`]: generated PBS-shaped nights (the `order = "window"` measurements);
 //! - [`velero`]: a model of Velero's own admission, for `--compare velero`;
 //! - [`report`]: the summary printed by `lockgate simulate` ([`Report`], [`Summary`]).
 #![warn(missing_docs)]
 
 pub mod bound;
 pub mod input;
+pub mod pbs_shape;
 pub mod report;
 pub mod sim;
 pub mod velero;

@@ -237,6 +237,13 @@ impl Driver<'_> {
                         error,
                     })?;
                 self.index_of.insert(submitted.job.id, i);
+                // `[queue] order = "window"` packs by the workload's own durations.
+                let hold = self.jobs[i].prepare_ms() + self.jobs[i].run_ms();
+                self.engine.set_expected_run(
+                    submitted.job.id,
+                    std::time::Duration::from_millis(hold),
+                    t,
+                );
             }
             Action::Prepared(id, token) => {
                 // A job that ended meanwhile (prepare timeout) is no longer in flight.

@@ -101,12 +101,14 @@ impl Engine {
 
     /// Base rank of a job (without fair share).
     pub(crate) fn base_rank(&self, job: &Job) -> Rank {
+        let plan = self.planned_start(job);
         let primary = match self.policy.queue.aging {
-            Some(a) => job.queued_at.0 as f64 - job.priority as f64 * a.as_millis() as f64,
+            Some(a) => plan as f64 - job.priority as f64 * a.as_millis() as f64,
             None => -(job.priority as f64),
         };
         Rank {
             primary,
+            plan,
             queued_at: job.queued_at.0,
             id: job.id,
         }
@@ -546,6 +548,7 @@ impl Engine {
         }
         self.forget_pause_hold(id);
         self.forget_deps(id);
+        self.window.forget(id);
         let Some(super::Entry { job, .. }) = self.entries.remove(id) else {
             unreachable!("end_job on a live job")
         };

@@ -129,6 +129,18 @@ impl Engine {
         if let Some(terms) = self.priority_terms(&job, now) {
             text.push_str(&format!(" ({terms})"));
         }
+        if let Some(w) = self.window_place(id) {
+            text.push_str(&format!(
+                "; window plan: {} of {} at its priority, planned start {}",
+                ordinal(w.place),
+                w.of,
+                rfc3339(w.planned_start)
+            ));
+            match w.expected_run {
+                Some(run) => text.push_str(&format!(", expected run {}s", run.as_secs())),
+                None => text.push_str(", no expected run (by arrival)"),
+            }
+        }
         if reasons.is_empty() {
             text.push_str("; admissible now");
         } else {

@@ -40,6 +40,8 @@ pub(crate) type ClassId = u32;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rank {
     pub primary: f64,
+    /// The job's place in the window plan (`window_order.rs`); its `queued_at` under FIFO.
+    pub plan: u64,
     pub queued_at: u64,
     pub id: JobId,
 }
@@ -69,6 +71,7 @@ impl Ord for Rank {
     fn cmp(&self, other: &Self) -> Ordering {
         self.primary
             .total_cmp(&other.primary)
+            .then(self.plan.cmp(&other.plan))
             .then(self.queued_at.cmp(&other.queued_at))
             .then(self.id.cmp(&other.id))
     }

@@ -93,6 +93,8 @@ impl Engine {
             .iter()
             .all(|b| b.kind.is_capacity() || b.kind == BlockKind::Conflict);
         let queued_at = self.entries.get(id).job.queued_at;
+        // `order = "window"`: counted from the planned start (`window_order.rs`).
+        let planned = Timestamp(self.planned_start(&self.entries.get(id).job));
         let (mut targets, mut later) = (Vec::new(), None::<Timestamp>);
         for b in &blocks {
             let Some(s) = b.scope else { continue };
@@ -103,7 +105,7 @@ impl Engine {
             let due = if strict {
                 queued_at
             } else {
-                queued_at.plus(after)
+                planned.plus(after)
             };
             if now < due {
                 later = Some(later.map_or(due, |t| t.min(due)));

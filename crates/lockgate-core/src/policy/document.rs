@@ -107,6 +107,8 @@ pub(crate) const ROOT: &[Key] = &[
             value("strict"),
             value("reserve_after"),
             value("fair_share"),
+            value("order"),
+            value("window_horizon"),
         ]),
     ),
     key(
@@ -343,6 +345,8 @@ mod tests {
                 strict: Some(true),
                 reserve_after: Some("1s".into()),
                 fair_share: Some("owner".into()),
+                order: Some("window".into()),
+                window_horizon: Some("1s".into()),
             }),
             owners: [(
                 "alice".to_string(),

@@ -349,6 +349,12 @@ pub struct RawQueue {
     /// `"owner"` turns on fair share between owners. Default: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_share: Option<String>,
+    /// `"fifo"` or `"window"` (pack the window by expected run times). Default `"fifo"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
+    /// How far `order = "window"` may move a job back from its arrival. Default `"4h"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_horizon: Option<String>,
 }
 
 /// `[owners.<name>]`.

@@ -652,12 +652,25 @@ fn queue_policy(q: &RawQueue, p: &FieldPath) -> Checked<QueuePolicy> {
             )
         }
     };
+    let order = match q.order.as_deref() {
+        None | Some("fifo") => QueueOrder::Fifo,
+        Some("window") => QueueOrder::Window,
+        Some(other) => {
+            return bad(
+                &p.key("order"),
+                format!("expected \"fifo\" or \"window\", got {other:?}"),
+            )
+        }
+    };
     Ok(QueuePolicy {
         aging: positive_duration(&q.aging, &p.key("aging"))?,
         strict: q.strict.unwrap_or(false),
         reserve_after: opt_duration(&q.reserve_after, &p.key("reserve_after"))?
             .unwrap_or(DEFAULT_RESERVE_AFTER),
         fair_share,
+        order,
+        window_horizon: opt_duration(&q.window_horizon, &p.key("window_horizon"))?
+            .unwrap_or(DEFAULT_WINDOW_HORIZON),
     })
 }
 

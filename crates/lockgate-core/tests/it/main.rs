@@ -10,4 +10,5 @@ mod preempt;
 mod props;
 mod seeds;
 mod selector;
+mod window_order;
 mod windows;

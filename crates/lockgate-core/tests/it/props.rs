@@ -93,7 +93,21 @@ fn extra_queue(flavor: u8) -> &'static str {
 /// tape, over the queue flavor `flavor % 4`; [`PER_SCOPE`] sets reservations per scope.
 const PER_SCOPE: u8 = 8;
 
+/// `[queue] order = "window"` (horizon 2 s) over queue flavor 0, beside the oracle;
+/// [`WINDOW_AGING`] over flavor 2 (fair share, aging, `reserve_after` 300 ms counted from
+/// the planned start), without it, as flavor 2 runs (reservations are armed by timers in the
+/// indexed engine and on every pass in the oracle).
+/// Every submit then gets an expected run from its shape.
+const WINDOW: u8 = 9;
+const WINDOW_AGING: u8 = 10;
+
 fn make_policy(variant: u8, flavor: u8) -> Policy {
+    if flavor >= WINDOW {
+        let mut p = make_policy(variant, if flavor == WINDOW { 0 } else { 2 });
+        p.queue.order = lockgate_core::policy::QueueOrder::Window;
+        p.queue.window_horizon = std::time::Duration::from_secs(2);
+        return p;
+    }
     let per_scope = flavor == PER_SCOPE;
     let (preempt, flavor) = (flavor >= 4 && !per_scope, flavor % 4);
     let text =
@@ -300,7 +314,11 @@ fn apply(e: &mut Engine, op: &Op, now: &mut u64, flavor: u8) -> bool {
                 executor,
                 ..JobSpec::default()
             };
-            e.submit(spec, t).expect("valid submit");
+            let id = e.submit(spec, t).expect("valid submit").job.id;
+            if flavor >= WINDOW {
+                let run = (kind.len() as u64 * 397 + u64::from(ds) * 131 + u64::from(group)) % 3000;
+                e.set_expected_run(id, std::time::Duration::from_millis(run), t);
+            }
         }
         Op::Register { node, labels } => {
             let pairs: &[(&str, &str)] = match labels {
@@ -1062,6 +1080,16 @@ proptest! {
     #[test]
     fn preemption_with_fair_share_aging_and_reservations(ops in prop::collection::vec(op(), 1..120), variant in 0u8..4) {
         run_case(&ops, variant, 6, false)?;
+    }
+
+    #[test]
+    fn window_order_matches_the_oracle(ops in prop::collection::vec(op(), 1..120), variant in 0u8..5) {
+        run_case(&ops, variant, WINDOW, true)?;
+    }
+
+    #[test]
+    fn window_order_with_fair_share_aging_and_reservations(ops in prop::collection::vec(op(), 1..120), variant in 0u8..5) {
+        run_case(&ops, variant, WINDOW_AGING, false)?;
     }
 
     #[test]

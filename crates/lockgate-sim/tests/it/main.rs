@@ -6,3 +6,4 @@ mod examples;
 mod job_check;
 mod models;
 mod preempt;
+mod window;

@@ -78,7 +78,9 @@ fn every_other_key_parses() {
             aging: Some(Duration::from_secs(600)),
             strict: true,
             reserve_after: Duration::from_secs(120),
-            fair_share: true
+            fair_share: true,
+            order: lockgate_core::policy::QueueOrder::Fifo,
+            window_horizon: lockgate_core::policy::DEFAULT_WINDOW_HORIZON,
         }
     );
     assert_eq!(p.owner_weight("alice"), 2);
