@@ -3,6 +3,7 @@
 mod common;
 mod determinism;
 mod examples;
+mod gantt;
 mod job_check;
 mod models;
 mod preempt;
