@@ -90,20 +90,26 @@ pub fn recorded_run(
 /// is always 1).
 pub fn table(columns: &[Column]) -> String {
     let mut out = String::new();
+    let longest = columns
+        .iter()
+        .flat_map(|c| c.summary.scopes.iter().map(|s| s.scope.chars().count() + 4))
+        .max()
+        .unwrap_or(0);
+    let width = longest.clamp(22, 64);
     let head: String = columns.iter().map(|c| format!("{:>14}", c.name)).collect();
-    let _ = writeln!(out, "{:<34}{head}", "");
+    let _ = writeln!(out, "{:<width$}{head}", "");
     let row = |out: &mut String, label: &str, f: &dyn Fn(&Column) -> String| {
         let cells: String = columns.iter().map(|c| format!("{:>14}", f(c))).collect();
-        let _ = writeln!(out, "{:<34}{cells}", shorten(label, 33));
+        let _ = writeln!(out, "{:<width$}{cells}", shorten(label, width - 1));
     };
     row(&mut out, "jobs", &|c| c.summary.jobs.to_string());
     row(&mut out, "unfinished", &|c| {
         c.summary.unfinished.to_string()
     });
-    row(&mut out, "makespan", &|c| secs(c.summary.makespan_s));
-    row(&mut out, "wait p50", &|c| secs(c.summary.wait_s.p50));
-    row(&mut out, "wait p95", &|c| secs(c.summary.wait_s.p95));
-    row(&mut out, "wait max", &|c| secs(c.summary.wait_s.max));
+    row(&mut out, "makespan", &|c| dur(c.summary.makespan_s));
+    row(&mut out, "wait p50", &|c| dur(c.summary.wait_s.p50));
+    row(&mut out, "wait p95", &|c| dur(c.summary.wait_s.p95));
+    row(&mut out, "wait max", &|c| dur(c.summary.wait_s.max));
     if columns.iter().any(|c| c.missed_deadline.is_some()) {
         row(&mut out, "missed the deadline", &|c| {
             c.missed_deadline.map_or("-".into(), |m| m.to_string())
@@ -146,10 +152,20 @@ pub fn ratio_line(a: &Column, b: &Column) -> Option<String> {
             b.name,
             b.summary.makespan_s / a.summary.makespan_s,
             a.name,
-            secs(b.summary.makespan_s),
-            secs(a.summary.makespan_s)
+            dur(b.summary.makespan_s),
+            dur(a.summary.makespan_s)
         )
     })
+}
+
+/// Milliseconds shown under a minute (a replay of a short history differs from the
+/// recorded run by milliseconds), else as the simulate table writes times.
+fn dur(s: f64) -> String {
+    if s < 60.0 {
+        format!("{s:.3}s")
+    } else {
+        secs(s)
+    }
 }
 
 fn shorten(text: &str, max: usize) -> String {

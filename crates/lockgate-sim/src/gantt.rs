@@ -6,8 +6,11 @@
 //! that run on no node in a last group), then one step chart per limited scope (its
 //! occupancy over time under a dashed line at its limit) and a step chart of the queue.
 //!
-//! Inside a group, jobs are packed into lanes by their admitted span (a lane never holds
-//! two jobs at once), so a group is as tall as its peak concurrency, not as its job count.
+//! Inside a group, jobs are packed into lanes (a lane never holds two jobs at once): by
+//! their span from submit to end while that needs at most 60 lanes in all, so every wait
+//! band is visible; else by their admitted span, so a group is as tall as its peak
+//! concurrency, not as its queue (waits then show where the lane is free, and in the
+//! queue chart).
 //! A job is a bar from admission to end in its kind's colour (the prepare stage of a
 //! two-stage job paler); its wait is a thin grey band from submit to admission in the same
 //! lane, drawn under the bars. Lanes shrink (to 1.5 px) so 1000+ jobs still fit in about
@@ -32,6 +35,9 @@ pub const TOOLTIPS_UP_TO: usize = 2_000;
 
 /// The most scope charts drawn (the rest are named in one line).
 const MAX_SCOPE_CHARTS: usize = 24;
+
+/// The most lanes in all for lanes by submit-to-end span (see [`gantt`]).
+const MAX_WAIT_LANES: usize = 60;
 
 const WIDTH: f64 = 1200.0;
 const LEFT: f64 = 190.0;
@@ -92,7 +98,12 @@ pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> G
     let scale = Scale {
         span: end.max(1) as f64,
     };
-    let groups = groups(jobs, run);
+    // Lanes by submit-to-end span, so every wait shows, while that stays small;
+    // otherwise by admitted span (as tall as the peak concurrency).
+    let mut groups = groups(jobs, run, true);
+    if groups.iter().map(|(_, l)| l.len()).sum::<usize>() > MAX_WAIT_LANES {
+        groups = self::groups(jobs, run, false);
+    }
     let lanes_total: usize = groups.iter().map(|(_, l)| l.len().max(1)).sum();
     let lane_h = (JOB_AREA / lanes_total.max(1) as f64).clamp(1.5, 14.0);
     let charts = occupancy(policy, jobs, run);
@@ -124,7 +135,8 @@ pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> G
         &[a("font-size", 14), a("font-weight", "bold")],
         title,
     );
-    svg.text(LEFT, 18.0, &[a("fill", "#555")], &sub);
+    let sub_x = (20.0 + 8.5 * title.chars().count() as f64).max(LEFT);
+    svg.text(sub_x, 18.0, &[a("fill", "#555")], &sub);
     legend(&mut svg, &kinds);
     axis(&mut svg, &scale, end, 62.0, height - 20.0);
     let tips = jobs.len() <= TOOLTIPS_UP_TO;
@@ -137,31 +149,15 @@ pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> G
     };
     let mut y = 78.0;
     for (name, lanes) in &groups {
-        let h = lanes.len().max(1) as f64 * lane_h;
-        svg.open("g", &[a("class", "row"), a("data-name", name)]);
-        svg.leaf(
-            "rect",
-            &[
-                a("x", num(LEFT)),
-                a("y", num(y - 2.0)),
-                a("width", num(WIDTH - LEFT - RIGHT)),
-                a("height", num(h + 4.0)),
-                a("fill", "#f4f4f4"),
-            ],
-            None,
-        );
-        let label = format!("{name} ({} lanes)", lanes.len());
-        svg.text(10.0, y + h.min(14.0) / 2.0 + 4.0, &[], &label);
-        for (lane, bars) in lanes.iter().enumerate() {
-            let ly = y + lane as f64 * lane_h;
-            for b in bars {
-                let (w, j) = draw_job(&mut svg, &scale, b, ly, lane_h, &kinds, tips);
-                counts.waits += w;
-                counts.bars += j;
-            }
-        }
-        svg.close();
-        y += h + 8.0;
+        let lanes = Lanes {
+            name,
+            lanes,
+            lane_h,
+        };
+        let (waits, bars) = draw_group(&mut svg, &scale, &lanes, y, &kinds, tips);
+        counts.waits += waits;
+        counts.bars += bars;
+        y += lanes.lanes.len().max(1) as f64 * lane_h + 8.0;
     }
     y += 16.0;
     let queued = queue_series(run);
@@ -177,6 +173,60 @@ pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> G
     }
     counts.svg = svg.finish();
     counts
+}
+
+/// One group of rows to draw.
+struct Lanes<'a, 'b> {
+    name: &'a str,
+    lanes: &'a [Vec<Bar<'b>>],
+    lane_h: f64,
+}
+
+/// One group at `y`: its background, its label, the wait bands, then the bars; returns
+/// how many wait bands and bars it drew.
+fn draw_group(
+    svg: &mut Svg,
+    scale: &Scale,
+    lanes: &Lanes<'_, '_>,
+    y: f64,
+    kinds: &BTreeMap<String, &'static str>,
+    tips: bool,
+) -> (usize, usize) {
+    let mut drawn = (0, 0);
+    let h = lanes.lanes.len().max(1) as f64 * lanes.lane_h;
+    svg.open("g", &[a("class", "row"), a("data-name", lanes.name)]);
+    svg.leaf(
+        "rect",
+        &[
+            a("x", num(LEFT)),
+            a("y", num(y - 2.0)),
+            a("width", num(WIDTH - LEFT - RIGHT)),
+            a("height", num(h + 4.0)),
+            a("fill", "#f4f4f4"),
+        ],
+        None,
+    );
+    let label = format!("{} ({} lanes)", lanes.name, lanes.lanes.len());
+    svg.text(10.0, y + h.min(14.0) / 2.0 + 4.0, &[], &label);
+    // Waits first, so every bar is drawn over every wait band.
+    for waits in [true, false] {
+        for (lane, bars) in lanes.lanes.iter().enumerate() {
+            let ly = y + lane as f64 * lanes.lane_h;
+            for b in bars {
+                let lane = Lane {
+                    y: ly,
+                    h: lanes.lane_h,
+                };
+                let n = draw_job(svg, scale, b, lane, waits, kinds, tips);
+                match waits {
+                    true => drawn.0 += n,
+                    false => drawn.1 += n,
+                }
+            }
+        }
+    }
+    svg.close();
+    drawn
 }
 
 /// Kinds in first-seen order, each with its colour.
@@ -195,7 +245,11 @@ fn kind_colours(jobs: &[WorkloadJob]) -> BTreeMap<String, &'static str> {
 }
 
 /// Groups (node name, or `(no node)`) in the run's node order, each a list of lanes.
-fn groups<'a>(jobs: &'a [WorkloadJob], run: &Run) -> Vec<(String, Vec<Vec<Bar<'a>>>)> {
+fn groups<'a>(
+    jobs: &'a [WorkloadJob],
+    run: &Run,
+    by_wait: bool,
+) -> Vec<(String, Vec<Vec<Bar<'a>>>)> {
     let mut by_group: BTreeMap<usize, Vec<Bar<'a>>> = BTreeMap::new();
     let names: Vec<&str> = run.nodes.iter().map(|n| n.name.as_str()).collect();
     for (i, (j, r)) in jobs.iter().zip(&run.jobs).enumerate() {
@@ -220,19 +274,24 @@ fn groups<'a>(jobs: &'a [WorkloadJob], run: &Run) -> Vec<(String, Vec<Vec<Bar<'a
                 let slots = run.nodes[g].slots.map_or("-".into(), |s| s.to_string());
                 format!("{n} [{slots} slots]")
             });
-            (name, pack(bars))
+            (name, pack(bars, by_wait))
         })
         .collect()
 }
 
-/// Greedy interval partitioning by admitted span: each job goes to the first lane free
-/// at its admission (jobs never admitted share lane 0, for their wait band only).
-fn pack(mut bars: Vec<Bar<'_>>) -> Vec<Vec<Bar<'_>>> {
-    bars.sort_by_key(|b| (b.admitted.unwrap_or(u64::MAX), b.index));
+/// Greedy interval partitioning: each job goes to the first lane free at the start of its
+/// span (submit to end with `by_wait`, else admission to end); jobs never admitted share
+/// lane 0 (for their wait band only).
+fn pack(mut bars: Vec<Bar<'_>>, by_wait: bool) -> Vec<Vec<Bar<'_>>> {
+    let start = |b: &Bar<'_>| match by_wait {
+        true => b.admitted.map(|_| b.submitted),
+        false => b.admitted,
+    };
+    bars.sort_by_key(|b| (start(b).unwrap_or(u64::MAX), b.index));
     let mut lanes: Vec<Vec<Bar<'_>>> = Vec::new();
     let mut free_at: Vec<u64> = Vec::new();
     for b in bars {
-        let (Some(from), Some(to)) = (b.admitted, b.finished) else {
+        let (Some(from), Some(to)) = (start(&b), b.finished) else {
             match lanes.first_mut() {
                 Some(l) => l.push(b),
                 None => {
@@ -256,20 +315,29 @@ fn pack(mut bars: Vec<Bar<'_>>) -> Vec<Vec<Bar<'_>>> {
     lanes
 }
 
-/// One job's wait band and bar; returns how many of each it drew.
+/// Where a lane is drawn.
+#[derive(Clone, Copy)]
+struct Lane {
+    y: f64,
+    h: f64,
+}
+
+/// One job's wait band (`waits`) or bar; returns how many it drew (0 or 1).
 fn draw_job(
     svg: &mut Svg,
     scale: &Scale,
     b: &Bar<'_>,
-    y: f64,
-    h: f64,
+    Lane { y, h }: Lane,
+    waits: bool,
     kinds: &BTreeMap<String, &'static str>,
     tips: bool,
-) -> (usize, usize) {
-    let mut drawn = (0, 0);
+) -> usize {
     let gap = if h >= 4.0 { 1.0 } else { 0.0 };
     let waited_to = b.admitted.or(b.finished).unwrap_or(b.submitted);
-    if waited_to > b.submitted {
+    if waits {
+        if waited_to <= b.submitted {
+            return 0;
+        }
         let (x0, x1) = (scale.x(b.submitted), scale.x(waited_to));
         svg.leaf(
             "rect",
@@ -284,10 +352,10 @@ fn draw_job(
             ],
             None,
         );
-        drawn.0 = 1;
+        return 1;
     }
     let (Some(adm), Some(fin)) = (b.admitted, b.finished) else {
-        return drawn;
+        return 0;
     };
     let colour = kinds.get(b.kind).copied().unwrap_or(PALETTE[0]);
     let (x0, x1) = (scale.x(adm), scale.x(fin));
@@ -330,8 +398,7 @@ fn draw_job(
             None,
         );
     }
-    drawn.1 = 1;
-    drawn
+    1
 }
 
 /// The legend: kinds, then the wait and prepare shades.

@@ -10,6 +10,7 @@ mod edges;
 mod formats;
 mod hardening;
 mod harness;
+mod history;
 mod load;
 mod packaging;
 mod preempt;
