@@ -8,7 +8,7 @@
 //!
 //! # Invariants
 //! - A recorded run's scope peaks are counted the way the picture counts occupancy
-//!   ([`crate::gantt::occupancy`]): from the scopes the engine says a job takes
+//!   (`gantt::occupancy`): from the scopes the engine says a job takes
 //!   ([`Policy::scopes_of`]) over its admitted span, so the recorded and the simulated
 //!   columns name the same scopes.
 //! - Times are milliseconds from the workload's start (the earliest submit); the caller

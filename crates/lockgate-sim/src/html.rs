@@ -2,7 +2,7 @@
 //!
 //! # Invariants
 //! - No external resource: no script, no stylesheet link, no font, no image URL; the
-//!   style is inline and the pictures are inline SVG documents from [`crate::gantt`].
+//!   style is inline and the pictures are inline SVG documents from [`mod@crate::gantt`].
 //! - Every text given (titles, tables) is escaped; only the SVGs are inserted as markup,
 //!   and they come from [`crate::svg`], which escapes their text.
 

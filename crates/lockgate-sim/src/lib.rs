@@ -16,7 +16,7 @@
 //! - [`velero`]: a model of Velero's own admission, for `--compare velero`;
 //! - [`report`]: the summary printed by `lockgate simulate` ([`Report`], [`Summary`]);
 //! - [`compare`]: a server's recorded history and its replays side by side ([`compare::Column`]);
-//! - [`gantt`]: the picture of a run (`--gantt`), written by the small [`svg`] writer;
+//! - [`mod@gantt`]: the picture of a run (`--gantt`), written by the small [`svg`] writer;
 //! - [`html`]: the self-contained HTML report (`--report`).
 #![warn(missing_docs)]
 
