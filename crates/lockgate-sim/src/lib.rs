@@ -35,7 +35,7 @@ pub use gantt::{gantt, Gantt};
 pub use bound::{lower_bound, LowerBound};
 pub use input::{parse_nodes, parse_workload, InputError, NodeSpec, WorkloadJob};
 pub use report::{NodeBusy, Report, ScopePeak, Summary, Waits};
-pub use sim::{simulate, JobRecord, Run, SimError, STOP_MS};
+pub use sim::{simulate, simulate_at, JobRecord, Run, SimError, STOP_MS};
 
 use lockgate_core::Policy;
 

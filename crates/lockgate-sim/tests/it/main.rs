@@ -6,4 +6,5 @@ mod examples;
 mod gantt;
 mod job_check;
 mod models;
+mod origin;
 mod preempt;

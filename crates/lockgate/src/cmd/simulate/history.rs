@@ -242,7 +242,7 @@ pub fn replays(
     let mut policies = vec![("active", active)];
     policies.extend(candidate.map(|c| ("candidate", c)));
     for (name, p) in policies {
-        let run = lockgate_sim::simulate(p, &h.nodes, &h.jobs)
+        let run = lockgate_sim::simulate_at(p, &h.nodes, &h.jobs, h.origin)
             .with_context(|| format!("replaying the history under the {name} policy"))?;
         out.push(Replay {
             name,
