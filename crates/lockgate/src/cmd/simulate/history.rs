@@ -56,7 +56,7 @@ pub struct LeftOut {
     pub active: usize,
     /// Ended without running (cancelled or expired while queued).
     pub never_ran: usize,
-    /// Older jobs not read because `--max-jobs` was reached (0 or 1: "at least one").
+    /// `--max-jobs` was reached: older jobs of the period were not read.
     pub truncated: bool,
 }
 
@@ -71,10 +71,13 @@ pub fn active_policy(client: &Client) -> anyhow::Result<Policy> {
         .map_err(|e| anyhow::anyhow!("the server's policy does not parse here: {e}"))
 }
 
+/// An RFC 3339 time of a job view, as ms since the epoch (`None` when absent).
 fn ms(t: &Option<String>) -> Option<u64> {
-    t.as_deref()
-        .and_then(|s| lockgate_api::time::parse(s).ok())
-        .map(|t| t.0)
+    t.as_deref().and_then(at)
+}
+
+fn at(t: &str) -> Option<u64> {
+    lockgate_api::time::parse(t).ok().map(|t| t.0)
 }
 
 /// Reads the history since `since` (ms since the epoch), at most `max_jobs` jobs.
@@ -99,7 +102,7 @@ pub fn fetch(
         };
         let page = client.jobs(&q).context("listing jobs")?;
         for j in page.jobs {
-            if ms(&Some(j.submitted_at.clone())).unwrap_or(0) < since {
+            if at(&j.submitted_at).unwrap_or(0) < since {
                 break 'pages;
             }
             if views.len() + left_out.active + left_out.never_ran >= max_jobs {
@@ -144,7 +147,7 @@ fn nodes(client: &Client, views: &[JobView]) -> anyhow::Result<Vec<NodeSpec>> {
 
 /// The arrival of a job: submit, or queued-after-dependencies, or `not_before`.
 fn arrival(v: &JobView) -> u64 {
-    let submitted = ms(&Some(v.submitted_at.clone())).unwrap_or(0);
+    let submitted = at(&v.submitted_at).unwrap_or(0);
     let queued = if v.after.is_empty() && v.after_ok.is_empty() {
         submitted
     } else {
