@@ -15,20 +15,29 @@
 //!   limits must respect ([`LowerBound`]);
 //! - [`pbs_shape`]: generated PBS-shaped nights (the `order = "window"` measurements);
 //! - [`velero`]: a model of Velero's own admission, for `--compare velero`;
-//! - [`report`]: the summary printed by `lockgate simulate` ([`Report`], [`Summary`]).
+//! - [`report`]: the summary printed by `lockgate simulate` ([`Report`], [`Summary`]);
+//! - [`compare`]: a server's recorded history and its replays side by side ([`compare::Column`]);
+//! - [`mod@gantt`]: the picture of a run (`--gantt`), written by the small [`svg`] writer;
+//! - [`html`]: the self-contained HTML report (`--report`).
 #![warn(missing_docs)]
 
 pub mod bound;
+pub mod compare;
+pub mod gantt;
+pub mod html;
 pub mod input;
 pub mod pbs_shape;
 pub mod report;
 pub mod sim;
+pub mod svg;
 pub mod velero;
+
+pub use gantt::{gantt, Gantt};
 
 pub use bound::{lower_bound, LowerBound};
 pub use input::{parse_nodes, parse_workload, InputError, NodeSpec, WorkloadJob};
 pub use report::{NodeBusy, Report, ScopePeak, Summary, Waits};
-pub use sim::{simulate, JobRecord, Run, SimError, STOP_MS};
+pub use sim::{simulate, simulate_at, JobRecord, Run, SimError, STOP_MS};
 
 use lockgate_core::Policy;
 

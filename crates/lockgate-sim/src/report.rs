@@ -321,7 +321,7 @@ fn write_scopes(out: &mut String, name: &str, s: &Summary) {
 }
 
 /// `750s`, `12m30s`, `1h02m`, with a decimal for short times.
-fn secs(s: f64) -> String {
+pub(crate) fn secs(s: f64) -> String {
     if s < 60.0 {
         return format!("{s:.1}s");
     }

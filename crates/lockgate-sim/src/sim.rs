@@ -107,6 +107,8 @@ struct Driver<'a> {
     renew_every: u64,
     renew_armed: bool,
     node_names: Vec<String>,
+    /// The wall-clock time of the workload's 0 (ms since the epoch), as the engine sees it.
+    origin: u64,
 }
 
 /// Runs the workload through lockgate's engine.
@@ -119,6 +121,22 @@ pub fn simulate(
     nodes: &[NodeSpec],
     jobs: &[WorkloadJob],
 ) -> Result<Run, SimError> {
+    simulate_at(policy, nodes, jobs, Timestamp(0))
+}
+
+/// [`simulate`] with the workload's time 0 at `origin` on the engine's clock, so that
+/// time-of-day rules (maintenance windows, `windows` on a rule) apply at the hours they
+/// would (a replay of a server's history starts at its first arrival). The records stay
+/// relative to `origin`.
+///
+/// # Errors
+/// As [`simulate`].
+pub fn simulate_at(
+    policy: &Policy,
+    nodes: &[NodeSpec],
+    jobs: &[WorkloadJob],
+    origin: Timestamp,
+) -> Result<Run, SimError> {
     let kinds: BTreeSet<String> = jobs.iter().map(|j| j.kind.clone()).collect();
     let mut engine = Engine::new(policy.clone(), Mode::Indexed);
     for n in nodes {
@@ -129,7 +147,7 @@ pub fn simulate(
                 resources: BTreeMap::new(),
                 kinds: kinds.clone(),
             },
-            Timestamp(0),
+            origin,
         );
     }
     let ttl = policy.leases.ttl.min(policy.nodes.ttl).as_millis() as u64;
@@ -151,6 +169,7 @@ pub fn simulate(
         renew_every: (ttl / 3).max(1),
         renew_armed: false,
         node_names: nodes.iter().map(|n| n.name.clone()).collect(),
+        origin: origin.0,
     };
     d.drain(0);
     for (i, j) in jobs.iter().enumerate() {
@@ -203,7 +222,10 @@ impl Driver<'_> {
     fn run(&mut self) -> Result<(), SimError> {
         while self.busy() {
             let next_action = self.agenda.first_key_value().map(|(k, _)| k.0);
-            let next_timer = self.engine.next_deadline().map(|t| t.0);
+            let next_timer = self
+                .engine
+                .next_deadline()
+                .map(|t| t.0.saturating_sub(self.origin));
             match (next_timer, next_action) {
                 (Some(t), Some(a)) if t <= a => self.timeout(t),
                 (Some(t), None) => self.timeout(t),
@@ -218,12 +240,12 @@ impl Driver<'_> {
     }
 
     fn timeout(&mut self, now: u64) {
-        self.engine.handle_timeout(Timestamp(now));
+        self.engine.handle_timeout(Timestamp(self.origin + now));
         self.drain(now);
     }
 
     fn act(&mut self, action: Action, now: u64) -> Result<(), SimError> {
-        let t = Timestamp(now);
+        let t = Timestamp(self.origin + now);
         match action {
             Action::Submit(i) => {
                 self.to_submit -= 1;
@@ -275,6 +297,7 @@ impl Driver<'_> {
 
     /// Plays the holder for every event the engine produced.
     fn drain(&mut self, now: u64) {
+        let origin = self.origin;
         while let Some(event) = self.engine.poll_event() {
             let Event::Job { change, job } = event else {
                 continue;
@@ -289,7 +312,7 @@ impl Driver<'_> {
             let token = job.lease.map(|l| l.token);
             match change {
                 JobChange::AdmittedPrepare => {
-                    rec.admitted_ms = Some(job.prepare_started_at.map_or(now, |t| t.0));
+                    rec.admitted_ms = Some(job.prepare_started_at.map_or(now, |t| t.0 - origin));
                     rec.node = job.node().map(str::to_string);
                     let token = token.expect("admitted jobs hold a lease");
                     self.in_flight.insert(job.id, token);
@@ -297,7 +320,7 @@ impl Driver<'_> {
                     self.schedule(at, Action::Prepared(job.id, token));
                 }
                 JobChange::Started => {
-                    let started = job.started_at.map_or(now, |t| t.0);
+                    let started = job.started_at.map_or(now, |t| t.0 - origin);
                     rec.admitted_ms.get_or_insert(started);
                     rec.started_ms = Some(started);
                     rec.node = job.node().map(str::to_string);
@@ -307,7 +330,7 @@ impl Driver<'_> {
                     self.schedule(at, Action::Finish(job.id, token, Outcome::Succeeded));
                 }
                 JobChange::Finished => {
-                    rec.finished_ms = Some(job.finished_at.map_or(now, |t| t.0));
+                    rec.finished_ms = Some(job.finished_at.map_or(now, |t| t.0 - origin));
                     rec.outcome = Some(job.outcome.unwrap_or(job.state));
                     self.in_flight.remove(&job.id);
                 }

@@ -3,7 +3,9 @@
 mod common;
 mod determinism;
 mod examples;
+mod gantt;
 mod job_check;
 mod models;
+mod origin;
 mod preempt;
 mod window;

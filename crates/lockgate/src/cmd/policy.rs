@@ -44,6 +44,18 @@ enum Sub {
         /// conflict rule) and the active policy limits something.
         #[arg(long)]
         allow_unlimited: bool,
+        /// Apply nothing: show the diff, and the server's history replayed under the
+        /// active policy and under FILE side by side (docs/simulate.md).
+        #[arg(long)]
+        dry_run: bool,
+        /// With --dry-run: the history's period, back from now.
+        #[arg(
+            long,
+            value_name = "DURATION",
+            default_value = "7d",
+            requires = "dry_run"
+        )]
+        since: String,
     },
 }
 
@@ -184,6 +196,15 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             file,
             if_match,
             allow_unlimited,
+            dry_run: true,
+            since,
+        } => dry_run(global, &file, if_match.as_deref(), allow_unlimited, &since),
+        Sub::Apply {
+            file,
+            if_match,
+            allow_unlimited,
+            dry_run: false,
+            ..
         } => {
             let text = read(&file)?;
             Policy::from_toml(&text, Some(&file.display().to_string()))?;
@@ -197,4 +218,34 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `policy apply --dry-run`: the diff `policy diff` shows, then the history since `since`
+/// replayed under the active policy and FILE (`-o json`: `{"diff": .., "history": ..}`).
+fn dry_run(
+    global: &GlobalArgs,
+    file: &PathBuf,
+    if_match: Option<&str>,
+    allow_unlimited: bool,
+    since: &str,
+) -> anyhow::Result<ExitCode> {
+    let text = read(file)?;
+    let candidate = Policy::from_toml(&text, Some(&file.display().to_string()))?;
+    let since = super::simulate::parse_since(since)?;
+    let opts = PolicyPut {
+        dry_run: true,
+        if_match,
+        allow_unlimited,
+    };
+    let client = session::client(global)?;
+    let a = client.put_policy_with(&text, &opts)?;
+    let c = super::simulate::compare_history(&client, Some(&candidate), since, None, 100_000)?;
+    if output::json(global) {
+        print_json(&serde_json::json!({"diff": a, "history": c.comparison}));
+    } else {
+        print_answer(global, &a);
+        println!();
+        print!("{}", c.comparison.to_table());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@ mod formats;
 mod hardening;
 mod harness;
 mod joblogs;
+mod history;
 mod load;
 mod notify;
 mod packaging;
