@@ -13,11 +13,13 @@
 //! - [`simulate`]: the lockgate run, giving a [`Run`] (one [`JobRecord`] per job);
 //! - [`bound`]: a lower bound on the makespan that any scheduler obeying the policy's
 //!   limits must respect ([`LowerBound`]);
+//! - [`forecast`]: a live engine played forward with learned durations ([`forecast::forward`]);
 //! - [`velero`]: a model of Velero's own admission, for `--compare velero`;
 //! - [`report`]: the summary printed by `lockgate simulate` ([`Report`], [`Summary`]).
 #![warn(missing_docs)]
 
 pub mod bound;
+pub mod forecast;
 pub mod input;
 pub mod report;
 pub mod sim;

@@ -176,6 +176,19 @@ pub(crate) const ROOT: &[Key] = &[
         "maintenance",
         Shape::Named(&[value("name"), value("when"), value("match")]),
     ),
+    key(
+        "forecast",
+        Shape::Section(&[
+            value("key"),
+            value("default_run"),
+            value("default_prepare"),
+            value("samples"),
+        ]),
+    ),
+    key(
+        "deadline",
+        Shape::Named(&[value("name"), value("match"), value("by")]),
+    ),
 ];
 
 /// `retry = { times = 3, interval = "30s" }`.
@@ -379,6 +392,17 @@ mod tests {
                 name: "m".into(),
                 when: "sun 02:00-04:00".into(),
                 r#match: Some("".into()),
+            }],
+            forecast: Some(RawForecast {
+                key: Some(vec!["group".into()]),
+                default_run: Some("30m".into()),
+                default_prepare: Some("1m".into()),
+                samples: Some(20),
+            }),
+            deadline: vec![RawDeadline {
+                name: "nightly".into(),
+                r#match: Some("kind=backup".into()),
+                by: "06:00".into(),
             }],
         };
         all_described(ROOT, &serde_json::to_value(&doc).unwrap(), "");

@@ -3,6 +3,7 @@
 mod common;
 mod determinism;
 mod examples;
+mod forward;
 mod job_check;
 mod models;
 mod preempt;
