@@ -78,6 +78,8 @@ pub struct Loop {
     pub(crate) changed: BTreeMap<JobId, Job>,
     replies: Vec<Deferred>,
     broadcasts: Vec<Arc<EventView>>,
+    /// Learned durations and the cached forecast (`forecast.rs`).
+    pub(crate) forecast: crate::forecast::ForecastState,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -121,6 +123,7 @@ impl Loop {
             changed: BTreeMap::new(),
             replies: Vec::new(),
             broadcasts: Vec::new(),
+            forecast: Default::default(),
         }
     }
 
@@ -163,6 +166,7 @@ impl Loop {
                 None => self.housekeeping_at,
             };
             let wake = self.schedule_deadline().map_or(wake, |d| d.min(wake));
+            let wake = self.forecast_deadline(now).map_or(wake, |d| d.min(wake));
             let sleep = Duration::from_millis(wake.since(now));
             tokio::select! {
                 m = rx.recv() => match m {
@@ -192,6 +196,7 @@ impl Loop {
                 self.drain_events(now);
             }
             self.schedules_tick(now);
+            self.forecast_tick(now);
             if let Err(e) = self.commit() {
                 tracing::error!("store commit failed, stopping: {e}");
                 eprintln!("lockgate server: store commit failed: {e}; exiting so no answer outruns the disk");
@@ -245,10 +250,12 @@ impl Loop {
             Op::Metrics(reply) => {
                 let mut text = self.metrics.render(&self.engine, self.seq, now);
                 self.render_schedule_metrics(&mut text);
+                self.render_forecast_metrics(&mut text, now);
                 self.answer(reply, Ok(text));
             }
             Op::Shutdown(reply) => self.answer(reply, Ok(())),
             Op::Queue(op) => self.queue_op(&p, op, now),
+            Op::Forecast(op) => self.forecast_op(op, now),
         }
     }
 
@@ -260,6 +267,7 @@ impl Loop {
                 Event::Job { change, job } => {
                     self.metrics.observe(*change, job, self.engine.policy());
                     self.track_offer(*change, job);
+                    self.forecast_learn(*change, job);
                     let view = self.view(job);
                     self.wake_waiters(job, &view);
                     self.changed.insert(job.id, (**job).clone());

@@ -206,6 +206,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::events::routes())
         .merge(crate::schedules::routes())
         .merge(crate::queue::routes())
+        .merge(crate::forecast::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint (see api.md)") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

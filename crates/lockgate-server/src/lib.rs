@@ -22,6 +22,7 @@ pub mod backups;
 pub mod error;
 pub mod event_loop;
 pub mod events;
+pub mod forecast;
 pub mod http;
 pub mod jobs;
 pub mod metrics;

@@ -73,6 +73,7 @@ pub fn document() -> Document {
     doc.merge(crate::schedules::ApiDoc::openapi());
     doc.merge(crate::backups::routes::ApiDoc::openapi());
     doc.merge(crate::queue::ApiDoc::openapi());
+    doc.merge(crate::forecast::ApiDoc::openapi());
     with_error_answers(doc)
 }
 

@@ -15,6 +15,7 @@ use crate::auth::Principal;
 use crate::backups::BackupOp;
 use crate::error::ApiError;
 use crate::events::EventOp;
+use crate::forecast::ForecastOp;
 use crate::jobs::JobOp;
 use crate::nodes::NodeOp;
 use crate::policy::PolicyOp;
@@ -58,6 +59,8 @@ pub enum Op {
     Shutdown(Reply<()>),
     /// `/v1/pauses`.
     Queue(QueueOp),
+    /// `/v1/forecast` and the explain estimate's refresh.
+    Forecast(ForecastOp),
 }
 
 macro_rules! op_from {
@@ -78,7 +81,8 @@ op_from!(
     Schedules(ScheduleOp),
     Backups(BackupOp),
     Events(EventOp),
-    Queue(QueueOp)
+    Queue(QueueOp),
+    Forecast(ForecastOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.
