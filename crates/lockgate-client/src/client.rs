@@ -9,6 +9,7 @@
 
 mod backups;
 mod events;
+mod forecast;
 mod jobs;
 mod nodes;
 mod pauses;

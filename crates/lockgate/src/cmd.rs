@@ -9,6 +9,7 @@ pub mod demo;
 pub mod events;
 pub mod exit;
 pub mod flags;
+pub mod forecast;
 pub mod job;
 pub mod node;
 pub mod output;

@@ -132,6 +132,8 @@ pub enum Command {
     Man(cmd::completions::ManArgs),
     /// Pause and resume admission (admin); list the pauses.
     Queue(cmd::queue::Args),
+    /// When the queue and the scheduled runs are done (p50/p90), what misses --until, the bottleneck.
+    Forecast(cmd::forecast::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -148,6 +150,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => cmd::run::run(&cli.global, args),
         Command::Job(args) => cmd::job::run(&cli.global, args),
         Command::Queue(args) => cmd::queue::run(&cli.global, args),
+        Command::Forecast(args) => cmd::forecast::run(&cli.global, args),
         Command::Policy(args) => cmd::policy::run(&cli.global, args),
         Command::Token(args) => cmd::token::run(&cli.global, args),
         Command::Events(args) => cmd::events::run(&cli.global, args),

@@ -188,9 +188,6 @@ impl Loop {
                 s.elapsed.as_secs_f64()
             );
         }
-        if deadlines.is_empty() {
-            return;
-        }
         let _ = writeln!(out, "# HELP lockgate_window_deadline_timestamp_seconds The next time of a [[deadline]].\n# TYPE lockgate_window_deadline_timestamp_seconds gauge");
         let _ = writeln!(out, "# HELP lockgate_window_forecast_end_timestamp_seconds When every job of a [[deadline]] is forecast to be done, by quantile (absent when one has no estimate).\n# TYPE lockgate_window_forecast_end_timestamp_seconds gauge");
         let _ = writeln!(out, "# HELP lockgate_window_at_risk 1 when the p90 forecast of a [[deadline]] ends after it.\n# TYPE lockgate_window_at_risk gauge");

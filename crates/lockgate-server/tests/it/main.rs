@@ -7,6 +7,7 @@ mod confinement;
 mod durability;
 mod edges;
 mod errors;
+mod forecast;
 mod hardening;
 mod harness;
 mod holds;
