@@ -237,11 +237,11 @@ mod tests {
         let spec = crate::job::JobSpec {
             kind: kind.into(),
             owner: "t".into(),
+            attrs: [("group".to_string(), group.to_string())].into(),
             ..crate::job::JobSpec::default()
         };
         let policy = crate::Policy::from_toml("", None).unwrap();
         let mut j = spec.check(&policy).unwrap().into_job(1, Timestamp(0));
-        j.attrs.insert("group".into(), group.into());
         j.state = JobState::Succeeded;
         j.outcome = Some(JobState::Succeeded);
         j.started_at = Some(Timestamp(1000));

@@ -158,10 +158,10 @@ async fn explain(
     JobIdPath(id): JobIdPath,
 ) -> ApiResult<ExplainView> {
     let view = st.lp.ask(p.clone(), |r| JobOp::Explain(id, r)).await?;
-    if !view
+    if view
         .estimate
         .as_ref()
-        .is_some_and(|e| e.computed_at.is_none())
+        .is_none_or(|e| e.computed_at.is_some())
     {
         return ok(view);
     }

@@ -70,3 +70,47 @@ pub(super) fn deadlines(raw: &[RawDeadline], p: &FieldPath) -> Checked<Vec<Deadl
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::{PerKey, Policy};
+    use std::time::Duration;
+
+    #[test]
+    fn forecast_and_deadlines_validate() {
+        let p = Policy::from_toml(
+            "[forecast]\nkey = [\"group\"]\ndefault_run = \"30m\"\n\n[[deadline]]\nname = \"nightly\"\nmatch = \"kind=backup\"\nby = \"06:00\"\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.forecast.key, vec![PerKey::Attr("group".into())]);
+        assert_eq!(p.forecast.default_run, Some(Duration::from_secs(1800)));
+        assert_eq!(p.forecast.samples, crate::durations::DEFAULT_SAMPLES);
+        assert_eq!(p.deadlines[0].name, "nightly");
+    }
+
+    #[test]
+    fn errors_name_the_line_and_field() {
+        for (text, want) in [
+            (
+                "[forecast]\nsamples = 0\n",
+                "p.toml:2: forecast.samples: expected a whole number >= 1, got 0",
+            ),
+            (
+                "[[deadline]]\nname = \"n\"\nby = \"six\"\n",
+                "p.toml:3: deadline[0].by: expected a calendar event such as \"06:00\"",
+            ),
+            (
+                "[[deadline]]\nname = \"n\"\nby = \"06:00\"\n[[deadline]]\nname = \"n\"\nby = \"07:00\"\n",
+                "p.toml:5: deadline[1].name: deadline name \"n\" is already used by deadline[0]",
+            ),
+            (
+                "[forecast]\ndefault_run = \"soon\"\n",
+                "p.toml:2: forecast.default_run:",
+            ),
+        ] {
+            let e = Policy::from_toml(text, Some("p.toml")).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{text}: {e}");
+        }
+    }
+}
