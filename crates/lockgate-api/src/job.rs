@@ -108,6 +108,9 @@ pub struct JobView {
     /// How many of its attempts were preempted (not counted against its retries).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub preemptions: u32,
+    /// Learned durations (`GET /v1/jobs/{id}` only; docs/forecasts.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<crate::ExpectedView>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -154,6 +157,7 @@ impl JobView {
             preemptions: job.preemptions,
             after: job.after.clone(),
             after_ok: job.after_ok.clone(),
+            expected: None,
         }
     }
 
@@ -344,6 +348,10 @@ pub struct ExplainView {
     pub reasons: Vec<ReasonView>,
     /// All of it in one line.
     pub text: String,
+    /// A queued job's estimated start and end (docs/forecasts.md); absent for a job
+    /// that is not queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::EstimateView>,
 }
 
 impl SubmitRequest {
@@ -402,6 +410,7 @@ impl From<lockgate_core::explain::Explanation> for ExplainView {
                 })
                 .collect(),
             text: e.text,
+            estimate: None,
         }
     }
 }

@@ -11,6 +11,7 @@ mod audit;
 mod backups;
 mod events;
 mod joblogs;
+mod forecast;
 mod jobs;
 mod nodes;
 mod notify;

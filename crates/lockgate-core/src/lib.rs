@@ -6,6 +6,7 @@
 
 pub mod calendar;
 pub mod daily;
+pub mod durations;
 pub mod engine;
 pub mod event;
 pub use engine::explain;

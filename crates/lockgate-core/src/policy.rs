@@ -107,6 +107,30 @@ pub struct Policy {
     pub raw: raw::RawPolicy,
     /// `[[notify]]`, in document order.
     pub notify: Vec<NotifyTarget>,
+    /// `[forecast]`: how durations are learned.
+    pub forecast: crate::durations::ForecastPolicy,
+    /// `[[deadline]]`, in document order.
+    pub deadlines: Vec<Deadline>,
+}
+
+/// One `[[deadline]]`: a backup window, "everything matching `matcher` done by `by`".
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deadline {
+    /// Unique name (the `window` label of its metrics).
+    pub name: String,
+    /// Which jobs it covers; `None`: every job.
+    pub matcher: Option<Selector>,
+    /// The deadline: its next time after now.
+    pub by: crate::calendar::Schedule,
+}
+
+impl Deadline {
+    /// Whether the deadline covers `job`.
+    pub fn covers(&self, job: &crate::job::Job) -> bool {
+        self.matcher
+            .as_ref()
+            .is_none_or(|s| s.matches(|k| job.key_value(k)))
+    }
 }
 
 /// `[global]`.

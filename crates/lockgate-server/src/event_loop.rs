@@ -89,6 +89,8 @@ pub struct Loop {
     pub(crate) log_waiters: HashMap<JobId, Vec<crate::joblogs::LogWaiter>>,
     /// Notifications: the outbox backlog, the delivery task's wake-up and targets.
     pub(crate) notify: crate::notify::LoopSide,
+    /// Learned durations and the cached forecast (`forecast.rs`).
+    pub(crate) forecast: crate::forecast::ForecastState,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -138,6 +140,7 @@ impl Loop {
             audit_note: None,
             log_waiters: HashMap::new(),
             notify,
+            forecast: Default::default(),
         }
     }
 
@@ -185,6 +188,7 @@ impl Loop {
             };
             let wake = self.schedule_deadline().map_or(wake, |d| d.min(wake));
             let wake = self.rpo_deadline().map_or(wake, |d| d.min(wake));
+            let wake = self.forecast_deadline(now).map_or(wake, |d| d.min(wake));
             let sleep = Duration::from_millis(wake.since(now));
             tokio::select! {
                 m = rx.recv() => match m {
@@ -215,6 +219,7 @@ impl Loop {
             }
             self.schedules_tick(now);
             self.rpo_tick(now);
+            self.forecast_tick(now);
             if let Err(e) = self.commit() {
                 tracing::error!("store commit failed, stopping: {e}");
                 eprintln!("lockgate server: store commit failed: {e}; exiting so no answer outruns the disk");
@@ -276,6 +281,7 @@ impl Loop {
                 self.render_schedule_metrics(&mut text);
                 self.render_rpo_metrics(&mut text, now);
                 self.render_notify_metrics(&mut text);
+                self.render_forecast_metrics(&mut text, now);
                 self.answer(reply, Ok(text));
             }
             Op::Shutdown(reply) => self.answer(reply, Ok(())),
@@ -284,6 +290,7 @@ impl Loop {
             Op::Audit(op) => self.audit_op(&p, op, now),
             Op::Logs(op) => self.log_op(&p, op, now),
             Op::Notify(op) => self.notify_op(&p, op),
+            Op::Forecast(op) => self.forecast_op(op, now),
         }
         self.audit_cur = None;
         self.audit_note = None;
@@ -299,6 +306,7 @@ impl Loop {
                 Event::Job { change, job } => {
                     self.metrics.observe(*change, job, self.engine.policy());
                     self.track_offer(*change, job);
+                    self.forecast_learn(*change, job);
                     let view = self.view(job);
                     self.wake_waiters(job, &view);
                     self.changed.insert(job.id, (**job).clone());

@@ -210,6 +210,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::audit::routes())
         .merge(crate::joblogs::routes())
         .merge(crate::notify::routes())
+        .merge(crate::forecast::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint (see api.md)") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -23,6 +23,7 @@ pub mod backups;
 pub mod error;
 pub mod event_loop;
 pub mod events;
+pub mod forecast;
 pub mod http;
 pub mod joblogs;
 pub mod jobs;

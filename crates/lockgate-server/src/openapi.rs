@@ -79,6 +79,7 @@ pub fn document() -> Document {
     doc.merge(crate::audit::ApiDoc::openapi());
     doc.merge(crate::joblogs::ApiDoc::openapi());
     doc.merge(crate::notify::ApiDoc::openapi());
+    doc.merge(crate::forecast::ApiDoc::openapi());
     with_error_answers(doc)
 }
 

@@ -16,6 +16,7 @@ use crate::backups::BackupOp;
 use crate::error::ApiError;
 use crate::events::EventOp;
 use crate::joblogs::LogOp;
+use crate::forecast::ForecastOp;
 use crate::jobs::JobOp;
 use crate::nodes::NodeOp;
 use crate::policy::PolicyOp;
@@ -70,6 +71,8 @@ pub enum Op {
     Logs(LogOp),
     /// Notifications: the delivery task's reports, `/v1/notify`.
     Notify(crate::notify::NotifyOp),
+    /// `/v1/forecast` and the explain estimate's refresh.
+    Forecast(ForecastOp),
 }
 
 macro_rules! op_from {
@@ -94,7 +97,8 @@ op_from!(
     Rpo(RpoOp),
     Audit(crate::audit::AuditOp),
     Logs(LogOp),
-    Notify(crate::notify::NotifyOp)
+    Notify(crate::notify::NotifyOp),
+    Forecast(ForecastOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.

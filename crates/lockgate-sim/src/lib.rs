@@ -14,6 +14,7 @@
 //! - [`bound`]: a lower bound on the makespan that any scheduler obeying the policy's
 //!   limits must respect ([`LowerBound`]);
 //! - [`pbs_shape`]: generated PBS-shaped nights (the `order = "window"` measurements);
+//! - [`forecast`]: a live engine played forward with learned durations ([`forecast::forward`]);
 //! - [`velero`]: a model of Velero's own admission, for `--compare velero`;
 //! - [`report`]: the summary printed by `lockgate simulate` ([`Report`], [`Summary`]);
 //! - [`compare`]: a server's recorded history and its replays side by side ([`compare::Column`]);
@@ -25,6 +26,7 @@ pub mod bound;
 pub mod compare;
 pub mod gantt;
 pub mod html;
+pub mod forecast;
 pub mod input;
 pub mod pbs_shape;
 pub mod report;

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod events;
 pub mod exit;
 pub mod flags;
+pub mod forecast;
 pub mod job;
 pub mod job_logs;
 pub mod node;

@@ -210,6 +210,17 @@ pub(crate) const ROOT: &[Key] = &[
             value("timeout"),
             value("retries"),
         ]),
+        "forecast",
+        Shape::Section(&[
+            value("key"),
+            value("default_run"),
+            value("default_prepare"),
+            value("samples"),
+        ]),
+    ),
+    key(
+        "deadline",
+        Shape::Named(&[value("name"), value("match"), value("by")]),
     ),
 ];
 
@@ -440,6 +451,16 @@ mod tests {
                 r#match: Some("".into()),
                 timeout: Some("1s".into()),
                 retries: Some(1),
+            forecast: Some(RawForecast {
+                key: Some(vec!["group".into()]),
+                default_run: Some("30m".into()),
+                default_prepare: Some("1m".into()),
+                samples: Some(20),
+            }),
+            deadline: vec![RawDeadline {
+                name: "nightly".into(),
+                r#match: Some("kind=backup".into()),
+                by: "06:00".into(),
             }],
         };
         all_described(ROOT, &serde_json::to_value(&doc).unwrap(), "");

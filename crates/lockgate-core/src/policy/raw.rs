@@ -71,6 +71,13 @@ pub struct RawPolicy {
     /// none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notify: Vec<RawNotify>,
+    /// `[forecast]`: how durations are learned. Default: per kind, no default duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forecast: Option<RawForecast>,
+    /// `[[deadline]]`, in document order: backup windows whose forecast is exported as
+    /// metrics. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deadline: Vec<RawDeadline>,
 }
 
 /// One `[[rpo]]`: for each value of `per` among the jobs `match` selects, the time of the
@@ -587,6 +594,40 @@ pub struct RawQuotas {
     /// admin tokens and the server's own owners are exempt. Default 10000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_queued_per_owner: Option<i64>,
+}
+
+/// `[forecast]`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawForecast {
+    /// What, beside the kind, splits the history (`kind`, `owner` or attribute names).
+    /// Default `[]`: one history per kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<Vec<String>>,
+    /// Run time assumed for a kind with no history yet. Default: none (no estimate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_run: Option<String>,
+    /// Prepare time assumed for a two-stage kind with no history yet. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_prepare: Option<String>,
+    /// Successful runs kept per key; the quantiles are taken over them. Default 20: small
+    /// enough to follow a change in the data, large enough for a stable p90.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<i64>,
+}
+
+/// One `[[deadline]]`: everything matching `match` should be done by `by`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawDeadline {
+    /// Unique name (required); the `window` label of its metrics.
+    pub name: String,
+    /// Job selector of the jobs it covers. Default: every job.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<String>,
+    /// A calendar event (`"06:00"`, `"mon..fri 06:00"`, a cron line): the next time after
+    /// now is the deadline (required).
+    pub by: String,
 }
 
 impl RawPolicy {

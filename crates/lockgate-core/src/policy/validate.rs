@@ -18,6 +18,7 @@ use crate::time::parse_duration;
 use std::collections::BTreeSet;
 
 mod notify;
+mod forecast;
 mod quotas;
 mod rpo;
 mod windows;
@@ -355,6 +356,8 @@ fn validate(raw: &RawPolicy) -> Checked<Policy> {
             Some(q) => quotas::quotas_policy(q, &root.key("quotas"))?,
         },
         maintenance: windows::maintenance(&raw.maintenance, &root.key("maintenance"))?,
+        forecast: forecast::forecast(raw.forecast.as_ref(), &root.key("forecast"))?,
+        deadlines: forecast::deadlines(&raw.deadline, &root.key("deadline"))?,
         nodes,
         resources,
         value_pools,

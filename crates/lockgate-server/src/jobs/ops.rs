@@ -184,7 +184,9 @@ impl Loop {
     fn get(&mut self, p: &Principal, id: JobId) -> Result<JobView, ApiError> {
         let job = self.find(id)?;
         may_see(p, &job)?;
-        Ok(self.view(&job))
+        let mut view = self.view(&job);
+        view.expected = Some(self.expected_view(&job));
+        Ok(view)
     }
 
     /// Answers at once when the state already differs from `from`, else registers a waiter
@@ -243,8 +245,12 @@ impl Loop {
     ) -> Result<ExplainView, ApiError> {
         let job = self.find(id)?;
         may_see(p, &job)?;
+        let estimate = self.estimate_for(&job);
         Ok(match self.engine.explain(id, now) {
-            Some(e) => ExplainView::from(e),
+            Some(e) => ExplainView {
+                estimate,
+                ..ExplainView::from(e)
+            },
             None => ExplainView {
                 position: 0,
                 effective_priority: job.priority as f64,
@@ -253,6 +259,7 @@ impl Loop {
                     Some(m) => format!("{}: {m}", job.state),
                     None => job.state.to_string(),
                 },
+                estimate,
             },
         })
     }

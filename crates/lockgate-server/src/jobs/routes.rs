@@ -157,7 +157,32 @@ async fn explain(
     Auth(p): Auth,
     JobIdPath(id): JobIdPath,
 ) -> ApiResult<ExplainView> {
-    ok(st.lp.ask(p, |r| JobOp::Explain(id, r)).await?)
+    let view = st.lp.ask(p.clone(), |r| JobOp::Explain(id, r)).await?;
+    if view
+        .estimate
+        .as_ref()
+        .is_none_or(|e| e.computed_at.is_some())
+    {
+        return ok(view);
+    }
+    // A queued job the cached forecast does not know yet: its explain asked for a refresh;
+    // wait (bounded) for a forecast that knows it, then explain again.
+    let mut rx = st
+        .lp
+        .ask(p.clone(), crate::forecast::ForecastOp::Subscribe)
+        .await?;
+    let knows =
+        |s: &crate::forecast::Published| s.as_ref().is_some_and(|s| s.estimate(id).is_some());
+    let limit = crate::forecast::ON_DEMAND_WAIT;
+    let known = matches!(
+        tokio::time::timeout(limit, rx.wait_for(knows)).await,
+        Ok(Ok(_))
+    );
+    if !known {
+        return ok(view);
+    }
+    let view = st.lp.ask(p, |r| JobOp::Explain(id, r)).await?;
+    ok(view)
 }
 
 #[utoipa::path(post, path = "/v1/jobs/{id}/heartbeat", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")), request_body = LeaseRequest,

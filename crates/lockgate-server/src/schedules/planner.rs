@@ -182,6 +182,38 @@ impl Loop {
     }
 
     /// The earliest next planned time of any active schedule.
+    /// Every planned run of the active schedules in `(now, until]` (at most `max`, earliest
+    /// first): what a forecast submits as it plays time forward. A suspended schedule plans
+    /// nothing.
+    pub(crate) fn planned_runs(
+        &self,
+        now: Timestamp,
+        until: Timestamp,
+        max: usize,
+    ) -> Vec<(String, Timestamp, lockgate_core::JobSpec)> {
+        let mut out = Vec::new();
+        for (name, s) in &self.schedules.by_name {
+            let Some(runner) = &s.runner else { continue };
+            let mut at = now;
+            while let Some(t) = runner.next_after(at).filter(|t| *t <= until) {
+                if out.len() >= max {
+                    break;
+                }
+                let spec = runner.job_spec(t);
+                out.push((name.clone(), spec.not_before.unwrap_or(t), spec));
+                at = t;
+            }
+        }
+        out.sort_by_key(|(_, t, _)| *t);
+        out.truncate(max);
+        out
+    }
+
+    /// The zone of times without one (schedules, deadlines).
+    pub(crate) fn local_zone(&self) -> &str {
+        &self.schedules.zone
+    }
+
     pub(crate) fn schedule_deadline(&self) -> Option<Timestamp> {
         self.schedules.by_name.values().filter_map(|s| s.next).min()
     }

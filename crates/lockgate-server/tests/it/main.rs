@@ -8,6 +8,7 @@ mod confinement;
 mod durability;
 mod edges;
 mod errors;
+mod forecast;
 mod hardening;
 mod harness;
 mod holds;

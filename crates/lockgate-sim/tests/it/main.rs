@@ -4,6 +4,7 @@ mod common;
 mod determinism;
 mod examples;
 mod gantt;
+mod forward;
 mod job_check;
 mod models;
 mod origin;

@@ -249,6 +249,22 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
     }
     field("Wait:", or_dash(d.wait.map(output::duration)));
     field("Run:", or_dash(d.run.map(output::duration)));
+    if let Some(e) = &job.expected {
+        let stage = |s: &Option<lockgate_api::StageEstimateView>| match s {
+            Some(s) => format!(
+                "p50 {}, p90 {} ({} runs, by {})",
+                output::duration((s.p50_s * 1000.0) as u64),
+                output::duration((s.p90_s * 1000.0) as u64),
+                s.samples,
+                s.basis
+            ),
+            None => "-".into(),
+        };
+        if job.two_stage {
+            field("Exp prepare:", stage(&e.prepare));
+        }
+        field("Expected:", stage(&e.run));
+    }
     if let Some(m) = &job.message {
         field("Message:", m.clone());
     }
@@ -270,7 +286,25 @@ fn render_explain(id: u64, ex: &ExplainView) -> String {
     for r in reasons {
         text.push_str(&format!("  - {r}\n"));
     }
+    if let Some(e) = &ex.estimate {
+        text.push_str(&format!("  estimate: {}\n", estimate_text(e)));
+    }
     text
+}
+
+/// `start 02:10 (p90 02:40), end 03:05 (p90 04:00)`, `unknown` where history does not allow.
+pub(super) fn estimate_text(e: &lockgate_api::EstimateView) -> String {
+    let t = |x: &Option<String>| {
+        x.as_deref()
+            .map_or_else(|| "unknown".to_string(), output::time)
+    };
+    format!(
+        "start {} (p90 {}), end {} (p90 {})",
+        t(&e.start_p50),
+        t(&e.start_p90),
+        t(&e.end_p50),
+        t(&e.end_p90)
+    )
 }
 
 fn show(global: &GlobalArgs, job: &JobView) {

@@ -44,7 +44,7 @@ enum Sub {
 }
 
 /// `--until`: RFC 3339 as given, or now plus a duration.
-fn until_text(text: &str) -> anyhow::Result<String> {
+pub(super) fn until_text(text: &str) -> anyhow::Result<String> {
     if lockgate_api::time::parse(text).is_ok() {
         return Ok(text.to_string());
     }

@@ -191,6 +191,9 @@ fn status_line(job: &JobView, ex: Option<&ExplainView>) -> String {
             _ => parts.push(r.text.clone()),
         }
     }
+    if let Some(e) = ex.estimate.as_ref().filter(|e| e.start_p50.is_some()) {
+        parts.push(super::job::estimate_text(e));
+    }
     format!("waiting: {}", parts.join("; "))
 }
 

@@ -92,6 +92,7 @@ pub fn explain() -> ExplainView {
                at aging 10m); datastore:ds1 is full (2/2: jobs 1, 2); conflicts with job 3 \
                (same group vm/100)"
             .into(),
+        estimate: None,
     }
 }
 

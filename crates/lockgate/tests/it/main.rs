@@ -8,6 +8,7 @@ mod behaviour;
 mod cli;
 mod crash;
 mod edges;
+mod forecast;
 mod formats;
 mod hardening;
 mod harness;

@@ -1,0 +1,216 @@
+//! One forecast: the inputs copied from the loop ([`Input`]) and what the forward runs at
+//! p50 and p90 made of them ([`Snapshot`]). Computed off the loop, on a plain thread.
+
+use lockgate_api::{time, EstimateView, ForecastJobView};
+use lockgate_core::durations::Durations;
+use lockgate_core::job::{JobId, JobState};
+use lockgate_core::{Engine, Job, Timestamp};
+use lockgate_sim::forecast::{forward, Arrival, ForwardRun, JobForecast, Quantile};
+use std::time::{Duration, Instant};
+
+/// The forward run plays on at most this long past the last planned arrival: a queue that
+/// takes longer to drain than a week is reported as not done (`null`).
+pub(crate) const RUN_PAST_UNTIL: Duration = Duration::from_secs(7 * 86_400);
+
+/// What the loop hands to a forecast: copies, so the loop goes on at once.
+#[derive(Debug)]
+pub struct Input {
+    pub engine: Engine,
+    pub durations: Durations,
+    pub arrivals: Vec<Arrival>,
+    pub now: Timestamp,
+    /// Arrivals are planned up to here.
+    pub until: Timestamp,
+    /// How long the loop spent copying the engine.
+    pub copy: Duration,
+}
+
+/// A computed forecast.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub computed_at: Timestamp,
+    pub until: Timestamp,
+    /// The live jobs when it was computed.
+    pub jobs: Vec<Job>,
+    pub arrivals: Vec<Arrival>,
+    pub p50: ForwardRun,
+    pub p90: ForwardRun,
+    /// Wall time of the copy on the loop and of the two forward runs.
+    pub copy: Duration,
+    pub elapsed: Duration,
+}
+
+/// Runs both forward passes, each bounded by `budget` of wall time.
+pub(crate) fn compute(input: Input, budget: Duration) -> Snapshot {
+    let started = Instant::now();
+    let horizon = input.until.plus(RUN_PAST_UNTIL);
+    let jobs: Vec<Job> = input.engine.jobs().cloned().collect();
+    let run = |engine: Engine, q: Quantile| {
+        let stop_at = Instant::now() + budget;
+        forward(
+            engine,
+            input.now,
+            &input.durations,
+            &input.arrivals,
+            q,
+            horizon,
+            &mut || Instant::now() < stop_at,
+        )
+    };
+    let p50 = run(input.engine.clone(), Quantile::P50);
+    let p90 = run(input.engine, Quantile::P90);
+    Snapshot {
+        computed_at: input.now,
+        until: input.until,
+        jobs,
+        arrivals: input.arrivals,
+        p50,
+        p90,
+        copy: input.copy,
+        elapsed: started.elapsed(),
+    }
+}
+
+impl Snapshot {
+    /// The estimate of a job the forecast knows (a live job, or an arrival's id).
+    pub(crate) fn estimate(&self, id: JobId) -> Option<EstimateView> {
+        let a = self.p50.jobs.get(&id)?;
+        let b = self.p90.jobs.get(&id).copied().unwrap_or_default();
+        Some(self.view(*a, b))
+    }
+
+    fn view(&self, a: JobForecast, b: JobForecast) -> EstimateView {
+        // p90 durations never make a job start or end earlier than p50 ones would in a
+        // sane queue; where the engine's order makes it so (a reservation released
+        // earlier), the later of the two is the p90.
+        let later = |x: Option<Timestamp>, y: Option<Timestamp>| match (x, y) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            _ => None,
+        };
+        EstimateView {
+            start_p50: time::format_opt(a.start),
+            start_p90: time::format_opt(later(a.start, b.start)),
+            end_p50: time::format_opt(a.end),
+            end_p90: time::format_opt(later(a.end, b.end)),
+            computed_at: Some(time::format(self.computed_at)),
+        }
+    }
+
+    /// Every job the forecast covers: the live jobs not yet ended, then the planned runs
+    /// (with the id the run gave them; `None` for one not submitted before it ended).
+    pub(crate) fn entries(&self) -> Vec<(Entry<'_>, Option<JobId>)> {
+        let live = self.jobs.iter().filter(|j| {
+            matches!(
+                j.state,
+                JobState::Queued | JobState::Preparing | JobState::Prepared | JobState::Running
+            )
+        });
+        let planned = self.arrivals.iter().enumerate();
+        live.map(|j| (Entry::Live(j), Some(j.id)))
+            .chain(planned.map(|(i, a)| {
+                (
+                    Entry::Planned(a),
+                    self.p50.arrivals.get(i).copied().flatten(),
+                )
+            }))
+            .collect()
+    }
+
+    /// The jobs `covers` accepts, against the deadline `by`: when they are all done, and
+    /// which would end after `by` (or have no estimate).
+    pub(crate) fn tally(&self, covers: impl Fn(&Entry<'_>) -> bool, by: Timestamp) -> Tally {
+        let mut t = Tally::default();
+        let (mut end50, mut end90) = (Timestamp(0), Timestamp(0));
+        for (entry, id) in self.entries() {
+            if !covers(&entry) {
+                continue;
+            }
+            t.jobs += 1;
+            let est = id.and_then(|id| self.estimate(id)).unwrap_or_default();
+            let a = id.and_then(|id| self.p50.jobs.get(&id)).and_then(|f| f.end);
+            let b = id.and_then(|id| self.p90.jobs.get(&id)).and_then(|f| f.end);
+            match (a, b) {
+                (Some(a), Some(b)) => {
+                    end50 = end50.max(a);
+                    end90 = end90.max(a.max(b));
+                    if a.max(b) > by {
+                        t.missing.push(job_view(&entry, id, est));
+                    }
+                }
+                _ => {
+                    t.unknown += 1;
+                    t.missing.push(job_view(&entry, id, est));
+                }
+            }
+        }
+        if t.unknown == 0 && t.jobs > 0 {
+            t.done_p50 = Some(end50);
+            t.done_p90 = Some(end90);
+        }
+        t
+    }
+}
+
+fn job_view(entry: &Entry<'_>, id: Option<JobId>, estimate: EstimateView) -> ForecastJobView {
+    match entry {
+        Entry::Live(j) => ForecastJobView {
+            id,
+            schedule: None,
+            kind: j.kind.clone(),
+            state: j.state.to_string(),
+            estimate,
+        },
+        Entry::Planned(a) => ForecastJobView {
+            id: None,
+            schedule: Some(a.schedule.clone()),
+            kind: a.spec.kind.clone(),
+            state: "planned".into(),
+            estimate,
+        },
+    }
+}
+
+/// What [`Snapshot::tally`] found.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Jobs covered.
+    pub jobs: usize,
+    /// All done at p50 / p90 (`None` when one has no estimate, or none is covered).
+    pub done_p50: Option<Timestamp>,
+    pub done_p90: Option<Timestamp>,
+    /// Jobs without an end in the forecast.
+    pub unknown: usize,
+    /// Jobs ending after the deadline at p90, or without an end.
+    pub missing: Vec<ForecastJobView>,
+}
+
+/// A job a forecast covers.
+pub(crate) enum Entry<'a> {
+    /// Held by the engine.
+    Live(&'a Job),
+    /// A schedule's planned run.
+    Planned(&'a Arrival),
+}
+
+impl Entry<'_> {
+    /// The value a selector key has for it (as [`Job::key_value`]).
+    pub(crate) fn key_value(&self, key: &str) -> Option<&str> {
+        match self {
+            Entry::Live(j) => j.key_value(key),
+            Entry::Planned(a) => match key {
+                "kind" => Some(&a.spec.kind),
+                "owner" => Some(&a.spec.owner),
+                "node" => a.spec.node.as_deref(),
+                attr => a.spec.attrs.get(attr).map(String::as_str),
+            },
+        }
+    }
+
+    /// When it enters the queue.
+    pub(crate) fn arrives(&self) -> Option<Timestamp> {
+        match self {
+            Entry::Live(_) => None,
+            Entry::Planned(a) => Some(a.at),
+        }
+    }
+}
