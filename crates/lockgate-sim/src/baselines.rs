@@ -1,10 +1,10 @@
 //! Models of the anchors' own admission, for `lockgate simulate --compare pbs|bacula|
-//! velero-1.17|unlimited`, on one shared discrete-event [`Harness`].
+//! velero-1.17|unlimited`, on one shared discrete-event `Harness`.
 //!
 //! The harness owns virtual time and everything that is not admission: it submits every
 //! job at its `at`, reports `prepared` `prepare_s` after a two-stage job is admitted (0 for
 //! a one-stage job), and ends a started job `run_s` later, or, under a contention model,
-//! when the [`Flows`] say its data is moved. A model ([`Admission`]) only decides when a
+//! when the [`Flows`] say its data is moved. A model (an `Admission`) only decides when a
 //! job is admitted and started, and may ask for per-job wake-ups and periodic ticks; its
 //! callbacks run at the instant of the event, in the order the events were scheduled (a
 //! pure function of the input, like lockgate's run).
