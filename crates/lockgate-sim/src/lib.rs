@@ -14,6 +14,11 @@
 //! - [`bound`]: a lower bound on the makespan that any scheduler obeying the policy's
 //!   limits must respect ([`LowerBound`]);
 //! - [`velero`]: a model of Velero's own admission, for `--compare velero`;
+//! - [`baselines`]: models of PBS, Bacula, Velero 1.17 and no limits at all, for
+//!   `--compare pbs|bacula|velero-1.17|unlimited` ([`baseline`] runs any of them);
+//! - [`contention`]: shared resources whose throughput the running jobs share
+//!   ([`Contention`], `--contention`), taken by [`simulate_with`] and [`run_with`];
+//! - [`sweep`](mod@sweep): one run per value of a limit, the best named ([`SweepReport`]);
 //! - [`report`]: the summary printed by `lockgate simulate` ([`Report`], [`Summary`]).
 #![warn(missing_docs)]
 
