@@ -65,6 +65,10 @@ pub struct WorkloadJob {
     /// Pool costs (default: the kind's).
     #[serde(default)]
     pub cost: Option<BTreeMap<String, u64>>,
+    /// Data the job moves, MB, under the contention model (`--contention`); default:
+    /// `run_s` at its rate alone. Ignored without a contention file.
+    #[serde(default)]
+    pub size_mb: Option<f64>,
 }
 
 impl WorkloadJob {
@@ -192,11 +196,17 @@ pub fn parse_workload(text: &str, file: &str) -> Result<Vec<WorkloadJob>, InputE
             ("at", Some(job.at)),
             ("run_s", Some(job.run_s)),
             ("prepare_s", job.prepare_s),
+            ("size_mb", job.size_mb),
         ] {
             if let Some(v) = value {
                 if !v.is_finite() || v < 0.0 {
                     return Err(err(format!(
-                        "{field}: expected a non-negative number of seconds, got {v}"
+                        "{field}: expected a non-negative number{}, got {v}",
+                        if field == "size_mb" {
+                            " of MB"
+                        } else {
+                            " of seconds"
+                        }
                     )));
                 }
             }

@@ -75,6 +75,49 @@ pub struct Summary {
     pub nodes: Vec<NodeBusy>,
     /// Jobs that did not succeed (never admitted, or ended otherwise).
     pub unfinished: usize,
+    /// Run time over run time alone, for the jobs that ran under the contention model
+    /// (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<Slowdown>,
+}
+
+/// Per-job slowdown (actual run / run alone) percentiles.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Slowdown {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Slowdown {
+    /// Over the succeeded jobs of `run` that have a run time alone; `None` when none has.
+    pub fn of(run: &Run) -> Option<Slowdown> {
+        let mut v: Vec<u64> = run
+            .jobs
+            .iter()
+            .filter(|r| r.outcome == Some(JobState::Succeeded))
+            .filter_map(|r| match (r.started_ms, r.finished_ms, r.run_alone_ms) {
+                // In ten-thousandths, so the nearest-rank percentile works on integers.
+                (Some(s), Some(f), Some(a)) if a > 0 => {
+                    Some(((f - s) as f64 / a as f64 * 10_000.0).round() as u64)
+                }
+                _ => None,
+            })
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let x = |q: f64| percentile(&v, q) as f64 / 10_000.0;
+        Some(Slowdown {
+            p50: x(0.5),
+            p95: x(0.95),
+            max: x(1.0),
+        })
+    }
 }
 
 /// What `lockgate simulate` prints.
@@ -182,6 +225,7 @@ impl Summary {
             scopes: run.scopes.clone(),
             nodes,
             unfinished,
+            slowdown: Slowdown::of(run),
         }
     }
 }
@@ -269,6 +313,11 @@ fn write_summaries(out: &mut String, columns: &[(&str, &Summary)]) {
     row(out, "wait p50", &|s| secs(s.wait_s.p50));
     row(out, "wait p95", &|s| secs(s.wait_s.p95));
     row(out, "wait max", &|s| secs(s.wait_s.max));
+    if columns.iter().any(|(_, s)| s.slowdown.is_some()) {
+        let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
+        row(out, "slowdown p50", &|s| x(s.slowdown.map(|d| d.p50)));
+        row(out, "slowdown p95", &|s| x(s.slowdown.map(|d| d.p95)));
+    }
 }
 
 /// One scheduler's nodes: slots, jobs, run time and how busy each was.

@@ -21,7 +21,13 @@
 //! fails the job, as it would in production).
 //! The run ends when no job is in flight and none is left to submit; jobs still queued
 //! then (held by a `max = 0`, a missing node, ...) are reported as unfinished.
+//!
+//! With a contention model ([`simulate_with`]), a started job on a shared resource does not
+//! finish `run_s` later: it joins the [`Flows`], and the simulator arms one end check at
+//! the flows' next end (stale checks, from before the latest start or end, are dropped).
+//! A job that ends otherwise (cancelled, requeued) leaves the flows when the engine says so.
 
+use crate::contention::{Contention, Flows};
 use crate::input::{NodeSpec, WorkloadJob};
 use crate::report::ScopePeak;
 use lockgate_core::engine::NodeRegistration;
@@ -45,6 +51,9 @@ pub struct JobRecord {
     pub node: Option<String>,
     /// Final state (`succeeded`, or `failed`/`lost` when something went wrong).
     pub outcome: Option<JobState>,
+    /// Its run time alone, for a job that ran under the contention model (a run on a
+    /// shared resource); `None` otherwise.
+    pub run_alone_ms: Option<u64>,
 }
 
 /// A node's run slots.
@@ -91,6 +100,8 @@ enum Action {
     Prepared(JobId, u64),
     Finish(JobId, u64, Outcome),
     Renew,
+    /// The flows' next end, armed at this epoch.
+    FlowEnd(u64),
 }
 
 struct Driver<'a> {
@@ -109,6 +120,9 @@ struct Driver<'a> {
     node_names: Vec<String>,
     /// The wall-clock time of the workload's 0 (ms since the epoch), as the engine sees it.
     origin: u64,
+    flows: Option<Flows<JobId>>,
+    /// The flows' epoch an end check is armed for.
+    flows_armed: u64,
 }
 
 /// Runs the workload through lockgate's engine.
@@ -135,6 +149,34 @@ pub fn simulate_at(
     policy: &Policy,
     nodes: &[NodeSpec],
     jobs: &[WorkloadJob],
+    origin: Timestamp,
+) -> Result<Run, SimError> {
+    simulate_at_with(policy, nodes, jobs, None, origin)
+}
+
+/// [`simulate`], with run times from a contention model when one is given.
+///
+/// # Errors
+/// As [`simulate`].
+pub fn simulate_with(
+    policy: &Policy,
+    nodes: &[NodeSpec],
+    jobs: &[WorkloadJob],
+    contention: Option<&Contention>,
+) -> Result<Run, SimError> {
+    simulate_at_with(policy, nodes, jobs, contention, Timestamp(0))
+}
+
+/// [`simulate_at`] and [`simulate_with`] at once: time 0 at `origin`, run times from the
+/// contention model when one is given.
+///
+/// # Errors
+/// As [`simulate`].
+pub fn simulate_at_with(
+    policy: &Policy,
+    nodes: &[NodeSpec],
+    jobs: &[WorkloadJob],
+    contention: Option<&Contention>,
     origin: Timestamp,
 ) -> Result<Run, SimError> {
     let kinds: BTreeSet<String> = jobs.iter().map(|j| j.kind.clone()).collect();
@@ -170,6 +212,8 @@ pub fn simulate_at(
         renew_armed: false,
         node_names: nodes.iter().map(|n| n.name.clone()).collect(),
         origin: origin.0,
+        flows: contention.map(|c| Flows::new(c.clone())),
+        flows_armed: 0,
     };
     d.drain(0);
     for (i, j) in jobs.iter().enumerate() {
@@ -289,14 +333,63 @@ impl Driver<'_> {
                     self.engine.node_heartbeat(name, t);
                 }
             }
+            Action::FlowEnd(epoch) => self.flow_end(epoch, t),
         }
         self.drain(now);
         self.arm_renew(now);
         Ok(())
     }
 
+    /// Finishes every job whose data is moved (when the check is not stale).
+    fn flow_end(&mut self, epoch: u64, t: Timestamp) {
+        let Some(flows) = self.flows.as_mut().filter(|f| f.epoch() == epoch) else {
+            return;
+        };
+        for id in flows.take_done(t.0) {
+            if let Some(&token) = self.in_flight.get(&id) {
+                let _ = self.engine.finish(id, token, Outcome::Succeeded, None, t);
+            }
+        }
+    }
+
+    /// Starts the run of job `i` (`id`, lease `token`): into the flows when it uses a
+    /// shared resource, else a finish `run_s` later.
+    fn start_run(&mut self, i: usize, id: JobId, token: u64, now: u64) {
+        let j = &self.jobs[i];
+        if let Some(flows) = self.flows.as_mut() {
+            let res = flows.model().resources_of(j);
+            if !res.is_empty() {
+                let size = flows.model().size_mb(j, &res);
+                self.records[i].run_alone_ms = Some(flows.model().alone_ms(j, &res));
+                flows.start(id, res, size, now);
+                return;
+            }
+        }
+        let at = now + j.run_ms();
+        self.schedule(at, Action::Finish(id, token, Outcome::Succeeded));
+    }
+
+    /// Arms an end check for the flows' current epoch, once.
+    fn arm_flows(&mut self) {
+        let Some(f) = self.flows.as_ref() else {
+            return;
+        };
+        let (epoch, next) = (f.epoch(), f.next_end());
+        if epoch != self.flows_armed {
+            self.flows_armed = epoch;
+            if let Some(at) = next {
+                self.schedule(at, Action::FlowEnd(epoch));
+            }
+        }
+    }
+
     /// Plays the holder for every event the engine produced.
     fn drain(&mut self, now: u64) {
+        self.drain_events(now);
+        self.arm_flows();
+    }
+
+    fn drain_events(&mut self, now: u64) {
         let origin = self.origin;
         while let Some(event) = self.engine.poll_event() {
             let Event::Job { change, job } = event else {
@@ -326,10 +419,12 @@ impl Driver<'_> {
                     rec.node = job.node().map(str::to_string);
                     let token = token.expect("admitted jobs hold a lease");
                     self.in_flight.insert(job.id, token);
-                    let at = now + j.run_ms();
-                    self.schedule(at, Action::Finish(job.id, token, Outcome::Succeeded));
+                    self.start_run(i, job.id, token, now);
                 }
                 JobChange::Finished => {
+                    if let Some(f) = self.flows.as_mut() {
+                        f.remove(job.id, now);
+                    }
                     rec.finished_ms = Some(job.finished_at.map_or(now, |t| t.0 - origin));
                     rec.outcome = Some(job.outcome.unwrap_or(job.state));
                     self.in_flight.remove(&job.id);
@@ -345,6 +440,9 @@ impl Driver<'_> {
                     }
                 }
                 JobChange::Requeued => {
+                    if let Some(f) = self.flows.as_mut() {
+                        f.remove(job.id, now);
+                    }
                     // It stays in `in_flight` (under its stale token) until it ends: a
                     // retried or preempted job keeps the run going.
                     *rec = JobRecord {

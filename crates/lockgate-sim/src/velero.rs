@@ -28,11 +28,15 @@
 //!   and jobs that run on no node start at submit. The comparison is meaningful for
 //!   node-bound data movement.
 //!
+//! Under a contention model ([`simulate_with`]) a started job's run time comes from the
+//! [`Flows`] (jobs on no node then start when their prepare step is done), as for lockgate.
+//!
 //! Wait is measured as for lockgate: exposure (prepare start) minus submit. Velero exposes
 //! everything at once, so its waits look short; the pods that wait hold a snapshot, a PVC
 //! and a pod meanwhile, which the `node-prepare:<node>` peaks show against lockgate's
 //! bound of `max_running + prepare_queue`.
 
+use crate::contention::{Contention, Flows};
 use crate::input::{NodeSpec, WorkloadJob};
 use crate::report::ScopePeak;
 use crate::sim::{JobRecord, NodeSlots, Run};
@@ -49,6 +53,8 @@ enum Ev {
     Prepared(usize),
     Finish(usize),
     Tick,
+    /// The flows' next end, armed at this epoch.
+    FlowEnd(u64),
 }
 
 #[derive(Debug)]
@@ -88,11 +94,24 @@ struct Model<'a> {
     exposed: u64,
     /// Submitted node jobs not yet exposed.
     unexposed: VecDeque<usize>,
+    flows: Option<Flows<usize>>,
+    flows_armed: u64,
 }
 
 /// Runs the workload through the Velero model (see the module docs).
 pub fn simulate(policy: &Policy, nodes: &[NodeSpec], jobs: &[WorkloadJob]) -> Run {
+    simulate_with(policy, nodes, jobs, None)
+}
+
+/// [`simulate`], with run times from a contention model when one is given.
+pub fn simulate_with(
+    policy: &Policy,
+    nodes: &[NodeSpec],
+    jobs: &[WorkloadJob],
+    contention: Option<&Contention>,
+) -> Run {
     let mut m = Model::new(policy, nodes, jobs);
+    m.flows = contention.map(|c| Flows::new(c.clone()));
     for (i, j) in jobs.iter().enumerate() {
         m.schedule(j.at_ms(), Ev::Submit(i));
     }
@@ -173,6 +192,8 @@ impl<'a> Model<'a> {
             queue_len: (q > 0).then_some(q * nodes.len() as u64),
             exposed: 0,
             unexposed: VecDeque::new(),
+            flows: None,
+            flows_armed: 0,
         }
     }
 
@@ -187,7 +208,17 @@ impl<'a> Model<'a> {
                 Ev::Prepared(i) => self.prepared(i, now),
                 Ev::Finish(i) => self.finish(i, now),
                 Ev::Tick => self.tick(now),
+                Ev::FlowEnd(epoch) => {
+                    let done = match self.flows.as_mut() {
+                        Some(f) if f.epoch() == epoch => f.take_done(now),
+                        _ => Vec::new(),
+                    };
+                    for i in done {
+                        self.finish(i, now);
+                    }
+                }
             }
+            self.arm_flows();
         }
     }
 
@@ -244,6 +275,11 @@ impl Model<'_> {
 
     fn submit(&mut self, i: usize, now: u64) {
         let j = &self.jobs[i];
+        if !j.on_node() && self.flows.is_some() {
+            self.records[i].admitted_ms = Some(now);
+            self.schedule(now + self.prep_ms[i], Ev::Prepared(i));
+            return;
+        }
         if !j.on_node() {
             let rec = &mut self.records[i];
             rec.admitted_ms = Some(now);
@@ -297,6 +333,10 @@ impl Model<'_> {
     }
 
     fn prepared(&mut self, i: usize, now: u64) {
+        if self.records[i].node.is_none() {
+            self.run(i, now); // a job on no node, under a contention model
+            return;
+        }
         let n = self.node_of(i);
         if self.nodes[n].free() {
             self.start(n, i, now);
@@ -311,8 +351,38 @@ impl Model<'_> {
         node.running += 1;
         node.peak_running = node.peak_running.max(node.running);
         self.exposed -= 1;
+        self.run(i, now);
+    }
+
+    /// Starts job `i`'s run: into the flows when it uses a shared resource, else a finish
+    /// `run_s` later.
+    fn run(&mut self, i: usize, now: u64) {
         self.records[i].started_ms = Some(now);
-        self.schedule(now + self.jobs[i].run_ms(), Ev::Finish(i));
+        let j = &self.jobs[i];
+        if let Some(flows) = self.flows.as_mut() {
+            let res = flows.model().resources_of(j);
+            if !res.is_empty() {
+                let size = flows.model().size_mb(j, &res);
+                self.records[i].run_alone_ms = Some(flows.model().alone_ms(j, &res));
+                flows.start(i, res, size, now);
+                return;
+            }
+        }
+        self.schedule(now + j.run_ms(), Ev::Finish(i));
+    }
+
+    /// Arms an end check for the flows' current epoch, once.
+    fn arm_flows(&mut self) {
+        let Some(f) = self.flows.as_ref() else {
+            return;
+        };
+        let (epoch, next) = (f.epoch(), f.next_end());
+        if epoch != self.flows_armed {
+            self.flows_armed = epoch;
+            if let Some(at) = next {
+                self.schedule(at, Ev::FlowEnd(epoch));
+            }
+        }
     }
 
     fn finish(&mut self, i: usize, now: u64) {

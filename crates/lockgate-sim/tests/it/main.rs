@@ -1,6 +1,8 @@
 //! lockgate-sim integration tests: one binary, one module per area.
 
+mod baselines;
 mod common;
+mod contention;
 mod determinism;
 mod examples;
 mod gantt;

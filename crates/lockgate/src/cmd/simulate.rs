@@ -5,6 +5,10 @@
 //! lower bound with lockgate's ratio to it. `-o json` prints the JSON of api.md ("File
 //! formats") and nothing else on stdout, with the additive keys `nodes`, `unfinished`,
 //! `lower_bound_s`, `lower_bound_by` and, with `--compare`, `compare`.
+//!
+//! `--contention FILE` takes run times from the contention model (docs/simulate.md) and
+//! adds `slowdown` to each summary; `--sweep SPEC` prints the sweep's table (or its JSON:
+//! `{sweep, points: [{value, makespan_s, wait_s, slowdown, unfinished}], best}`) instead.
 
 use crate::{GlobalArgs, Output};
 use anyhow::Context as _;
@@ -38,7 +42,8 @@ pub struct Args {
         conflicts_with = "from_server"
     )]
     pub workload: Option<PathBuf>,
-    /// Also run a baseline model on the same input (`velero`).
+    /// Also run a baseline model on the same input (`velero`, `velero-1.17`, `pbs`,
+    /// `bacula`, `unlimited`; repeatable).
     #[arg(long, value_name = "BASELINE", value_parser = parse_baseline)]
     pub compare: Vec<Baseline>,
     /// Replay the server's own finished jobs (docs/simulate.md) under the active policy
@@ -72,11 +77,23 @@ pub struct Args {
     /// Write a self-contained HTML report: the tables and every run's chart.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Shared resources (TOML `[[resource]]`: `name`, `capacity_mb_s`, `match`,
+    /// `job_max_mb_s`, `loss_per_job`): run times come from the contention model.
+    #[arg(long, value_name = "FILE", conflicts_with = "from_server")]
+    pub contention: Option<PathBuf>,
+    /// Run once per value of one number and name the best: `limit:NAME=A..B`,
+    /// `global=A..B` or `pool:NAME=A..B`.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["compare", "from_server"])]
+    pub sweep: Option<String>,
 }
 
 fn parse_baseline(text: &str) -> Result<Baseline, String> {
-    Baseline::parse(text)
-        .ok_or_else(|| format!("unknown baseline {text:?}; expected one of: velero"))
+    Baseline::parse(text).ok_or_else(|| {
+        format!(
+            "unknown baseline {text:?}; expected one of: {}",
+            lockgate_sim::BASELINES
+        )
+    })
 }
 
 fn read(path: &PathBuf, what: &str) -> anyhow::Result<String> {
@@ -108,10 +125,27 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         &read(workload_path, "workload")?,
         &workload_path.display().to_string(),
     )?;
+    let contention = match &args.contention {
+        Some(path) => Some(lockgate_sim::parse_contention(
+            &read(path, "contention")?,
+            &path.display().to_string(),
+        )?),
+        None => None,
+    };
+    if let Some(spec) = &args.sweep {
+        let spec = lockgate_sim::SweepSpec::parse(spec)?;
+        let report = lockgate_sim::sweep(&policy, &nodes, &jobs, &spec, contention.as_ref())
+            .with_context(|| format!("sweeping {}", workload_path.display()))?;
+        match global.output {
+            Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            Output::Table => print!("{}", report.to_table()),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut compare = args.compare.clone();
     compare.sort();
     compare.dedup();
-    let report = lockgate_sim::run(&policy, &nodes, &jobs, &compare)
+    let report = lockgate_sim::run_with(&policy, &nodes, &jobs, &compare, contention.as_ref())
         .with_context(|| format!("simulating {}", workload_path.display()))?;
     match global.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
@@ -120,7 +154,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let outputs = outputs(&args);
     if outputs.any() {
         // The same input gives the same run: simulated again for its records.
-        let run = lockgate_sim::simulate(&policy, &nodes, &jobs)?;
+        let run = lockgate_sim::simulate_with(&policy, &nodes, &jobs, contention.as_ref())?;
         let drawn = [pictures::Drawn {
             title: format!("{} under {policy_name}", workload_path.display()),
             policy: &policy,

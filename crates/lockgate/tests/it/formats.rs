@@ -98,6 +98,77 @@ fn simulate_json_keeps_nodes_with_slots_and_unfinished() {
     }
 }
 
+#[test]
+fn simulate_sweep_json_names_the_best_limit() {
+    let dir = "examples/contention";
+    let out = offline(&[
+        "simulate",
+        "--policy",
+        &format!("{dir}/policy.toml"),
+        "--nodes",
+        &format!("{dir}/nodes.json"),
+        "--workload",
+        &format!("{dir}/workload.jsonl"),
+        "--contention",
+        &format!("{dir}/contention.toml"),
+        "--sweep",
+        "limit:per-datastore=2..4",
+        "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["sweep"], "limit:per-datastore=2..4", "{v}");
+    assert_eq!(v["best"], 3, "{v}");
+    let points = v["points"].as_array().expect("points is a list");
+    assert_eq!(points.len(), 3, "{v}");
+    for p in points {
+        for key in ["value", "makespan_s", "wait_s", "slowdown", "unfinished"] {
+            assert!(p.get(key).is_some(), "no {key:?} in {p}");
+        }
+    }
+}
+
+#[test]
+fn simulate_compare_takes_every_baseline() {
+    let dir = "examples/contention";
+    let mut args = vec![
+        "simulate".to_string(),
+        "--policy".into(),
+        format!("{dir}/policy.toml"),
+        "--nodes".into(),
+        format!("{dir}/nodes.json"),
+        "--workload".into(),
+        format!("{dir}/workload.jsonl"),
+        "--contention".into(),
+        format!("{dir}/contention.toml"),
+        "-o".into(),
+        "json".into(),
+    ];
+    let names = ["velero", "velero-1.17", "pbs", "bacula", "unlimited"];
+    for b in names {
+        args.push("--compare".into());
+        args.push(b.into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = offline(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    for b in names {
+        assert!(v["compare"][b]["makespan_s"].is_number(), "{b}: {v}");
+        assert!(v["compare"][b]["slowdown"]["p95"].is_number(), "{b}: {v}");
+    }
+    assert!(v["slowdown"]["p50"].is_number(), "{v}");
+}
+
 fn stdout(c: &mut Command) -> String {
     let out = c.output().unwrap();
     assert!(

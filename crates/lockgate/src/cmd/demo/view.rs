@@ -346,6 +346,7 @@ impl View {
                 finished_ms: rel(ms_of(&j.finished_at)),
                 node: j.node.clone(),
                 outcome: j.outcome.or(Some(j.state)).filter(|s| s.is_terminal()),
+                run_alone_ms: None,
             })
             .collect();
         let scopes = self
