@@ -190,6 +190,7 @@ mod tests {
             finished_ms: Some(fin),
             node: None,
             outcome: Some(JobState::Succeeded),
+            run_alone_ms: None,
         }
     }
 

@@ -62,6 +62,7 @@ fn job(at: f64, kind: &str, attrs: &[(&str, String)], run_s: f64) -> WorkloadJob
         prepare_s: None,
         run_s,
         cost: None,
+        size_mb: None,
     }
 }
 

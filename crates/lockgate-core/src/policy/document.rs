@@ -210,6 +210,8 @@ pub(crate) const ROOT: &[Key] = &[
             value("timeout"),
             value("retries"),
         ]),
+    ),
+    key(
         "forecast",
         Shape::Section(&[
             value("key"),
@@ -451,6 +453,7 @@ mod tests {
                 r#match: Some("".into()),
                 timeout: Some("1s".into()),
                 retries: Some(1),
+            }],
             forecast: Some(RawForecast {
                 key: Some(vec!["group".into()]),
                 default_run: Some("30m".into()),

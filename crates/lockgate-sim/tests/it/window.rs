@@ -162,6 +162,7 @@ fn stream_job((kind, ds, group, run, gap): (u8, u8, u8, u16, u16), at: &mut f64)
         prepare_s: None,
         run_s: f64::from(run),
         cost: None,
+        size_mb: None,
     }
 }
 

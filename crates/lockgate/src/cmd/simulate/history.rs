@@ -197,6 +197,7 @@ pub fn to_workload(
             },
             run_s: secs(started, finished).unwrap_or(0.0),
             cost: (v.cost != policy.kind_cost(&v.kind)).then(|| v.cost.clone()),
+            size_mb: None,
         });
         let rel = |t: Option<u64>| t.map(|t| t.saturating_sub(origin));
         records.push(JobRecord {
@@ -206,6 +207,7 @@ pub fn to_workload(
             finished_ms: rel(finished),
             node: v.node.clone(),
             outcome: Some(v.outcome.unwrap_or(v.state)),
+            run_alone_ms: None,
         });
     }
     History {
