@@ -10,8 +10,8 @@
 mod audit;
 mod backups;
 mod events;
-mod joblogs;
 mod forecast;
+mod joblogs;
 mod jobs;
 mod nodes;
 mod notify;

@@ -306,7 +306,7 @@ impl Loop {
                 Event::Job { change, job } => {
                     self.metrics.observe(*change, job, self.engine.policy());
                     self.track_offer(*change, job);
-                    self.forecast_learn(*change, job);
+                    self.forecast_learn(*change, job, now);
                     let view = self.view(job);
                     self.wake_waiters(job, &view);
                     self.changed.insert(job.id, (**job).clone());

@@ -83,6 +83,9 @@ pub(crate) struct ForecastState {
     /// Refresh without waiting for the debounce (a job explain does not find).
     urgent: bool,
     not_before: Instant,
+    /// Every queued job was given its expected hold under `order = "window"` (since the
+    /// history was read and the order set).
+    window_hinted: bool,
 }
 
 impl Default for ForecastState {
@@ -97,6 +100,7 @@ impl Default for ForecastState {
             stale: true,
             urgent: false,
             not_before: Instant::now(),
+            window_hinted: false,
         }
     }
 }

@@ -56,8 +56,6 @@ pub enum LogOp {
     },
 }
 
-// Used by the failure notification (wired in when notifications land) and by the tests.
-#[allow(dead_code)]
 /// The last `n` lines of a job's output, oldest first, as text (markers included); empty
 /// when it has none or the store cannot be read (a notification is sent without them).
 pub(crate) fn log_tail(store: &mut dyn Store, job: JobId, n: usize) -> Vec<String> {

@@ -30,10 +30,10 @@
 pub mod baselines;
 pub mod bound;
 pub mod compare;
+pub mod contention;
+pub mod forecast;
 pub mod gantt;
 pub mod html;
-pub mod forecast;
-pub mod contention;
 pub mod input;
 pub mod pbs_shape;
 pub mod report;

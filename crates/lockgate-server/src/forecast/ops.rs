@@ -8,6 +8,7 @@ use lockgate_api::{time, EstimateView, ExpectedView, ForecastQuery, ForecastView
 use lockgate_core::durations::Durations;
 use lockgate_core::event::JobChange;
 use lockgate_core::job::{Job, JobState};
+use lockgate_core::policy::QueueOrder;
 use lockgate_core::selector::Selector;
 use lockgate_core::Timestamp;
 use lockgate_sim::forecast::Arrival;
@@ -18,10 +19,50 @@ use std::time::{Duration, Instant};
 
 impl Loop {
     /// Every job event: the forecast is stale, and a finished job is learned from.
-    pub(crate) fn forecast_learn(&mut self, change: JobChange, job: &Job) {
+    pub(crate) fn forecast_learn(&mut self, change: JobChange, job: &Job, now: Timestamp) {
         self.forecast.stale = true;
-        if change == JobChange::Finished {
-            self.forecast.durations.observe(job);
+        match change {
+            JobChange::Finished => self.forecast.durations.observe(job),
+            JobChange::Submitted | JobChange::Requeued => self.hint_window(job, now),
+            _ => {}
+        }
+    }
+
+    /// `[queue] order = "window"` ranks a queued job by its expected hold: here its
+    /// learned prepare and run medians (docs/policy.md). A job without history gets no
+    /// hint and goes by arrival. Under FIFO nothing is done.
+    fn hint_window(&mut self, job: &Job, now: Timestamp) {
+        if self.engine.policy().queue.order != QueueOrder::Window {
+            return;
+        }
+        let expected = self.forecast.durations.expected(job);
+        let Some(run) = expected.run else { return };
+        let hold = run.p50_ms + expected.prepare.map_or(0, |p| p.p50_ms);
+        self.engine
+            .set_expected_run(job.id, Duration::from_millis(hold), now);
+    }
+
+    /// Gives every queued job its hint once the history is read under `order = "window"`
+    /// (at start, after a restart, when the order or `[forecast]` changes): O(n) passes,
+    /// only then.
+    fn hint_all_queued(&mut self, now: Timestamp) {
+        let window = self.engine.policy().queue.order == QueueOrder::Window;
+        if !window {
+            self.forecast.window_hinted = false;
+            return;
+        }
+        if self.forecast.window_hinted {
+            return;
+        }
+        self.forecast.window_hinted = true;
+        let queued: Vec<Job> = self
+            .engine
+            .jobs()
+            .filter(|j| j.state == JobState::Queued)
+            .cloned()
+            .collect();
+        for job in &queued {
+            self.hint_window(job, now);
         }
     }
 
@@ -43,6 +84,7 @@ impl Loop {
         self.forecast.durations = d;
         self.forecast.loaded = true;
         self.forecast.stale = true;
+        self.forecast.window_hinted = false;
     }
 
     /// The copies a forecast works on, planned up to `until`.
@@ -72,6 +114,7 @@ impl Loop {
         {
             self.load_durations();
         }
+        self.hint_all_queued(now);
         let f = &self.forecast;
         let due = f.urgent || Instant::now() >= f.not_before;
         if !f.stale || !due || f.running.load(Ordering::Acquire) {

@@ -8,6 +8,7 @@ use crate::event_loop::Loop;
 use lockgate_api::{EventView, Role};
 use lockgate_core::Timestamp;
 use lockgate_store::{OutboxOutcome, OutboxRow};
+use serde_json::Value;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -55,16 +56,23 @@ impl Loop {
     /// Adds an outbox row for each target whose `match` selects `view` (called by
     /// `record_event`, so the rows are in the event's batch).
     pub(crate) fn enqueue_notifications(&mut self, view: &EventView, now: Timestamp) {
-        let mut body = None;
-        for t in &self.engine.policy().notify {
-            if !super::matches(&t.matcher, &view.data) {
-                continue;
-            }
-            let body = body.get_or_insert_with(|| notification_body(view)).clone();
+        let targets: Vec<String> = self
+            .engine
+            .policy()
+            .notify
+            .iter()
+            .filter(|t| super::matches(&t.matcher, &view.data))
+            .map(|t| t.name.clone())
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let body = self.notification_body(view);
+        for target in targets {
             self.batch.outbox.push(OutboxRow {
                 seq: view.seq,
-                target: t.name.clone(),
-                body,
+                target,
+                body: body.clone(),
                 created_at: now,
                 attempts: 0,
                 next_at: now,
@@ -138,12 +146,38 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// The body a notification of `view` carries: the event exactly as `/v1/events` serves it.
-///
-/// This is the one place to add to a notification. The job-logs feature adds the last
-/// lines of a failed job's output here (for example a top-level `"log_tail"` beside the
-/// event's own fields, for a `job` event whose `change` is `finished` and whose job
-/// `failed`; the loop's store can read them here).
-fn notification_body(view: &EventView) -> String {
-    serde_json::to_string(view).expect("events serialize")
+/// How many of a failed job's last output lines its notification carries.
+const LOG_TAIL_LINES: usize = 20;
+
+impl Loop {
+    /// The body a notification of `view` carries: the event exactly as `/v1/events` serves
+    /// it, and for a job that ended `failed` or `lost`, `log_tail`: the last
+    /// [`LOG_TAIL_LINES`] lines of its output (docs/notifications.md), from the store and
+    /// from the batch being written (a holder's last lines and its finish often share one).
+    fn notification_body(&mut self, view: &EventView) -> String {
+        let failed_job = view
+            .data
+            .get("job")
+            .filter(|_| view.data.get("change").and_then(Value::as_str) == Some("finished"))
+            .filter(|job| {
+                matches!(
+                    job.get("state").and_then(Value::as_str),
+                    Some("failed" | "lost")
+                )
+            })
+            .and_then(|job| job.get("id").and_then(Value::as_u64));
+        let Some(id) = failed_job else {
+            return serde_json::to_string(view).expect("events serialize");
+        };
+        let mut tail = crate::joblogs::log_tail(self.store.as_mut(), id, LOG_TAIL_LINES);
+        for append in self.batch.job_logs.iter().filter(|a| a.job == id) {
+            tail.extend(append.lines.iter().map(|l| l.text.clone()));
+        }
+        let skip = tail.len().saturating_sub(LOG_TAIL_LINES);
+        let mut body = serde_json::to_value(view).expect("events serialize");
+        if let Value::Object(map) = &mut body {
+            map.insert("log_tail".into(), Value::from(tail.split_off(skip)));
+        }
+        serde_json::to_string(&body).expect("events serialize")
+    }
 }
