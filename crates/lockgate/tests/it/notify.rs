@@ -270,7 +270,11 @@ fn a_failed_and_an_expired_job_notify_a_signed_webhook_and_an_smtp_sink() {
         assert_eq!(ev["job"]["id"], id);
         assert_eq!(ev["job"]["state"], state);
         assert_eq!(ev["job"]["attrs"]["group"], "vm/100");
-        // The body is the event exactly as /v1/events serves it.
+        // The body is the event exactly as /v1/events serves it, and a failed job's
+        // carries its last output lines (none here: it logged nothing).
+        let mut ev = ev;
+        let tail = ev.as_object_mut().unwrap().remove("log_tail");
+        assert_eq!(tail.is_some(), state == "failed", "{ev}");
         let seq = ev["seq"].as_u64().unwrap();
         let served: Value = c
             .call(
@@ -524,4 +528,73 @@ fn a_black_hole_target_does_not_slow_admissions() {
     );
     drop(tmp);
     drop(hole);
+}
+
+/// A failed `lockgate run --log` carries the last 20 lines of its command's output
+/// (`log_tail`), and a schedule's run that no agent takes expires after its
+/// `max_start_delay` and notifies a target that selects it by schedule.
+#[test]
+fn a_failed_run_carries_its_last_lines_and_an_expired_schedule_run_notifies() {
+    let hook_port = free_port();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let _receiver = Receiver::start(hook_port, got.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = Srv::start(&policy(hook_port, "", tmp.path()));
+
+    let out = srv
+        .cli(&[
+            "run",
+            "--log",
+            "--attr",
+            "group=vm/7",
+            "--",
+            "sh",
+            "-c",
+            "for i in $(seq 1 30); do echo line $i; done; exit 3",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let first = wait_for(&got, 1, Duration::from_secs(10));
+    let ev = first[0].json();
+    assert!(first[0].signed());
+    assert_eq!(ev["job"]["state"], "failed", "{ev}");
+    let tail: Vec<&str> = ev["log_tail"]
+        .as_array()
+        .expect("a failed job's notification has log_tail")
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let want: Vec<String> = (11..=30).map(|i| format!("line {i}")).collect();
+    assert_eq!(tail, want, "{ev}");
+
+    // No agent runs `backup`, so the schedule's run waits and expires.
+    let add = srv
+        .cli(&[
+            "schedule",
+            "add",
+            "nightly",
+            "--when",
+            "*:*:0/2",
+            "--kind",
+            "backup",
+            "--attr",
+            "group=vm/8",
+            "--max-start-delay",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert!(add.status.success(), "{add:?}");
+    let both = wait_for(&got, 2, Duration::from_secs(15));
+    let _ = srv.cli(&["schedule", "rm", "nightly"]).output().unwrap();
+    let ev = both[1].json();
+    assert_eq!(ev["job"]["state"], "expired", "{ev}");
+    assert_eq!(ev["job"]["owner"], "schedule:nightly", "{ev}");
+    assert_eq!(ev["job"]["attrs"]["group"], "vm/8", "{ev}");
+    assert!(
+        ev.get("log_tail").is_none(),
+        "only failed and lost jobs carry lines: {ev}"
+    );
+    assert!(both[1].signed());
 }
