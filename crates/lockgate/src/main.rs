@@ -132,11 +132,11 @@ pub enum Command {
     Man(cmd::completions::ManArgs),
     /// Pause and resume admission (admin); list the pauses.
     Queue(cmd::queue::Args),
-    /// Each [[rpo]] rule's values: last success, age, status; `rpo forget` (admin).
+    /// Each `[[rpo]]` rule's values: last success, age, status; `rpo forget` (admin).
     Rpo(cmd::rpo::Args),
     /// The audit log (admin): who changed or tried to change what, newest first.
     Audit(cmd::audit::Args),
-    /// Notification targets ([[notify]] in the policy): send a test message (admin).
+    /// Notification targets (`[[notify]]` in the policy): send a test message (admin).
     Notify(cmd::notify::Args),
     /// When the queue and the scheduled runs are done (p50/p90), what misses --until, the bottleneck.
     Forecast(cmd::forecast::Args),

@@ -17,7 +17,7 @@ enum Sub {
     /// Send a test event through the target now (admin) and print what the receiver
     /// answered; exits 1 when it was not delivered.
     Test {
-        /// The target's name (`name` of its [[notify]] table).
+        /// The target's name (`name` of its `[[notify]]` table).
         name: String,
     },
 }
