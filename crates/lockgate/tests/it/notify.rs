@@ -532,14 +532,20 @@ fn a_black_hole_target_does_not_slow_admissions() {
 
 /// A failed `lockgate run --log` carries the last 20 lines of its command's output
 /// (`log_tail`), and a schedule's run that no agent takes expires after its
-/// `max_start_delay` and notifies a target that selects it by schedule.
+/// `max_start_delay`: both reach the webhook and the SMTP sink.
 #[test]
 fn a_failed_run_carries_its_last_lines_and_an_expired_schedule_run_notifies() {
-    let hook_port = free_port();
+    let (hook_port, smtp_port) = (free_port(), free_port());
     let got = Arc::new(Mutex::new(Vec::new()));
     let _receiver = Receiver::start(hook_port, got.clone());
     let tmp = tempfile::tempdir().unwrap();
-    let srv = Srv::start(&policy(hook_port, "", tmp.path()));
+    let sink = SmtpSink::start(smtp_port, tmp.path().join("mail.txt"));
+    let mail = format!(
+        "\n[[notify]]\nname = \"mail\"\nsmtp = \"smtp://127.0.0.1:{smtp_port}\"\nstarttls = false\n\
+         to = [\"ops@example.org\"]\nfrom = \"lockgate@example.org\"\n\
+         match = \"outcome in (failed, expired)\"\n"
+    );
+    let srv = Srv::start(&policy(hook_port, &mail, tmp.path()));
 
     let out = srv
         .cli(&[
@@ -597,4 +603,27 @@ fn a_failed_run_carries_its_last_lines_and_an_expired_schedule_run_notifies() {
         "only failed and lost jobs carry lines: {ev}"
     );
     assert!(both[1].signed());
+    // The mail target got both as well, the failed run with its last lines.
+    let (failed, expired) = (both[0].json()["job"]["id"].clone(), ev["job"]["id"].clone());
+    assert!(
+        eventually(Duration::from_secs(10), || sink
+            .text()
+            .matches("Subject: ")
+            .count()
+            >= 2),
+        "{}",
+        sink.text()
+    );
+    let text = sink.text();
+    assert!(
+        text.contains(&format!("Subject: lockgate: job {failed} (backup) failed")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "Subject: lockgate: job {expired} (backup) expired"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("line 30"), "{text}");
 }
