@@ -339,7 +339,11 @@ impl Engine {
         let s = &mut self.scopes.states[scope as usize];
         s.used -= amount;
         s.holders.remove(&id);
-        self.wake(scope, None);
+        if matches!(self.scopes.interner.key(scope), ScopeKey::NodePool { .. }) {
+            self.wake_unindexed(scope);
+        } else {
+            self.wake(scope, None);
+        }
     }
 
     /// Takes everything a job in `state` holds: its common needs, `global-prepare` while
@@ -599,6 +603,7 @@ impl Engine {
         job.queued_at = now;
         job.retry_at = None;
         job.cancel_requested = false;
+        job.cancel_reason = None;
         job.finished_at = None;
         job.outcome = None;
         job.prepare_started_at = None;
@@ -628,7 +633,7 @@ impl Engine {
             if self.scopes.states[s as usize].reserved_by == Some(id) {
                 self.scopes.states[s as usize].reserved_by = None;
                 self.scopes.reserved.remove(&s);
-                self.wake(s, None);
+                self.wake_unindexed(s);
             }
         }
     }

@@ -185,7 +185,7 @@ impl Engine {
             .map(|(&s, _)| s)
             .collect();
         for s in scopes {
-            self.wake_held_scope(s);
+            self.wake_unindexed(s);
         }
     }
 
@@ -275,24 +275,9 @@ impl Engine {
                     self.preempt.held.remove(&s);
                 }
             }
-            self.wake_held_scope(s);
+            self.wake_unindexed(s);
         }
         true
-    }
-
-    /// A hold on `s` went or weakened: wake its waiters, and for a node's scope the
-    /// placement scopes movable jobs wait on.
-    fn wake_held_scope(&mut self, s: ScopeId) {
-        self.wake(s, None);
-        let node = match self.scopes.interner.key(s) {
-            ScopeKey::Node(n) | ScopeKey::NodePrepare(n) | ScopeKey::NodePool { node: n, .. } => {
-                Some(n.clone())
-            }
-            _ => None,
-        };
-        if let Some(n) = node {
-            self.node_counts_changed(&n);
-        }
     }
 
     /// Whether `p` may plan now: it heads its class (the others in it are interchangeable

@@ -367,7 +367,7 @@ impl Engine {
                 })
                 .collect();
             for s in held {
-                self.wake(s, None);
+                self.wake_unindexed(s);
             }
             self.wake_held_for_owner(owner);
         }
@@ -422,9 +422,6 @@ impl Engine {
         if self.mode == Mode::Rescan || !self.has_room(scope) {
             return;
         }
-        if after.is_none() {
-            self.wake_placements_through(scope);
-        }
         let s = &self.scopes.states[scope as usize];
         let next = match after {
             None => s.waiters.first().copied(),
@@ -436,10 +433,8 @@ impl Engine {
         };
         let Some((key, cid)) = next else { return };
         let head = self.queue.classes[cid as usize].head();
-        if let (Some(first), Some(h)) = (s.exclusive_waiting.first(), head) {
-            if *first < self.base_rank(&self.entries.get(h).job) {
-                return;
-            }
+        if head.is_some_and(|h| self.exclusive_ahead(scope, h).is_some()) {
+            return;
         }
         if self.wake_held_back(scope, key, head) {
             return;
@@ -461,11 +456,14 @@ impl Engine {
         self.queue.ready.insert((key, cid));
     }
 
-    /// A node's own scope (its run slots, prepare bound or one of its pools) may have
-    /// gained room that the placement index does not see: a reservation there ended, or a
-    /// pool unit came back. A movable job that found no node parks on its placement scope,
-    /// not on the node's, so the placement scopes this node is filed in choose again.
-    fn wake_placements_through(&mut self, scope: ScopeId) {
+    /// Wakes `scope`, and when it is a node's own scope (its run slots, prepare bound or
+    /// one of its pools) the placement scopes that node is filed in. For room the placement
+    /// index does not see (a reservation or a preemption hold there ended, a pool unit came
+    /// back): a movable job that found no node parks on its placement scope, not on the
+    /// node's. Room the index does count (a run slot freed) wakes them through the node's
+    /// re-filing instead.
+    pub(crate) fn wake_unindexed(&mut self, scope: ScopeId) {
+        self.wake(scope, None);
         let node = match self.scopes.interner.key(scope) {
             ScopeKey::Node(n) | ScopeKey::NodePrepare(n) | ScopeKey::NodePool { node: n, .. } => {
                 n.clone()
