@@ -111,7 +111,12 @@ fn push(ring: &mut VecDeque<u64>, v: u64, cap: usize) {
 }
 
 /// The nearest-rank quantile `q` (0 < q <= 1) of `sorted` (non-empty).
-fn quantile(sorted: &[u64], q: f64) -> u64 {
+/// The nearest-rank `q` quantile of sorted values (0 when there are none); the simulator's
+/// report uses it too.
+pub fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
     let rank = (q * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
 }

@@ -14,7 +14,7 @@
 //! - Times are milliseconds from the workload's start (the earliest submit); the caller
 //!   maps them to wall-clock times.
 
-use crate::gantt::occupancy;
+use crate::gantt::{occupancy, shorten};
 use crate::input::{NodeSpec, WorkloadJob};
 use crate::report::{secs, ScopePeak, Summary};
 use crate::sim::{JobRecord, NodeSlots, Run};
@@ -166,15 +166,6 @@ fn dur(s: f64) -> String {
     } else {
         secs(s)
     }
-}
-
-fn shorten(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(max - 1).collect();
-    s.push('…');
-    s
 }
 
 #[cfg(test)]

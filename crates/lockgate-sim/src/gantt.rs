@@ -654,8 +654,9 @@ fn step_chart(svg: &mut Svg, scale: &Scale, y: f64, name: &str, limit: Option<u6
     svg.close();
 }
 
-/// `text` cut to `max` characters with an ellipsis.
-fn shorten(text: &str, max: usize) -> String {
+/// `text` cut to `max` characters with an ellipsis (the charts' labels and the
+/// comparison table's scope names).
+pub(crate) fn shorten(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }

@@ -143,6 +143,21 @@ pub fn run_with(
     compare: &[Baseline],
     contention: Option<&Contention>,
 ) -> Result<Report, SimError> {
+    run_keeping_records(policy, nodes, jobs, compare, contention).map(|(report, _)| report)
+}
+
+/// [`run_with`], also giving lockgate's [`Run`] (its per-job records, for the pictures),
+/// so a caller that needs both simulates once.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_keeping_records(
+    policy: &Policy,
+    nodes: &[NodeSpec],
+    jobs: &[WorkloadJob],
+    compare: &[Baseline],
+    contention: Option<&Contention>,
+) -> Result<(Report, Run), SimError> {
     let lockgate = simulate_with(policy, nodes, jobs, contention)?;
     let bound = lower_bound(policy, nodes, jobs);
     let mut compared = std::collections::BTreeMap::new();
@@ -150,5 +165,6 @@ pub fn run_with(
         let run = baseline(b, policy, nodes, jobs, contention);
         compared.insert(b.name().to_string(), Summary::from_run(&run));
     }
-    Ok(Report::new(Summary::from_run(&lockgate), &bound, compared))
+    let report = Report::new(Summary::from_run(&lockgate), &bound, compared);
+    Ok((report, lockgate))
 }

@@ -137,11 +137,7 @@ pub struct Report {
 
 /// Nearest-rank percentile of sorted values (`q` in 0..=1).
 fn percentile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = (q * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
+    lockgate_core::durations::quantile(sorted, q)
 }
 
 /// Rounds to 4 decimals (fractions) so the JSON stays readable and stable.

@@ -145,16 +145,15 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     let mut compare = args.compare.clone();
     compare.sort();
     compare.dedup();
-    let report = lockgate_sim::run_with(&policy, &nodes, &jobs, &compare, contention.as_ref())
-        .with_context(|| format!("simulating {}", workload_path.display()))?;
+    let (report, run) =
+        lockgate_sim::run_keeping_records(&policy, &nodes, &jobs, &compare, contention.as_ref())
+            .with_context(|| format!("simulating {}", workload_path.display()))?;
     match global.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Output::Table => print!("{}", report.to_table()),
     }
     let outputs = outputs(&args);
     if outputs.any() {
-        // The same input gives the same run: simulated again for its records.
-        let run = lockgate_sim::simulate_with(&policy, &nodes, &jobs, contention.as_ref())?;
         let drawn = [pictures::Drawn {
             title: format!("{} under {policy_name}", workload_path.display()),
             policy: &policy,
