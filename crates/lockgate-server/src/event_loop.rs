@@ -298,8 +298,6 @@ impl Loop {
 
     /// Turns the engine's events into store rows, log entries, metrics and wake-ups.
     pub(crate) fn drain_events(&mut self, now: Timestamp) {
-        // The waiters answered here are other requests': not the audited one's answer.
-        let audited = self.audit_cur.take();
         while let Some(ev) = self.engine.poll_event() {
             self.track_pause(&ev);
             let data = match &ev {
@@ -320,7 +318,6 @@ impl Loop {
             self.record_event(data, now);
             self.track_rpo(&ev, now);
         }
-        self.audit_cur = audited;
     }
 
     /// Gives an event its sequence number, adds it to the batch (so it is committed with

@@ -293,15 +293,15 @@ impl Default for Metrics {
     }
 }
 
-/// Escapes a label value.
-fn esc(v: &str) -> String {
+/// Escapes a label value (every feature's metrics use it).
+pub(crate) fn esc(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
 /// Writes a metric's `# HELP` and `# TYPE` lines.
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(crate) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 

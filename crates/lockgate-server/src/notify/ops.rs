@@ -118,7 +118,7 @@ impl Loop {
                 &self.notify.failed,
             ),
         ] {
-            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} counter");
+            crate::metrics::header(out, metric, "counter", help);
             let mut all: Vec<&str> = names.clone();
             all.extend(
                 counts
@@ -128,22 +128,25 @@ impl Loop {
             );
             for name in all {
                 let n = counts.get(name).copied().unwrap_or(0);
-                let _ = writeln!(out, "{metric}{{target=\"{}\"}} {n}", escape(name));
+                let _ = writeln!(
+                    out,
+                    "{metric}{{target=\"{}\"}} {n}",
+                    crate::metrics::esc(name)
+                );
             }
         }
+        crate::metrics::header(
+            out,
+            "lockgate_notifications_backlog",
+            "gauge",
+            "Notifications in the outbox not yet delivered or given up.",
+        );
         let _ = writeln!(
             out,
-            "# HELP lockgate_notifications_backlog Notifications in the outbox not yet delivered or given up.\n\
-             # TYPE lockgate_notifications_backlog gauge\nlockgate_notifications_backlog {}",
+            "lockgate_notifications_backlog {}",
             self.notify.backlog
         );
     }
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// How many of a failed job's last output lines its notification carries.

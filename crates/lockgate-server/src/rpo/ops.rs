@@ -40,12 +40,7 @@ fn view(r: &RpoRecord, rule: &RpoRule, now: Timestamp) -> RpoValueView {
     }
 }
 
-/// A Prometheus label value, escaped.
-fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
+use crate::metrics::esc;
 
 impl Loop {
     /// The stored values, before the first commit.

@@ -1,4 +1,4 @@
-//! The audit log in SQLite (schema version 5).
+//! The audit log in SQLite (schema version 6).
 //!
 //! One row per audited request. `seq` is `AUTOINCREMENT`, so a sequence number is never
 //! given twice, also once old rows are pruned (the `after` cursor of a reader stays
@@ -13,7 +13,7 @@ use lockgate_api::{AuditOutcome, Role};
 use lockgate_core::Timestamp;
 use rusqlite::{params, Connection, Transaction};
 
-/// Migration 4 -> 5.
+/// Migration 5 -> 6.
 pub(super) const MIGRATION: &str = "CREATE TABLE audit (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         request TEXT NOT NULL UNIQUE,

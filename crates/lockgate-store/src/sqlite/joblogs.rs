@@ -1,4 +1,4 @@
-//! Job logs in SQLite (schema version 5): the output lines of the command a job ran.
+//! Job logs in SQLite (schema version 7): the output lines of the command a job ran.
 //!
 //! `job_logs` holds one row per line, keyed by (job, seq); `job_log_meta` one row per job
 //! with a log: the next line number, the bytes kept, the first line kept and how many lines
@@ -23,7 +23,7 @@ use lockgate_core::job::JobId;
 use lockgate_core::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-/// Migration 4 -> 5.
+/// Migration 6 -> 7.
 pub(super) const MIGRATION: &str = "CREATE TABLE job_logs (
         job INTEGER NOT NULL,
         seq INTEGER NOT NULL,

@@ -1,4 +1,4 @@
-//! The notification outbox in SQLite (schema version 5).
+//! The notification outbox in SQLite (schema version 8).
 //!
 //! One row per (event, target): written in the batch that records the event, so an
 //! acknowledged event's notification is on disk with it. A row is `pending` until its
@@ -15,7 +15,7 @@ use lockgate_core::Timestamp;
 use rusqlite::{params, Connection, OpenFlags, Transaction};
 use std::path::Path;
 
-/// Migration 4 -> 5.
+/// Migration 7 -> 8.
 pub(super) const MIGRATION: &str = "CREATE TABLE outbox (
         seq INTEGER NOT NULL,
         target TEXT NOT NULL,
