@@ -24,7 +24,8 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on now (for a server or receiver the test starts).
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

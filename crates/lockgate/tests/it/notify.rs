@@ -7,7 +7,7 @@
 //! password is served as `***` and a policy put back with it keeps the stored one; a
 //! black-hole target does not slow admissions.
 
-use crate::harness::{eventually, Srv};
+use crate::harness::{eventually, free_port, Srv};
 use lockgate_api::SubmitRequest;
 use lockgate_client::Client;
 use lockgate_core::Outcome;
@@ -21,14 +21,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const SECRET: &str = "webhook-secret-42";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// One request the receiver took.
 #[derive(Debug, Clone)]
