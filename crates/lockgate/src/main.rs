@@ -141,6 +141,13 @@ pub enum Command {
     /// When the queue and the scheduled runs are done (p50/p90), what misses --until, the bottleneck.
     Forecast(cmd::forecast::Args),
     /// A live terminal view: scopes, nodes, the queue and why each job waits (q quits).
+    ///
+    /// Three screens: 1 overview (every scope against its limit with the prepared and
+    /// preparing share apart, nodes with their slots and the rule that set the number,
+    /// queue depth by kind and owner, the oldest waiting job, recent events), 2 queue
+    /// (s/k/o/a filter by state, kind, owner, attribute; S sorts, r reverses; Enter
+    /// explains the selected job), 3 nodes. `?` lists every key. It redraws on the
+    /// server's event stream, not on a timer; it only reads, so any role's token will do.
     Top(cmd::top::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]

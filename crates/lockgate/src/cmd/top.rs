@@ -131,7 +131,6 @@ mod tests {
     use super::fetch::Snapshot;
     use super::state::{App, Conn, Tab};
     use super::*;
-    use lockgate_core::Timestamp;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 
@@ -232,6 +231,5 @@ mod tests {
             text.contains("zone=west") && text.contains("filter by attribute"),
             "{text}"
         );
-        let _ = Timestamp(0);
     }
 }

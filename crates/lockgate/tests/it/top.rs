@@ -191,6 +191,8 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
 
     // Back to the overview; the first job ends and the screen follows with no key pressed.
     t.keys(&["Escape"], false);
+    // Wait for the queue first: an Esc and a key that arrive together read as Alt+key.
+    t.until("the queue again", |x| x.contains("1 of 2 jobs"));
     t.keys(&["1"], true);
     t.until("the overview again", |x| {
         x.contains("oldest waiting: job 2")
@@ -204,10 +206,14 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     assert!(screen.contains("finished"), "{screen}");
     std::fs::write(s.path("go2"), "").unwrap();
     assert!(second.wait().unwrap().success());
+    // A per-value scope is listed while in use only, as the server lists it.
     let screen = t.until("nothing running", |x| {
-        line_of(x, repo).is_some_and(|l| l.contains(" 0/1 "))
+        line_of(x, repo).is_none() && x.contains(" 0 active ")
     });
-    assert!(screen.contains("0 active"), "{screen}");
+    let (gused, glimit) = scope_numbers(&s, "global");
+    assert_eq!(gused, 0);
+    let global = line_of(&screen, "global").expect("the global scope");
+    assert!(global.contains(&format!(" {gused}/{glimit} ")), "{screen}");
 
     // The server goes away and comes back: top says so, then reconnects by itself.
     s.kill9();
