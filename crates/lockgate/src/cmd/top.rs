@@ -175,6 +175,7 @@ mod tests {
                 .collect(),
             nodes: crate::cmd::testdata::nodes(),
             scopes,
+            oldest_why: Some("datastore:ds1 is full (2/2: jobs 1, 2)".into()),
             ..Snapshot::default()
         }));
         a.event("     7  22:19:58.000  job 1 backup by admin: admitted, running".into());
@@ -194,11 +195,27 @@ mod tests {
             "[nodes].max_running",
             "waiting by kind: verify 1 (1 in all)",
             "waiting by owner: ci 1",
-            "oldest waiting: job 2 verify datastore=ds1 by ci",
+            "oldest waiting: job 2 verify datastore=ds1 by ci, waiting 0s: datastore:ds1 is full (2/2: jobs 1, 2)",
             "job 1 backup by admin: admitted, running",
             "22:20:00 UTC",
         ] {
             assert!(text.contains(want), "{want:?} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn every_screen_draws_at_any_size() {
+        let mut a = app();
+        for tab in [Tab::Overview, Tab::Queue, Tab::Nodes] {
+            for (w, h) in [(1, 1), (20, 5), (80, 24), (250, 70)] {
+                for (help, typing) in [(false, None), (true, Some("repo=".to_string()))] {
+                    a.tab = tab;
+                    a.help = help;
+                    a.typing = typing;
+                    let text = screen(&a, w, h);
+                    assert_eq!(text.lines().count(), h as usize);
+                }
+            }
         }
     }
 

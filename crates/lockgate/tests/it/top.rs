@@ -162,6 +162,20 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
         screen.contains("oldest waiting: job 2 backup repo=main by admin"),
         "{screen}"
     );
+    // ... with why it waits, in the server's words.
+    let why = s.admin().explain(2).unwrap();
+    let reason = why
+        .reasons
+        .iter()
+        .find(|r| r.scope.as_deref() == Some(repo))
+        .expect("the repo limit holds job 2")
+        .clone();
+    let oldest = line_of(&screen, "oldest").expect("the oldest waiting job");
+    assert!(
+        oldest.contains(&reason.text),
+        "{:?} in {oldest}",
+        reason.text
+    );
 
     // The queue lists the waiting job; `s` keeps only queued jobs, Enter explains it.
     t.keys(&["2"], true);
@@ -176,12 +190,6 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     let screen = t.until("job 2's explanation", |x| {
         x.contains("explain job 2") && x.contains("held by jobs 1")
     });
-    let why = s.admin().explain(2).unwrap();
-    let reason = why
-        .reasons
-        .iter()
-        .find(|r| r.scope.as_deref() == Some(repo))
-        .expect("the repo limit holds job 2");
     assert!(
         screen.contains(&reason.text),
         "{:?} in\n{screen}",

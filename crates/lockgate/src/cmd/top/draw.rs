@@ -7,6 +7,7 @@
 //! - Every number on screen is a number the server gave; the bars only picture them. A
 //!   scope over its limit is drawn red and says `OVER`, whatever the width.
 
+use super::fetch::{self, Snapshot};
 use super::scopes::ScopeRow;
 use super::state::{App, Conn, Tab};
 use super::views;
@@ -221,8 +222,10 @@ fn depth(jobs: &[JobView], f: impl Fn(&JobView) -> &str) -> String {
 /// The overview: scopes, nodes, queue depth, the oldest waiting job, recent events.
 fn overview(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
     let snap = &app.snap;
-    let scope_rows = (snap.scopes.len() as u16).clamp(1, area.height / 3) + 2;
-    let node_rows = (snap.nodes.len() as u16).clamp(1, area.height / 4) + 2;
+    // At least one line each (the "none" line), at most a third and a quarter of the body.
+    let rows = |n: usize, share: u16| (n as u16).min(share).max(1) + 2;
+    let scope_rows = rows(snap.scopes.len(), area.height / 3);
+    let node_rows = rows(snap.nodes.len(), area.height / 4);
     let [scopes, nodes, queue, events] = Layout::vertical([
         Constraint::Length(scope_rows),
         Constraint::Length(node_rows),
@@ -268,7 +271,7 @@ fn overview(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
         nodes,
     );
     f.render_widget(
-        Paragraph::new(queue_lines(&snap.jobs, now))
+        Paragraph::new(queue_lines(snap, now))
             .block(Block::bordered().title(" queue "))
             .wrap(Wrap { trim: true }),
         queue,
@@ -287,13 +290,10 @@ fn overview(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
 }
 
 /// Queue depth by kind and by owner, and the oldest waiting job.
-fn queue_lines(jobs: &[JobView], now: Timestamp) -> Vec<Line<'static>> {
+fn queue_lines(snap: &Snapshot, now: Timestamp) -> Vec<Line<'static>> {
+    let jobs = &snap.jobs;
     let waiting = jobs.iter().filter(|j| j.state == JobState::Queued).count();
-    let oldest = jobs
-        .iter()
-        .filter(|j| j.state == JobState::Queued)
-        .min_by_key(|j| (j.queued_at.clone(), j.id));
-    let oldest = match oldest {
+    let oldest = match fetch::oldest_waiting(jobs) {
         Some(j) => Line::from(vec![
             "oldest waiting: ".bold(),
             Span::raw(format!(
@@ -303,6 +303,12 @@ fn queue_lines(jobs: &[JobView], now: Timestamp) -> Vec<Line<'static>> {
                 j.owner,
                 output::duration(since(j.queued_at.as_ref(), now))
             )),
+            Span::raw(
+                snap.oldest_why
+                    .as_ref()
+                    .map_or_else(String::new, |why| format!(": {why}")),
+            )
+            .yellow(),
         ]),
         None => Line::from(vec!["oldest waiting: ".bold(), "none".into()]),
     };

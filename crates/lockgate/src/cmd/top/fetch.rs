@@ -41,6 +41,15 @@ pub struct Snapshot {
     pub scopes: Vec<ScopeRow>,
     /// The explanation of the job open in the explain view, when one is.
     pub explain: Option<(u64, Result<ExplainView, String>)>,
+    /// Why the oldest waiting job waits: its reasons, as `job explain` words them.
+    pub oldest_why: Option<String>,
+}
+
+/// The queued job that has waited longest (then the lowest id).
+pub fn oldest_waiting(jobs: &[JobView]) -> Option<&JobView> {
+    jobs.iter()
+        .filter(|j| j.state == lockgate_core::JobState::Queued)
+        .min_by_key(|j| (j.queued_at.clone(), j.id))
 }
 
 /// What the worker threads tell the main thread.
@@ -117,12 +126,24 @@ fn read(client: &Client, open: u64, policy: &mut PolicyCache) -> Result<Snapshot
     let metrics = scopes::parse_metrics(&client.metrics()?);
     let scopes = scopes::rows(&metrics, policy.get(client), &jobs, &nodes);
     let explain = (open != 0).then(|| (open, client.explain(open).map_err(|e| error_text(&e))));
+    // The job may have been admitted since the list was read: then there is no reason.
+    let oldest_why = oldest_waiting(&jobs)
+        .and_then(|j| client.explain(j.id).ok())
+        .map(|ex| {
+            ex.reasons
+                .iter()
+                .map(|r| r.text.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .filter(|why| !why.is_empty());
     Ok(Snapshot {
         jobs,
         truncated,
         nodes,
         scopes,
         explain,
+        oldest_why,
     })
 }
 
