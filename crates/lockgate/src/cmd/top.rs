@@ -73,10 +73,17 @@ fn signals(out: Sender<Msg>) -> anyhow::Result<()> {
 
 /// Runs the subcommand.
 pub fn run(global: &GlobalArgs, _args: Args) -> anyhow::Result<ExitCode> {
+    let client = session::client(global)?;
+    // A refused token is said once, as every command says it, not retried on screen; a
+    // server that does not answer yet is (the screen says so and reconnects).
+    if let Err(e) = client.nodes() {
+        if !e.is_temporary() {
+            return Err(e.into());
+        }
+    }
     if !std::io::stdout().is_terminal() {
         anyhow::bail!("lockgate top draws on a terminal; stdout is not one (for scripts: lockgate events --follow, lockgate job ls -o json)");
     }
-    let client = session::client(global)?;
     let (tx, rx) = mpsc::channel::<Msg>();
     let (ask, asks) = mpsc::channel::<()>();
     let open = Arc::new(AtomicU64::new(0));

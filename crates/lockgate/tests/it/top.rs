@@ -252,3 +252,18 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     let screen = t.until("the shell after SIGTERM", |x| x.contains("\nterm-43"));
     assert!(!screen.contains("recent events"), "{screen}");
 }
+
+#[test]
+fn top_refuses_a_bad_token_and_a_stdout_that_is_no_terminal() {
+    let s = Srv::start("");
+    let o = s.cli(&["--token", "nope", "top"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(o.status.code(), Some(77), "{err}");
+    assert!(err.contains("the server refused the token"), "{err}");
+    let o = s.cli(&["top"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("lockgate top draws on a terminal"), "{err}");
+    assert!(o.stdout.is_empty(), "nothing drawn into a pipe");
+}
