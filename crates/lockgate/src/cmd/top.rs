@@ -211,6 +211,37 @@ mod tests {
     }
 
     #[test]
+    fn a_list_too_long_for_its_box_says_what_it_left_out() {
+        let mut a = app();
+        let row = |i: u64| scopes::ScopeRow {
+            scope: format!("limit:repo[repo=r{i}]"),
+            used: 2,
+            limit: Some(if i.is_multiple_of(2) { 1 } else { 2 }),
+            preparing: 0,
+            prepared: 0,
+        };
+        a.snap.scopes = (0..40).map(row).collect();
+        a.snap.nodes = (0..30)
+            .map(|i| {
+                let mut n = crate::cmd::testdata::nodes()[0].clone();
+                n.name = format!("n{i}");
+                n
+            })
+            .collect();
+        let text = screen(&a, 120, 30);
+        // A 28-row body: a third inside the scopes' box (9 rows), a quarter inside the nodes' (7);
+        // the last row of each names the rest.
+        assert!(
+            text.contains("… and 32 more scopes, 16 of them OVER their limit"),
+            "{text}"
+        );
+        assert!(
+            text.contains("… and 24 more nodes (3 lists them all)"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn every_screen_draws_at_any_size() {
         let mut a = app();
         for tab in [Tab::Overview, Tab::Queue, Tab::Nodes] {
@@ -249,6 +280,8 @@ mod tests {
         let text = screen(&a, 120, 20);
         assert!(text.contains("disconnected, retrying"), "{text}");
         a.tab = Tab::Nodes;
+        let text = screen(&a, 120, 24);
+        assert!(text.contains(" nodes 1-3 of 3 "), "{text}");
         a.help = true;
         let text = screen(&a, 120, 24);
         assert!(

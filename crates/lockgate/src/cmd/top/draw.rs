@@ -219,6 +219,16 @@ fn depth(jobs: &[JobView], f: impl Fn(&JobView) -> &str) -> String {
     words.join(", ")
 }
 
+/// Cuts `lines` to what a bordered box of `height` rows holds; the last row kept then says
+/// what was left out (`more(kept)`), so a cut list never looks complete.
+fn fit(lines: &mut Vec<Line<'static>>, height: u16, more: impl Fn(usize) -> String) {
+    let room = height.saturating_sub(2) as usize;
+    if lines.len() > room && room > 0 {
+        lines.truncate(room - 1);
+        lines.push(Line::raw(more(room - 1)).yellow());
+    }
+}
+
 /// The overview: scopes, nodes, queue depth, the oldest waiting job, recent events.
 fn overview(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
     let snap = &app.snap;
@@ -240,6 +250,21 @@ fn overview(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
         .iter()
         .map(|s| scope_line(s, w, bar_width))
         .collect();
+    let over = |from: usize| {
+        snap.scopes
+            .iter()
+            .skip(from)
+            .filter(|s| s.over_limit())
+            .count()
+    };
+    fit(&mut lines, scopes.height, |kept| {
+        let n = over(kept);
+        let more = format!("… and {} more scopes", snap.scopes.len() - kept);
+        match n {
+            0 => format!("{more} (a taller terminal shows them)"),
+            n => format!("{more}, {n} of them OVER their limit (a taller terminal shows them)"),
+        }
+    });
     if lines.is_empty() {
         lines.push(
             "no scope in use and none named by the policy"
@@ -263,6 +288,12 @@ fn overview(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
         .iter()
         .map(|n| node_line(n, w, bar_width.min(12)))
         .collect();
+    fit(&mut lines, nodes.height, |kept| {
+        format!(
+            "… and {} more nodes (3 lists them all)",
+            snap.nodes.len() - kept
+        )
+    });
     if lines.is_empty() {
         lines.push("no node registered".dark_gray().into());
     }

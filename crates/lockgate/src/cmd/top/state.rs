@@ -145,6 +145,8 @@ pub struct App {
     pub reverse: bool,
     /// Index into [`App::visible`].
     pub selected: usize,
+    /// The first node shown on the nodes screen.
+    pub node_top: usize,
     /// The last snapshot read.
     pub snap: Snapshot,
     /// The explanation of [`App::open`], once read.
@@ -179,6 +181,7 @@ impl App {
             sort: SortKey::Id,
             reverse: false,
             selected: 0,
+            node_top: 0,
             snap: Snapshot::default(),
             explain: None,
             conn: Conn::Connecting,
@@ -329,9 +332,25 @@ impl App {
                 self.tab = order[(i + step) % 3];
             }
             _ if self.tab == Tab::Queue && self.open.is_none() => return self.queue_key(k),
+            _ if self.tab == Tab::Nodes => self.nodes_key(k),
             _ => {}
         }
         Action::None
+    }
+
+    /// The keys of the nodes screen: scrolling.
+    fn nodes_key(&mut self, k: KeyEvent) {
+        let last = self.snap.nodes.len().saturating_sub(1);
+        self.node_top = match k.code {
+            KeyCode::Up => self.node_top.saturating_sub(1),
+            KeyCode::Down => self.node_top + 1,
+            KeyCode::PageUp => self.node_top.saturating_sub(10),
+            KeyCode::PageDown => self.node_top + 10,
+            KeyCode::Home => 0,
+            KeyCode::End => last,
+            _ => self.node_top,
+        }
+        .min(last);
     }
 
     /// The keys of the queue screen.
@@ -460,6 +479,20 @@ mod tests {
         assert_eq!(press(&mut a, "x"), Action::None, "any key closes the help");
         assert!(!a.help);
         assert_eq!(press(&mut a, "q"), Action::Quit);
+    }
+
+    #[test]
+    fn the_nodes_screen_scrolls_within_the_list() {
+        let mut a = app();
+        a.snap.nodes = crate::cmd::testdata::nodes();
+        a.tab = Tab::Nodes;
+        let key = |a: &mut App, code| a.key(KeyEvent::new(code, KeyModifiers::NONE));
+        key(&mut a, KeyCode::Down);
+        assert_eq!(a.node_top, 1);
+        key(&mut a, KeyCode::PageDown);
+        assert_eq!(a.node_top, 2, "stops at the last node");
+        key(&mut a, KeyCode::Home);
+        assert_eq!(a.node_top, 0);
     }
 
     #[test]

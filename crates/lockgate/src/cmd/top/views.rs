@@ -116,6 +116,7 @@ pub fn nodes(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
         .snap
         .nodes
         .iter()
+        .skip(app.node_top)
         .map(|n| {
             let labels: Vec<String> = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let kinds: Vec<&str> = n.kinds.iter().map(String::as_str).collect();
@@ -161,7 +162,13 @@ pub fn nodes(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
         "SEEN",
     ])
     .bold();
-    let title = format!(" nodes ({}) ", app.snap.nodes.len());
+    let total = app.snap.nodes.len();
+    let fits = (area.height.saturating_sub(3) as usize).min(total - app.node_top.min(total));
+    let title = format!(
+        " nodes {}-{} of {total} (↑↓ PgUp PgDn scroll) ",
+        (app.node_top + 1).min(total),
+        app.node_top + fits
+    );
     f.render_widget(
         Table::new(rows, widths)
             .header(header)
@@ -232,7 +239,7 @@ pub fn help(f: &mut Frame, area: Rect) {
         ("1 2 3, Tab", "overview, queue, nodes"),
         ("?", "this list (any key closes it)"),
         ("q, Esc, Ctrl-C", "quit (Esc first closes an explanation)"),
-        ("↑ ↓ PgUp PgDn", "move in the queue"),
+        ("↑ ↓ PgUp PgDn", "move in the queue, scroll the nodes"),
         ("Home End", "first, last job"),
         ("Enter", "explain the selected job"),
         ("Esc, ←", "back from the explanation"),
