@@ -244,63 +244,8 @@ fn overview(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
     ])
     .areas(area);
     let bar_width = 24.min(area.width as usize / 5);
-    let w = width_of(snap.scopes.iter().map(|s| s.scope.as_str()), 40);
-    let mut lines: Vec<Line> = snap
-        .scopes
-        .iter()
-        .map(|s| scope_line(s, w, bar_width))
-        .collect();
-    let over = |from: usize| {
-        snap.scopes
-            .iter()
-            .skip(from)
-            .filter(|s| s.over_limit())
-            .count()
-    };
-    fit(&mut lines, scopes.height, |kept| {
-        let n = over(kept);
-        let more = format!("… and {} more scopes", snap.scopes.len() - kept);
-        match n {
-            0 => format!("{more} (a taller terminal shows them)"),
-            n => format!("{more}, {n} of them OVER their limit (a taller terminal shows them)"),
-        }
-    });
-    if lines.is_empty() {
-        lines.push(
-            "no scope in use and none named by the policy"
-                .dark_gray()
-                .into(),
-        );
-    }
-    let legend = Line::from(vec![
-        " scopes: ".into(),
-        "█ running ".green(),
-        "█ prepared ".cyan(),
-        "█ preparing ".yellow(),
-    ]);
-    f.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(legend)),
-        scopes,
-    );
-    let w = width_of(snap.nodes.iter().map(|n| n.name.as_str()), 30);
-    let mut lines: Vec<Line> = snap
-        .nodes
-        .iter()
-        .map(|n| node_line(n, w, bar_width.min(12)))
-        .collect();
-    fit(&mut lines, nodes.height, |kept| {
-        format!(
-            "… and {} more nodes (3 lists them all)",
-            snap.nodes.len() - kept
-        )
-    });
-    if lines.is_empty() {
-        lines.push("no node registered".dark_gray().into());
-    }
-    f.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" nodes ")),
-        nodes,
-    );
+    scope_panel(f, scopes, snap, bar_width);
+    node_panel(f, nodes, snap, bar_width.min(12));
     f.render_widget(
         Paragraph::new(queue_lines(snap, now))
             .block(Block::bordered().title(" queue "))
@@ -317,6 +262,62 @@ fn overview(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
     f.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" recent events ")),
         events,
+    );
+}
+
+/// Every scope as a gauge, with the legend in the title.
+fn scope_panel(f: &mut Frame, area: Rect, snap: &Snapshot, bar_width: usize) {
+    let w = width_of(snap.scopes.iter().map(|s| s.scope.as_str()), 40);
+    let mut lines: Vec<Line> = snap
+        .scopes
+        .iter()
+        .map(|s| scope_line(s, w, bar_width))
+        .collect();
+    fit(&mut lines, area.height, |kept| {
+        let over = snap.scopes[kept..]
+            .iter()
+            .filter(|s| s.over_limit())
+            .count();
+        let more = format!("… and {} more scopes", snap.scopes.len() - kept);
+        match over {
+            0 => format!("{more} (a taller terminal shows them)"),
+            n => format!("{more}, {n} of them OVER their limit (a taller terminal shows them)"),
+        }
+    });
+    if lines.is_empty() {
+        let none = "no scope in use and none named by the policy";
+        lines.push(none.dark_gray().into());
+    }
+    let legend = Line::from(vec![
+        " scopes: ".into(),
+        "█ running ".green(),
+        "█ prepared ".cyan(),
+        "█ preparing ".yellow(),
+    ]);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(legend)),
+        area,
+    );
+}
+
+/// Every node with its slots and the rule that set its number.
+fn node_panel(f: &mut Frame, area: Rect, snap: &Snapshot, bar_width: usize) {
+    let w = width_of(snap.nodes.iter().map(|n| n.name.as_str()), 30);
+    let mut lines: Vec<Line> = snap
+        .nodes
+        .iter()
+        .map(|n| node_line(n, w, bar_width))
+        .collect();
+    fit(&mut lines, area.height, |kept| {
+        let more = snap.nodes.len() - kept;
+        format!("… and {more} more nodes (3 lists them all)")
+    });
+    if lines.is_empty() {
+        lines.push("no node registered".dark_gray().into());
+    }
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" nodes ")),
+        area,
     );
 }
 
