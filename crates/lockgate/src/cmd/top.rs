@@ -47,6 +47,8 @@ struct Restore;
 impl Drop for Restore {
     fn drop(&mut self) {
         ratatui::restore();
+        // `restore` leaves the cursor as the last frame left it: hidden.
+        let _ = ratatui::crossterm::execute!(std::io::stdout(), ratatui::crossterm::cursor::Show);
     }
 }
 

@@ -45,6 +45,15 @@ impl Tmux {
         assert!(c.args(keys).status().unwrap().success());
     }
 
+    /// Whether the pane shows its cursor (`#{cursor_flag}`).
+    fn cursor_shown(&self) -> bool {
+        let o = self
+            .cmd(&["display-message", "-p", "-t", "top", "#{cursor_flag}"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim() == "1"
+    }
+
     fn screen(&self) -> String {
         let o = self
             .cmd(&["capture-pane", "-p", "-t", "top"])
@@ -158,6 +167,7 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     let global = line_of(&screen, "global").expect("the global scope");
     assert!(global.contains(&format!(" {gused}/{glimit} ")), "{screen}");
     assert!(screen.contains("connected"), "{screen}");
+    assert!(!t.cursor_shown(), "top hides the cursor while it draws");
     assert!(
         screen.contains("oldest waiting: job 2 backup repo=main by admin"),
         "{screen}"
@@ -239,6 +249,7 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     t.keys(&["echo back-$((40+2))"], true);
     t.keys(&["Enter"], false);
     t.until("the shell's answer", |x| x.contains("\nback-42"));
+    assert!(t.cursor_shown(), "the cursor is back");
 
     // SIGTERM is a way out too.
     t.keys(&[&line], true);
@@ -251,6 +262,7 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     t.keys(&["Enter"], false);
     let screen = t.until("the shell after SIGTERM", |x| x.contains("\nterm-43"));
     assert!(!screen.contains("recent events"), "{screen}");
+    assert!(t.cursor_shown(), "the cursor is back after SIGTERM");
 }
 
 #[test]
