@@ -92,6 +92,12 @@ impl Drop for Tmux {
     }
 }
 
+/// Whether the shell waits at its prompt: the last line written is a bare `shell$`.
+fn at_prompt(screen: &str) -> bool {
+    let last = screen.lines().rev().find(|l| !l.trim().is_empty());
+    last.is_some_and(|l| l.trim_end() == "shell$")
+}
+
 /// The line of the screen that starts (after the frame) with `name`.
 fn line_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
     screen.lines().find(|l| {
@@ -147,7 +153,7 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     wait_state(&s, 2, JobState::Queued);
 
     let t = Tmux::start(s.dir.path());
-    t.until("the shell's prompt", |x| x.contains("shell$"));
+    t.until("the shell's prompt", at_prompt);
     let line = format!(
         "LOCKGATE_SERVER={} LOCKGATE_TOKEN={} {BIN} top",
         s.url(),
@@ -244,7 +250,7 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     // `q` leaves and the shell works again with its echo on: the terminal is restored.
     t.keys(&["q"], true);
     t.until("the shell after q", |x| {
-        !x.contains("recent events") && x.contains("shell$")
+        !x.contains("recent events") && at_prompt(x)
     });
     t.keys(&["echo back-$((40+2))"], true);
     t.keys(&["Enter"], false);
@@ -252,15 +258,21 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     assert!(t.cursor_shown(), "the cursor is back");
 
     // SIGTERM is a way out too.
+    t.until("the prompt again", at_prompt);
     t.keys(&[&line], true);
     t.keys(&["Enter"], false);
     t.until("top again", |x| x.contains("recent events"));
     let pid = t.child_of_shell().expect("top runs under the shell");
     signal(pid, rustix::process::Signal::TERM);
     assert!(eventually(Duration::from_secs(10), || gone(pid)));
+    t.until("the shell after SIGTERM", |x| {
+        !x.contains("recent events") && at_prompt(x)
+    });
     t.keys(&["echo term-$((40+3))"], true);
     t.keys(&["Enter"], false);
-    let screen = t.until("the shell after SIGTERM", |x| x.contains("\nterm-43"));
+    let screen = t.until("the shell's answer after SIGTERM", |x| {
+        x.contains("\nterm-43")
+    });
     assert!(!screen.contains("recent events"), "{screen}");
     assert!(t.cursor_shown(), "the cursor is back after SIGTERM");
 }
