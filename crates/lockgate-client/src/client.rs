@@ -13,6 +13,7 @@ mod events;
 mod forecast;
 mod joblogs;
 mod jobs;
+mod metrics;
 mod nodes;
 mod notify;
 mod pauses;

@@ -140,6 +140,15 @@ pub enum Command {
     Notify(cmd::notify::Args),
     /// When the queue and the scheduled runs are done (p50/p90), what misses --until, the bottleneck.
     Forecast(cmd::forecast::Args),
+    /// A live terminal view: scopes, nodes, the queue and why each job waits (q quits).
+    ///
+    /// Three screens: 1 overview (every scope against its limit with the prepared and
+    /// preparing share apart, nodes with their slots and the rule that set the number,
+    /// queue depth by kind and owner, the oldest waiting job, recent events), 2 queue
+    /// (s/k/o/a filter by state, kind, owner, attribute; S sorts, r reverses; Enter
+    /// explains the selected job), 3 nodes. `?` lists every key. It redraws on the
+    /// server's event stream, not on a timer; it only reads, so any role's token will do.
+    Top(cmd::top::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -160,6 +169,7 @@ fn main() -> std::process::ExitCode {
         Command::Audit(args) => cmd::audit::run(&cli.global, args),
         Command::Notify(args) => cmd::notify::run(&cli.global, args),
         Command::Forecast(args) => cmd::forecast::run(&cli.global, args),
+        Command::Top(args) => cmd::top::run(&cli.global, args),
         Command::Policy(args) => cmd::policy::run(&cli.global, args),
         Command::Token(args) => cmd::token::run(&cli.global, args),
         Command::Events(args) => cmd::events::run(&cli.global, args),

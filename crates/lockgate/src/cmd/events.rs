@@ -37,7 +37,8 @@ fn job_words(j: &JobView) -> String {
     text
 }
 
-fn line(ev: &EventView) -> String {
+/// One event in words (the `lockgate top` overview shows the same lines).
+pub(super) fn line(ev: &EventView) -> String {
     let ty = ev.data.get("type").and_then(|v| v.as_str()).unwrap_or("?");
     let job = ev
         .data

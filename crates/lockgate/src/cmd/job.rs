@@ -275,7 +275,7 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
 /// terms), then every holding condition once, one per line. The one-line `text` of the
 /// JSON ends with the same conditions joined by `; `; that tail is left out of the first
 /// line so no reason is printed twice.
-fn render_explain(id: u64, ex: &ExplainView) -> String {
+pub(super) fn render_explain(id: u64, ex: &ExplainView) -> String {
     let reasons: Vec<&str> = ex.reasons.iter().map(|r| r.text.as_str()).collect();
     let tail = format!("; {}", reasons.join("; "));
     let head = match ex.text.strip_suffix(&tail) {

@@ -23,3 +23,4 @@ mod rpo;
 mod run;
 mod schedule;
 mod tools;
+mod top;

@@ -1,0 +1,19 @@
+//! `GET /metrics`: the Prometheus text, as text (the one call that is not JSON).
+
+use super::{map_error, CALL_TIMEOUT};
+use crate::{Client, ClientError};
+
+impl Client {
+    /// `GET /metrics`, with the token (a server with `--metrics-auth` needs one).
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn metrics(&self) -> Result<String, ClientError> {
+        let (url, req) = self.request("GET", "/metrics", CALL_TIMEOUT);
+        let resp = req.call().map_err(|e| map_error(&url, e))?;
+        resp.into_string().map_err(|e| ClientError::Unreachable {
+            url,
+            message: format!("reading the answer: {e}"),
+        })
+    }
+}
