@@ -36,6 +36,10 @@
 //!   holders of the b scopes blocking a preemptor that plans; a held scope adds O(1) to a
 //!   scope check. Never a walk of the queue;
 //! - explain: O(n) (the position counts competing jobs; not on the admission path);
+//! - [`Engine::share`]: O(c log n) for the c jobs inserted, removed or changed since the
+//!   last share (no job copied; the first share builds the shared map, O(n log n)); once
+//!   an engine was shared, each job change also marks its id (O(1)) and copies the record
+//!   if someone still holds it; [`Engine::from_shared`]: O(n log n), as a restore;
 //! - every job that joins the queue (submit, retry, `not_before`, a dependency's end)
 //!   checks the active pauses: O(p), p at most [`MAX_PAUSES`]; a job's end for good wakes
 //!   its own dependents: O(dependents); pause: O(n) (walks the queued jobs once, as a
