@@ -36,6 +36,10 @@
 //!   holders of the b scopes blocking a preemptor that plans; a held scope adds O(1) to a
 //!   scope check. Never a walk of the queue;
 //! - explain: O(n) (the position counts competing jobs; not on the admission path);
+//! - [`Engine::share`]: O(c log n) for the c jobs inserted, removed or changed since the
+//!   last share (no job copied; the first share builds the shared map, O(n log n)); once
+//!   an engine was shared, each job change also marks its id (O(1)) and copies the record
+//!   if someone still holds it; [`Engine::from_shared`]: O(n log n), as a restore;
 //! - every job that joins the queue (submit, retry, `not_before`, a dependency's end)
 //!   checks the active pauses: O(p), p at most [`MAX_PAUSES`]; a job's end for good wakes
 //!   its own dependents: O(dependents); pause: O(n) (walks the queued jobs once, as a
@@ -83,7 +87,7 @@ pub use crate::job::SubmitError;
 pub use deps::EditError;
 pub use nodes::{Node, NodeRegistration, NodeState};
 pub use pause::{Pause, PauseError, PauseSpec, MAX_PAUSES};
-pub use rebuild::{NodeRecord, Snapshot};
+pub use rebuild::{NodeRecord, Shared, Snapshot};
 pub use window_order::WindowPlace;
 
 use entries::{Entries, Entry};
@@ -187,7 +191,8 @@ pub struct ScopeUsage {
 /// The scheduling engine. See the module docs.
 #[derive(Debug, Clone)]
 pub struct Engine {
-    policy: Policy,
+    /// Shared with the [`Shared`] copies taken of the engine (replaced whole, never changed).
+    policy: std::sync::Arc<Policy>,
     mode: Mode,
     next_id: JobId,
     next_token: u64,
@@ -221,6 +226,11 @@ pub struct Engine {
 impl Engine {
     /// A new, empty engine.
     pub fn new(policy: Policy, mode: Mode) -> Engine {
+        Engine::with_policy(std::sync::Arc::new(policy), mode)
+    }
+
+    /// A new, empty engine under a policy shared with others ([`Shared`]).
+    fn with_policy(policy: std::sync::Arc<Policy>, mode: Mode) -> Engine {
         Engine {
             policy,
             mode,
@@ -267,12 +277,12 @@ impl Engine {
 
     /// A live job (queued, admitted, or waiting for a retry).
     pub fn job(&self, id: JobId) -> Option<&Job> {
-        self.entries.find(id).map(|e| &e.job)
+        self.entries.find(id).map(|e| &*e.job)
     }
 
     /// Every live job, in no particular order.
     pub fn jobs(&self) -> impl Iterator<Item = &Job> {
-        self.entries.values().map(|e| &e.job)
+        self.entries.values().map(|e| &*e.job)
     }
 
     /// Number of live jobs.
@@ -336,7 +346,7 @@ impl Engine {
             if let Some(id) = self.entries.idempotent(&spec.owner, key) {
                 if let Some(e) = self.entries.find(id) {
                     return Ok(Submitted {
-                        job: e.job.clone(),
+                        job: Job::clone(&e.job),
                         existing: true,
                     });
                 }
@@ -345,11 +355,11 @@ impl Engine {
         self.check_deps(&spec)?;
         let job = self.job_from_spec(spec, now)?;
         let id = job.id;
-        self.insert_entry(job, now);
+        self.insert_entry(std::sync::Arc::new(job), now);
         self.emit(JobChange::Submitted, id);
         self.run_pass(now);
         Ok(Submitted {
-            job: self.entries.get(id).job.clone(),
+            job: Job::clone(&self.entries.get(id).job),
             existing: false,
         })
     }
@@ -385,21 +395,24 @@ impl Engine {
     ) -> Result<HeartbeatAnswer, LeaseError> {
         self.handle_timeout(now);
         let ttl = self.policy.leases.ttl;
-        let e = self.entries.find_mut(id).ok_or(LeaseError::NotFound(id))?;
-        match &mut e.job.lease {
-            Some(lease) if lease.token == token && e.job.state.is_admitted() => {
-                lease.expires_at = now.plus(ttl);
-                Ok(HeartbeatAnswer {
-                    lease: *lease,
-                    cancel_requested: e.job.cancel_requested,
-                })
-            }
-            _ => Err(LeaseError::LeaseLost(id)),
-        }
+        let e = self.entries.find(id).ok_or(LeaseError::NotFound(id))?;
+        // The token is checked before the record is touched: a stale heartbeat copies
+        // nothing.
+        let admitted = e.job.state.is_admitted();
+        let Some(mut lease) = e.job.lease.filter(|l| l.token == token && admitted) else {
+            return Err(LeaseError::LeaseLost(id));
+        };
+        lease.expires_at = now.plus(ttl);
+        let job = self.entries.job_mut(id);
+        job.lease = Some(lease);
+        Ok(HeartbeatAnswer {
+            lease,
+            cancel_requested: job.cancel_requested,
+        })
     }
 
-    fn holder(&mut self, id: JobId, token: u64) -> Result<&mut Entry, LeaseError> {
-        let e = self.entries.find_mut(id).ok_or(LeaseError::NotFound(id))?;
+    fn holder(&self, id: JobId, token: u64) -> Result<&Entry, LeaseError> {
+        let e = self.entries.find(id).ok_or(LeaseError::NotFound(id))?;
         match e.job.lease {
             Some(l) if l.token == token && e.job.state.is_admitted() => Ok(e),
             _ => Err(LeaseError::LeaseLost(id)),
@@ -420,16 +433,17 @@ impl Engine {
                 message: "only a preparing job can report prepared".into(),
             });
         }
-        e.job.state = JobState::Prepared;
-        e.job.prepared_at = Some(now);
-        let node = e.job.node().map(str::to_string);
+        let job = self.entries.job_mut(id);
+        job.state = JobState::Prepared;
+        job.prepared_at = Some(now);
+        let node = job.node().map(str::to_string);
         self.emit(JobChange::Prepared, id);
         match node {
             Some(node) => self.node_prepared(&node, id, now),
             None => self.promote(id, None, now),
         }
         self.run_pass(now);
-        Ok(self.entries.get(id).job.clone())
+        Ok(Job::clone(&self.entries.get(id).job))
     }
 
     /// The holder ends its job. A `message` longer than `[quotas].max_message_bytes` is
@@ -474,14 +488,14 @@ impl Engine {
             };
             self.end_job(id, JobState::Cancelled, Some(msg.into()), now)
         } else {
-            let e = self.entries.get_mut(id);
-            let first = e.job.cancel_reason != Some(CancelReason::Cancel);
-            e.job.cancel_requested = true;
-            e.job.cancel_reason = Some(CancelReason::Cancel);
+            let first = self.entries.get(id).job.cancel_reason != Some(CancelReason::Cancel);
+            let job = self.entries.job_mut(id);
+            job.cancel_requested = true;
+            job.cancel_reason = Some(CancelReason::Cancel);
             if first {
                 self.emit(JobChange::CancelRequested, id);
             }
-            self.entries.get(id).job.clone()
+            Job::clone(&self.entries.get(id).job)
         };
         self.run_pass(now);
         Ok(job)
@@ -496,9 +510,10 @@ impl Engine {
         }
     }
 
-    /// Reports a change of a live job: its state now, cloned once into the event.
+    /// Reports a change of a live job: its state now, shared with the event (the record is
+    /// copied only if it changes again while the event is held).
     fn emit(&mut self, change: JobChange, id: JobId) {
-        let job = Box::new(self.entries.get(id).job.clone());
+        let job = self.entries.get(id).job.clone();
         self.events.push_back(Event::Job { change, job });
     }
 

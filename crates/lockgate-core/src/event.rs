@@ -2,6 +2,7 @@
 
 use crate::job::Job;
 use serde::Serialize;
+use std::sync::Arc;
 
 /// What changed about a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -33,8 +34,9 @@ pub enum Event {
     Job {
         /// What happened.
         change: JobChange,
-        /// The job after the change.
-        job: Box<Job>,
+        /// The job after the change: the engine's own record, shared (the engine copies it
+        /// before its next change while the event is held).
+        job: Arc<Job>,
     },
     /// A node registered, changed, was cordoned or uncordoned, or recovered.
     NodeChanged {

@@ -112,6 +112,11 @@ impl Loop {
         seq: u64,
         max_token: u64,
     ) -> Loop {
+        let mut engine = engine;
+        // The engine's shared map of the jobs is built once, at start (O(n log n), beside
+        // the restore): from then on a forecast's copy costs O(changes), never a walk of
+        // the queue (forecast.rs).
+        let _ = engine.share();
         let digest = policy_digest(engine.policy());
         let now = wall_ms();
         let notify = crate::notify::LoopSide::new(&engine.policy().notify, &digest);
@@ -290,7 +295,7 @@ impl Loop {
             Op::Audit(op) => self.audit_op(&p, op, now),
             Op::Logs(op) => self.log_op(&p, op, now),
             Op::Notify(op) => self.notify_op(&p, op),
-            Op::Forecast(op) => self.forecast_op(op, now),
+            Op::Forecast(op) => self.forecast_op(op),
         }
         self.audit_cur = None;
         self.audit_note = None;
@@ -310,7 +315,10 @@ impl Loop {
                     self.changed.insert(job.id, (**job).clone());
                     serde_json::json!({ "type": "job", "change": change, "job": view })
                 }
-                other => serde_json::to_value(other).expect("events serialize"),
+                other => {
+                    self.forecast.touch();
+                    serde_json::to_value(other).expect("events serialize")
+                }
             };
             let Value::Object(data) = data else {
                 unreachable!("events are objects")

@@ -1,4 +1,6 @@
-//! What a forecast costs: the copy of the engine the server's loop makes (`Engine::clone`)
+//! What a forecast costs: the engine's shared state the server's loop takes
+//! (`Engine::share`, after 100 jobs finished since the last one; beside it the full
+//! `Engine::clone` the loop took before), the rebuild off the loop (`Engine::from_shared`)
 //! and one forward run to the end ([`lockgate_sim::forecast::forward`]), at 10k and 100k
 //! queued jobs.
 //!
@@ -12,7 +14,7 @@
 //! leases every TTL/3 as the server's holders do.
 
 use lockgate_core::durations::{Durations, ForecastPolicy};
-use lockgate_core::job::{JobSpec, JobState};
+use lockgate_core::job::{JobSpec, JobState, Outcome};
 use lockgate_core::policy::PerKey;
 use lockgate_core::{Engine, Mode, Policy, Timestamp};
 use lockgate_sim::forecast::{forward, Quantile};
@@ -69,6 +71,37 @@ fn main() {
             engine.submit(spec(i % 100), Timestamp(0)).unwrap();
         }
         while engine.poll_event().is_some() {}
+        let t = Instant::now();
+        drop(engine.share());
+        let first_share = t.elapsed().as_secs_f64();
+        let mut shares = Vec::new();
+        let mut shared = None;
+        let mut now = 1;
+        for _ in 0..5 {
+            let running: Vec<(u64, u64)> = engine
+                .jobs()
+                .filter(|j| j.state == JobState::Running)
+                .take(100)
+                .map(|j| (j.id, j.lease.unwrap().token))
+                .collect();
+            for (id, token) in running {
+                now += 1;
+                let at = Timestamp(now);
+                engine
+                    .finish(id, token, Outcome::Succeeded, None, at)
+                    .unwrap();
+            }
+            while engine.poll_event().is_some() {}
+            let t = Instant::now();
+            shared = Some(engine.share());
+            let _ = d.clone();
+            shares.push(t.elapsed().as_secs_f64());
+        }
+        shares.sort_by(f64::total_cmp);
+        let t = Instant::now();
+        let rebuilt = Engine::from_shared(shared.unwrap(), Timestamp(1_000));
+        let rebuild = t.elapsed().as_secs_f64();
+        drop(rebuilt);
         let mut copies = Vec::new();
         for _ in 0..5 {
             let t = Instant::now();
@@ -106,6 +139,14 @@ fn main() {
         );
         let fwd = t.elapsed().as_secs_f64();
         let ended = run.jobs.values().filter(|f| f.end.is_some()).count();
+        println!(
+            "forecast depth {depth}: on the loop: share {:.3} ms with the durations (median of 5, \
+             each after 100 finishes; the first share, which builds the map, {:.1} ms); \
+             off it: from_shared {:.1} ms",
+            shares[2] * 1e3,
+            first_share * 1e3,
+            rebuild * 1e3
+        );
         println!(
             "forecast depth {depth}: clone {:.1} ms, export {:.1} ms (medians of 5), restore {:.1} ms, \
              forward run {:.2} s ({} steps, {ended} jobs ended, complete {}), {:.2} us per job",

@@ -18,6 +18,7 @@ use crate::policy::Executor;
 use crate::scope::{ScopeId, ScopeKey};
 use crate::time::Timestamp;
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// Why a job cannot be admitted now.
 #[derive(Debug, Clone, PartialEq)]
@@ -414,20 +415,20 @@ impl Engine {
         self.take_share(id, &needs, node.as_deref(), state, None);
         let lease = self.grant_lease(id, now);
         let timeout = self.policy.prepare_timeout(&self.entries.get(id).job.kind);
-        let e = self.entries.get_mut(id);
-        if let crate::job::Placement::Movable { placed_on, .. } = &mut e.job.placement {
+        let job = self.entries.job_mut(id);
+        if let crate::job::Placement::Movable { placed_on, .. } = &mut job.placement {
             placed_on.clone_from(&node);
         }
-        e.job.lease = Some(lease);
+        job.lease = Some(lease);
         let change = if two_stage {
-            e.job.state = JobState::Preparing;
-            e.job.prepare_started_at = Some(now);
+            job.state = JobState::Preparing;
+            job.prepare_started_at = Some(now);
             self.timers
                 .arm(now.plus(timeout), Timer::PrepareTimeout(id, lease.token));
             JobChange::AdmittedPrepare
         } else {
-            e.job.state = JobState::Running;
-            e.job.started_at = Some(now);
+            job.state = JobState::Running;
+            job.started_at = Some(now);
             self.arm_max_run(id, now);
             JobChange::Started
         };
@@ -466,9 +467,9 @@ impl Engine {
                 self.give_back(id, p, 1);
             }
         }
-        let e = self.entries.get_mut(id);
-        e.job.state = JobState::Running;
-        e.job.started_at = Some(now);
+        let job = self.entries.job_mut(id);
+        job.state = JobState::Running;
+        job.started_at = Some(now);
         self.arm_max_run(id, now);
         if let Some(node) = node {
             self.node_counts_changed(node);
@@ -529,26 +530,26 @@ impl Engine {
             },
             None => self.policy.retry(&job.kind),
         };
-        let e = self.entries.get_mut(id);
-        e.job.state = state;
-        e.job.finished_at = Some(now);
-        e.job.outcome = Some(state);
-        e.job.lease = None;
-        e.job.retry_at = None;
+        let job = self.entries.job_mut(id);
+        job.state = state;
+        job.finished_at = Some(now);
+        job.outcome = Some(state);
+        job.lease = None;
+        job.retry_at = None;
         if message.is_some() {
-            e.job.message = message;
+            job.message = message;
         }
         // Preempted attempts do not count against the retries.
-        let tries = e.job.attempt.saturating_sub(e.job.preemptions);
+        let tries = job.attempt.saturating_sub(job.preemptions);
         let retries = matches!(state, JobState::Failed | JobState::Lost) && tries <= retry.times;
         if retries {
             let at = now.plus(retry.interval);
-            e.job.retry_at = Some(at);
-            self.timers.arm(at, Timer::Retry(id, e.job.attempt));
+            job.retry_at = Some(at);
+            self.timers.arm(at, Timer::Retry(id, job.attempt));
         }
         if retries {
             self.emit(JobChange::Finished, id);
-            return self.entries.get(id).job.clone();
+            return Job::clone(&self.entries.get(id).job);
         }
         self.forget_pause_hold(id);
         self.forget_deps(id);
@@ -558,10 +559,10 @@ impl Engine {
         };
         self.events.push_back(crate::event::Event::Job {
             change: JobChange::Finished,
-            job: Box::new(job.clone()),
+            job: job.clone(),
         });
         self.dependency_ended(id, state, now);
-        job
+        Arc::unwrap_or_clone(job)
     }
 
     /// Gives back everything an admitted job (in state `prev`) holds; nothing for a job
@@ -597,7 +598,8 @@ impl Engine {
         let Some(e) = self.entries.remove(id) else {
             return;
         };
-        let mut job = e.job;
+        let mut shared = e.job;
+        let job = Arc::make_mut(&mut shared);
         job.state = JobState::Queued;
         job.attempt += 1;
         job.queued_at = now;
@@ -612,7 +614,7 @@ impl Engine {
         if let crate::job::Placement::Movable { placed_on, .. } = &mut job.placement {
             *placed_on = None;
         }
-        self.insert_entry(job, now);
+        self.insert_entry(shared, now);
         self.emit(JobChange::Requeued, id);
     }
 

@@ -164,13 +164,13 @@ impl Engine {
         if in_class {
             self.dequeue(id);
         }
-        self.entries.get_mut(id).job.priority = priority;
+        self.entries.job_mut(id).priority = priority;
         if in_class {
             self.enqueue(id);
         }
         self.emit(JobChange::Edited, id);
         self.run_pass(now);
-        Ok(self.entries.get(id).job.clone())
+        Ok(crate::job::Job::clone(&self.entries.get(id).job))
     }
 
     /// Queues a failed job again as a new attempt (same id, `attempt + 1`): a live one
@@ -191,13 +191,16 @@ impl Engine {
             return Err(EditError::NotFailed { id, state });
         }
         if !self.entries.contains(id) {
-            let mut entry = super::Entry::new(job);
-            entry.job.retry_at = None;
-            self.entries.insert(entry);
+            let job = crate::job::Job {
+                retry_at: None,
+                ..job
+            };
+            self.entries
+                .insert(super::Entry::new(std::sync::Arc::new(job)));
         }
         self.requeue(id, now);
         self.run_pass(now);
-        Ok(self.entries.get(id).job.clone())
+        Ok(crate::job::Job::clone(&self.entries.get(id).job))
     }
 }
 

@@ -9,18 +9,30 @@
 //!   [`Entries::insert`] and [`Entries::remove`] keep it, nothing else touches it;
 //! - `per_owner[o]` is the number of live jobs owned by `o` (absent when 0), kept the same
 //!   way (the server's `[quotas].max_queued_per_owner` reads it).
+//! - a job record is shared (`Arc<Job>`) with whoever took it since its last change (an
+//!   event, the shared index below, a forecast's [`Shared`](super::Shared) copy); every
+//!   change goes through [`Entries::job_mut`], which copies the record first if it is
+//!   shared, so a record once handed out never changes under its holder;
+//! - the shared index (a persistent map, taken in O(1) by [`Entries::shared`]) holds every
+//!   live job as of the last call, and `dirty` the ids inserted, removed or changed since;
+//!   until the first call there is no index and nothing is tracked (an engine nobody shares,
+//!   the simulator's and the benchmark's, pays one branch per change).
 
 use super::needs::Needs;
 use super::queue::ClassId;
 use crate::job::{Job, JobId};
 use crate::scope::ScopeId;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+/// The live jobs by id as a persistent map: a clone shares its nodes (O(1)).
+pub type SharedJobs = imbl::OrdMap<JobId, Arc<Job>>;
 
 /// Engine-private bookkeeping of a live job.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
-    pub job: Job,
+    /// The job as it is now; change it only through [`Entry::job_mut`].
+    pub job: Arc<Job>,
     /// Shared with the job's class while it is queued.
     pub needs: Arc<Needs>,
     /// Scopes and amounts it took at admission; given back exactly at the end.
@@ -38,7 +50,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     /// A job as it enters the engine: nothing derived yet.
-    pub fn new(job: Job) -> Entry {
+    pub fn new(job: Arc<Job>) -> Entry {
         Entry {
             job,
             needs: Arc::default(),
@@ -51,12 +63,22 @@ impl Entry {
     }
 }
 
+/// The shared index: the live jobs as of the last [`Entries::shared`], and what changed
+/// since.
+#[derive(Debug, Clone, Default)]
+struct Index {
+    jobs: SharedJobs,
+    dirty: HashSet<JobId>,
+}
+
 /// The live jobs by id, and the idempotency index over them.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Entries {
     map: HashMap<JobId, Box<Entry>>,
     idempotency: HashMap<(String, String), JobId>,
     per_owner: HashMap<String, usize>,
+    /// `None` until the first [`Entries::shared`].
+    index: Option<Box<Index>>,
 }
 
 impl Entries {
@@ -83,7 +105,44 @@ impl Entries {
         }
     }
 
-    /// A live job's entry for changing. Panics as [`Entries::get`] does.
+    /// A live job for changing: its record is copied first if it is shared (copy on
+    /// write), so what an event or a forecast holds keeps the state it was taken in.
+    /// Panics as [`Entries::get`] does.
+    pub fn job_mut(&mut self, id: JobId) -> &mut Job {
+        self.touch(id);
+        Arc::make_mut(&mut self.get_mut(id).job)
+    }
+
+    fn touch(&mut self, id: JobId) {
+        if let Some(index) = &mut self.index {
+            index.dirty.insert(id);
+        }
+    }
+
+    /// Every live job as a persistent map sharing the records: O(c log n) for the c jobs
+    /// inserted, removed or changed since the last call (O(n log n) the first time).
+    pub fn shared(&mut self) -> SharedJobs {
+        let map = &self.map;
+        let index = self.index.get_or_insert_with(|| {
+            Box::new(Index {
+                jobs: SharedJobs::new(),
+                dirty: map.keys().copied().collect(),
+            })
+        });
+        // In id order: neighbours share the tree's nodes, so each is copied once.
+        let mut dirty: Vec<JobId> = index.dirty.drain().collect();
+        dirty.sort_unstable();
+        for id in dirty {
+            match map.get(&id) {
+                Some(e) => index.jobs.insert(id, e.job.clone()),
+                None => index.jobs.remove(&id),
+            };
+        }
+        index.jobs.clone()
+    }
+
+    /// A live job's entry for changing (not its job: see [`Entries::job_mut`]). Panics as
+    /// [`Entries::get`] does.
     pub fn get_mut(&mut self, id: JobId) -> &mut Entry {
         match self.map.get_mut(&id) {
             Some(e) => e,
@@ -104,6 +163,7 @@ impl Entries {
                 .insert((entry.job.owner.clone(), key.clone()), id);
         }
         *self.per_owner.entry(entry.job.owner.clone()).or_default() += 1;
+        self.touch(id);
         if let Some(old) = self.map.insert(id, Box::new(entry)) {
             self.forget_owner(&old.job.owner);
         }
@@ -126,6 +186,7 @@ impl Entries {
     /// Takes a job out, and its idempotency key with it.
     pub fn remove(&mut self, id: JobId) -> Option<Entry> {
         let e = self.map.remove(&id)?;
+        self.touch(id);
         if let Some(key) = &e.job.idempotency_key {
             self.idempotency.remove(&(e.job.owner.clone(), key.clone()));
         }

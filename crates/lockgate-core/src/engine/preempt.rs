@@ -456,10 +456,10 @@ impl Engine {
             victims.insert(v, token);
         }
         for &v in &c.asked {
-            let e = self.entries.get_mut(v);
-            e.job.cancel_requested = true;
-            e.job.cancel_reason = Some(CancelReason::Preempted);
-            e.job.message = Some(format!("preempted by job {p}: stopping"));
+            let job = self.entries.job_mut(v);
+            job.cancel_requested = true;
+            job.cancel_reason = Some(CancelReason::Preempted);
+            job.message = Some(format!("preempted by job {p}: stopping"));
             self.preempt.victim_of.insert(v, p);
             self.emit(JobChange::CancelRequested, v);
         }
@@ -497,16 +497,16 @@ impl Engine {
         let prev = job.state;
         self.release(id, prev);
         let by = self.preempt.victim_of.remove(&id);
-        let e = self.entries.get_mut(id);
-        e.job.lease = None;
-        e.job.cancel_reason = None;
-        e.job.preemptions += 1;
-        e.job.message = Some(match by {
+        let job = self.entries.job_mut(id);
+        job.lease = None;
+        job.cancel_reason = None;
+        job.preemptions += 1;
+        job.message = Some(match by {
             Some(p) => format!("preempted by job {p}"),
             None => "preempted".into(),
         });
         self.requeue(id, now);
-        self.entries.get(id).job.clone()
+        Job::clone(&self.entries.get(id).job)
     }
 
     /// After a rebuild: the plans' holds under the new scope ids.

@@ -143,7 +143,7 @@ impl Engine {
     // ----- filing jobs and classes -----
 
     /// Adds a job to the engine (a new submit or a retry), with its timers.
-    pub(crate) fn insert_entry(&mut self, job: Job, now: Timestamp) {
+    pub(crate) fn insert_entry(&mut self, job: std::sync::Arc<Job>, now: Timestamp) {
         let id = job.id;
         let needs = self.needs_of(&job);
         let placement = self.job_placement_scope(&job);

@@ -1,11 +1,23 @@
-//! Rebuilding the engine: after a policy change, and from an exported [`Snapshot`] (the
-//! server's store keeps one's worth of rows and restores from them at start).
+//! Rebuilding the engine: after a policy change, from an exported [`Snapshot`] (the
+//! server's store keeps one's worth of rows and restores from them at start), and from a
+//! [`Shared`] copy (a forecast's, rebuilt on its own thread).
 //!
 //! A rebuild re-derives every index from the jobs and nodes alone: scopes are interned
 //! again, every admitted job takes again exactly what the new policy says it holds (so a
 //! lowered limit leaves its scope over limit, never stops a job), and every queued job is
 //! filed again. Cost O(n log n).
+//!
+//! # Invariants
+//! - There is one restore: [`Engine::restore_in_zone`] turns its [`Snapshot`] into a
+//!   [`Shared`] and calls [`Engine::from_shared`], so an engine rebuilt from a forecast's
+//!   copy is exactly the one a restart at that instant would give.
+//! - [`Engine::share`] copies no job and does not walk the queue: the jobs come as a
+//!   persistent map ([`SharedJobs`], `entries.rs`), brought up to date in O(c log n) for the
+//!   c jobs that changed since the last call; nodes and pauses are cloned (O(nodes +
+//!   pauses)). What it holds never changes: the engine copies a shared job record before
+//!   changing it, and replaces its policy whole.
 
+use super::entries::SharedJobs;
 use super::timers::Timer;
 use super::{ApplyReport, Engine, Entry, Mode, NodeRegistration, NodeState};
 use super::{PlacementIndex, QueueIndex, ScopeTable};
@@ -15,6 +27,7 @@ use crate::policy::Policy;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A node as exported.
@@ -45,28 +58,86 @@ pub struct Snapshot {
     pub next_pause_id: u64,
 }
 
+/// What an engine is rebuilt from, sharing the job records and the policy with the engine
+/// it was taken from ([`Engine::share`]): taking it copies no job, so it is cheap enough
+/// for the server's event loop at any queue length. [`Engine::from_shared`] rebuilds an
+/// engine from it, on any thread.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    policy: Arc<Policy>,
+    mode: Mode,
+    zone: jiff::tz::TimeZone,
+    next_id: JobId,
+    next_token: u64,
+    jobs: SharedJobs,
+    nodes: Vec<NodeRecord>,
+    pauses: Vec<super::Pause>,
+    next_pause_id: u64,
+}
+
+impl Shared {
+    /// Every live job, by id: the engine's own records.
+    pub fn jobs(&self) -> impl Iterator<Item = &Arc<Job>> + '_ {
+        self.jobs.values()
+    }
+
+    /// Number of live jobs.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// No live job.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// The policy it was taken under.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+}
+
 impl Engine {
     /// Exports the live state.
     pub fn export(&self) -> Snapshot {
-        let mut jobs: Vec<Job> = self.entries.values().map(|e| e.job.clone()).collect();
+        let mut jobs: Vec<Job> = self.entries.values().map(|e| Job::clone(&e.job)).collect();
         jobs.sort_by_key(|j| j.id);
         Snapshot {
             next_id: self.next_id,
             next_token: self.next_token,
             jobs,
-            nodes: self
-                .nodes
-                .values()
-                .map(|n| NodeRecord {
-                    registration: NodeRegistration {
-                        name: n.name.clone(),
-                        labels: n.labels.clone(),
-                        resources: n.resources.clone(),
-                        kinds: n.kinds.clone(),
-                    },
-                    cordoned: n.cordoned,
-                })
-                .collect(),
+            nodes: self.node_records(),
+            pauses: self.pauses().cloned().collect(),
+            next_pause_id: self.next_pause_id,
+        }
+    }
+
+    fn node_records(&self) -> Vec<NodeRecord> {
+        let record = |n: &super::Node| NodeRecord {
+            registration: NodeRegistration {
+                name: n.name.clone(),
+                labels: n.labels.clone(),
+                resources: n.resources.clone(),
+                kinds: n.kinds.clone(),
+            },
+            cordoned: n.cordoned,
+        };
+        self.nodes.values().map(record).collect()
+    }
+
+    /// The live state as [`Engine::export`] has it, with the policy, the mode and the
+    /// zone, sharing the job records instead of copying them (see [`Shared`]). Cost
+    /// O(c log n) for the c jobs changed since the last call, O(n log n) the first time
+    /// (the engine keeps the shared map from then on).
+    pub fn share(&mut self) -> Shared {
+        Shared {
+            policy: self.policy.clone(),
+            mode: self.mode,
+            zone: self.windows.zone.clone(),
+            next_id: self.next_id,
+            next_token: self.next_token,
+            jobs: self.entries.shared(),
+            nodes: self.node_records(),
             pauses: self.pauses().cloned().collect(),
             next_pause_id: self.next_pause_id,
         }
@@ -88,10 +159,31 @@ impl Engine {
         mode: Mode,
         zone: &str,
     ) -> Engine {
-        let mut engine = Engine::new(policy, mode);
-        if engine.set_time_zone(zone).is_err() {
-            engine.windows.zone = jiff::tz::TimeZone::UTC;
-        }
+        let shared = Shared {
+            policy: Arc::new(policy),
+            mode,
+            zone: crate::calendar::zone_by_name(zone).unwrap_or(jiff::tz::TimeZone::UTC),
+            next_id: snapshot.next_id,
+            next_token: snapshot.next_token,
+            jobs: snapshot
+                .jobs
+                .into_iter()
+                .map(|j| (j.id, Arc::new(j)))
+                .collect(),
+            nodes: snapshot.nodes,
+            pauses: snapshot.pauses,
+            next_pause_id: snapshot.next_pause_id,
+        };
+        Engine::from_shared(shared, now)
+    }
+
+    /// Rebuilds an engine from a [`Shared`] copy, as [`Engine::restore_in_zone`] does from a
+    /// snapshot (the one implementation of both): every lease gets a fresh TTL from `now`,
+    /// nodes count as seen at `now`. The job records stay shared until they change.
+    /// Cost O(n log n).
+    pub fn from_shared(snapshot: Shared, now: Timestamp) -> Engine {
+        let mut engine = Engine::with_policy(snapshot.policy, snapshot.mode);
+        engine.windows.zone = snapshot.zone;
         engine.next_id = snapshot.next_id.max(1);
         engine.next_token = snapshot.next_token.max(1);
         let ttl = engine.policy.leases.ttl;
@@ -106,9 +198,10 @@ impl Engine {
                 .timers
                 .arm(now.plus(engine.policy.nodes.ttl), Timer::NodeTtl(name));
         }
-        for mut job in snapshot.jobs {
-            if let Some(lease) = &mut job.lease {
+        for (_, mut job) in snapshot.jobs {
+            if let Some(mut lease) = job.lease {
                 lease.expires_at = now.plus(ttl);
+                Arc::make_mut(&mut job).lease = Some(lease);
             }
             engine.next_id = engine.next_id.max(job.id + 1);
             if let Some(token) = job.lease.map(|l| l.token) {
@@ -166,7 +259,7 @@ impl Engine {
     pub fn apply_policy(&mut self, policy: Policy, now: Timestamp) -> ApplyReport {
         self.handle_timeout(now);
         let before: BTreeSet<JobId> = self.admitted_ids();
-        self.policy = policy;
+        self.policy = std::sync::Arc::new(policy);
         self.rebuild(now);
         // `exclusive_delay`s that passed before the change hold back again at once.
         self.fire_timers(now);

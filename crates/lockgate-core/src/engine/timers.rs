@@ -177,10 +177,10 @@ impl Engine {
 
     /// `max_run` passed: asks the holder to cancel and arms the revoke one lease TTL later.
     fn request_max_run_cancel(&mut self, id: JobId, token: u64, now: Timestamp) {
-        let e = self.entries.get_mut(id);
-        e.job.cancel_requested = true;
-        e.job.cancel_reason = Some(crate::job::CancelReason::MaxRun);
-        e.job.message = Some("max_run exceeded: cancellation requested".into());
+        let job = self.entries.job_mut(id);
+        job.cancel_requested = true;
+        job.cancel_reason = Some(crate::job::CancelReason::MaxRun);
+        job.message = Some("max_run exceeded: cancellation requested".into());
         self.emit(JobChange::CancelRequested, id);
         let ttl = self.policy.leases.ttl;
         self.timers

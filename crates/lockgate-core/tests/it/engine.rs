@@ -528,3 +528,65 @@ fn explain_says_where_a_fair_share_priority_comes_from() {
         "{text}"
     );
 }
+
+/// `Engine::share` copies no job: its records are the engine's own (the same allocation),
+/// a change copies the record first (the shared one keeps its state), and an engine
+/// rebuilt from it is the one a restore from an export at the same instant gives.
+#[test]
+fn share_hands_out_the_job_records_and_rebuilds_as_a_restore() {
+    let mut e = engine("[global]\nmax_running = 2\n[leases]\nttl = \"10s\"\n");
+    let ids: Vec<u64> = (0..5)
+        .map(|i| submit(&mut e, spec("backup", &[]), i))
+        .collect();
+    while e.poll_event().is_some() {}
+    let shared = e.share();
+    assert_eq!(shared.len(), 5);
+    for job in shared.jobs() {
+        let own = e.job(job.id).expect("live");
+        assert!(
+            std::ptr::eq(&**job, own),
+            "job {} was copied, not shared",
+            job.id
+        );
+    }
+    let restored = Engine::restore(
+        e.policy().clone(),
+        e.export(),
+        Timestamp(60_000),
+        Mode::Indexed,
+    );
+    let rebuilt = Engine::from_shared(shared.clone(), Timestamp(60_000));
+    assert_eq!(rebuilt.export(), restored.export());
+    rebuilt.check_invariants().unwrap();
+
+    // Copy on write: the running job changes in the engine, not in what was shared.
+    let t = token(&e, ids[0]);
+    e.finish(ids[0], t, Outcome::Succeeded, None, Timestamp(10))
+        .unwrap();
+    let kept = shared.jobs().find(|j| j.id == ids[0]).unwrap();
+    assert_eq!(kept.state, JobState::Running);
+    let promoted = shared.jobs().find(|j| j.id == ids[2]).unwrap();
+    assert_eq!(promoted.state, JobState::Queued);
+    assert_eq!(state(&e, ids[2]), Some(JobState::Running));
+    assert!(!std::ptr::eq(&**promoted, e.job(ids[2]).unwrap()));
+    // An unchanged queued job is still the same record.
+    let waiting = shared.jobs().find(|j| j.id == ids[4]).unwrap();
+    assert!(std::ptr::eq(&**waiting, e.job(ids[4]).unwrap()));
+
+    // The next share brings the changed jobs in (the ended one out) and shares the rest.
+    let again = e.share();
+    assert_eq!(again.len(), 4);
+    assert!(again
+        .jobs()
+        .all(|j| std::ptr::eq(&**j, e.job(j.id).unwrap())));
+    assert_eq!(
+        Engine::from_shared(again, Timestamp(60_000)).export(),
+        Engine::restore(
+            e.policy().clone(),
+            e.export(),
+            Timestamp(60_000),
+            Mode::Indexed
+        )
+        .export()
+    );
+}

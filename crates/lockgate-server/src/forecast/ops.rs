@@ -1,8 +1,8 @@
 //! The loop side of forecasts: learning from finished jobs, refreshing the cached forecast
 //! off the loop, the estimate in explain, and the `[[deadline]]` metrics.
 
-use super::snapshot::{compute, Input, Snapshot};
-use super::{ForecastOp, COPY_SHARE, DEBOUNCE, DEFAULT_AHEAD, FORWARD_BUDGET};
+use super::snapshot::{compute, expected_hold, Input, Snapshot};
+use super::{Cached, ForecastOp, COPY_SHARE, DEBOUNCE, DEFAULT_AHEAD, FORWARD_BUDGET};
 use crate::event_loop::Loop;
 use lockgate_api::{time, EstimateView, ExpectedView, ForecastQuery, ForecastView};
 use lockgate_core::durations::Durations;
@@ -35,11 +35,10 @@ impl Loop {
         if self.engine.policy().queue.order != QueueOrder::Window {
             return;
         }
-        let expected = self.forecast.durations.expected(job);
-        let Some(run) = expected.run else { return };
-        let hold = run.p50_ms + expected.prepare.map_or(0, |p| p.p50_ms);
-        self.engine
-            .set_expected_run(job.id, Duration::from_millis(hold), now);
+        let Some(hold) = expected_hold(&self.forecast.durations, job) else {
+            return;
+        };
+        self.engine.set_expected_run(job.id, hold, now);
     }
 
     /// Gives every queued job its hint once the history is read under `order = "window"`
@@ -87,23 +86,30 @@ impl Loop {
         self.forecast.window_hinted = false;
     }
 
-    /// The copies a forecast works on, planned up to `until`.
-    fn forecast_input(&mut self, now: Timestamp, until: Timestamp) -> Input {
+    /// What a forecast works on, planned up to `until`: the engine's shared state (no job
+    /// copied), a copy of the durations and the planned runs.
+    pub(crate) fn forecast_input(&mut self, now: Timestamp, until: Timestamp) -> Input {
         let started = Instant::now();
-        let engine = self.engine.clone();
-        let arrivals = self
-            .planned_runs(now, until, super::MAX_ARRIVALS)
-            .into_iter()
-            .map(|(schedule, at, spec)| Arrival { at, spec, schedule })
-            .collect();
+        let state = self.engine.share();
+        let arrivals = self.forecast_arrivals(now, until);
+        self.forecast.generation += 1;
         Input {
-            engine,
+            state,
             durations: self.forecast.durations.clone(),
             arrivals,
             now,
             until,
             copy: started.elapsed(),
+            generation: self.forecast.generation,
         }
+    }
+
+    /// The schedules' runs from `from` up to `until` (at most [`super::MAX_ARRIVALS`]).
+    fn forecast_arrivals(&self, from: Timestamp, until: Timestamp) -> Vec<Arrival> {
+        self.planned_runs(from, until, super::MAX_ARRIVALS)
+            .into_iter()
+            .map(|(schedule, at, spec)| Arrival { at, spec, schedule })
+            .collect()
     }
 
     /// Once per batch: learns the history if the policy's `[forecast]` changed, and starts
@@ -171,11 +177,15 @@ impl Loop {
         Some(known.unwrap_or_default())
     }
 
-    pub(crate) fn forecast_op(&mut self, op: ForecastOp, now: Timestamp) {
+    pub(crate) fn forecast_op(&mut self, op: ForecastOp) {
         match op {
             ForecastOp::Get(q, reply) => {
-                let r = self.forecast_get(q, now);
+                let r = self.forecast_get(q);
                 self.answer(reply, r);
+            }
+            ForecastOp::Plan(from, until, reply) => {
+                let arrivals = self.forecast_arrivals(from, until);
+                self.answer(reply, Ok(arrivals));
             }
             ForecastOp::Subscribe(reply) => {
                 self.forecast.stale = true;
@@ -186,29 +196,37 @@ impl Loop {
         }
     }
 
-    /// `GET /v1/forecast`: a private forward run over copies (computed by the handler, off
-    /// the loop), so the answer reflects this instant and the asked `until`.
-    fn forecast_get(
-        &mut self,
-        q: ForecastQuery,
-        now: Timestamp,
-    ) -> Result<Box<Input>, crate::error::ApiError> {
+    /// `GET /v1/forecast`: checks the query and says which snapshot answers it: the next
+    /// one if the engine changed since the last copy (made urgent), else the last one
+    /// taken. The handler waits for it off the loop; nothing is copied here.
+    fn forecast_get(&mut self, q: ForecastQuery) -> Result<Cached, crate::error::ApiError> {
         let until = match &q.until {
-            None => now.plus(DEFAULT_AHEAD),
-            Some(text) => time::parse(text).map_err(|e| {
+            None => None,
+            Some(text) => Some(time::parse(text).map_err(|e| {
                 crate::error::ApiError::invalid(
                     "until",
                     format!("expected an RFC 3339 time, got {text:?}: {e}"),
                 )
-            })?,
+            })?),
         };
         if let Some(m) = &q.r#match {
             Selector::parse_jobs(m).map_err(|e| {
                 crate::error::ApiError::invalid("match", format!("invalid job selector {m:?}: {e}"))
             })?;
         }
-        let input = self.forecast_input(now, until);
-        Ok(Box::new(input))
+        let f = &mut self.forecast;
+        let generation = if f.stale || f.generation == 0 {
+            f.urgent = true;
+            f.stale = true;
+            f.generation + 1
+        } else {
+            f.generation
+        };
+        Ok(Cached {
+            rx: f.rx.clone(),
+            generation,
+            until,
+        })
     }
 
     /// `lockgate_window_*`: each `[[deadline]]`'s forecast against its next time.

@@ -1,9 +1,20 @@
-//! One forecast: the inputs copied from the loop ([`Input`]) and what the forward runs at
+//! One forecast: the inputs taken on the loop ([`Input`]) and what the forward runs at
 //! p50 and p90 made of them ([`Snapshot`]). Computed off the loop, on a plain thread.
+//!
+//! # Invariants
+//! - The loop's part is [`Input`]: the engine's [`Shared`] state (its job records in a
+//!   persistent map, shared, not copied: O(changes since the last forecast), never a walk
+//!   of the queue), the durations and the planned runs. Everything else, rebuilding an engine from it ([`Engine::from_shared`], the
+//!   restore a restart runs) and both forward runs, happens in [`compute`], off the loop.
+//! - The rebuilt engine is the one a restart at `now` would give: leases renewed from
+//!   `now`, nodes seen at `now`, and, under `order = "window"`, each queued job hinted
+//!   again from the durations ([`expected_hold`]), in id order, as the loop hints them.
 
 use lockgate_api::{time, EstimateView, ForecastJobView};
 use lockgate_core::durations::Durations;
+use lockgate_core::engine::Shared;
 use lockgate_core::job::{JobId, JobState};
+use lockgate_core::policy::QueueOrder;
 use lockgate_core::{Engine, Job, Timestamp};
 use lockgate_sim::forecast::{forward, Arrival, ForwardRun, JobForecast, Quantile};
 use std::time::{Duration, Instant};
@@ -12,17 +23,20 @@ use std::time::{Duration, Instant};
 /// takes longer to drain than a week is reported as not done (`null`).
 pub(crate) const RUN_PAST_UNTIL: Duration = Duration::from_secs(7 * 86_400);
 
-/// What the loop hands to a forecast: copies, so the loop goes on at once.
-#[derive(Debug)]
+/// What the loop hands to a forecast: shared or copied state, so the loop goes on at once.
+#[derive(Debug, Clone)]
 pub struct Input {
-    pub engine: Engine,
+    /// The engine's state, sharing its job records ([`Engine::share`]).
+    pub state: Shared,
     pub durations: Durations,
     pub arrivals: Vec<Arrival>,
     pub now: Timestamp,
     /// Arrivals are planned up to here.
     pub until: Timestamp,
-    /// How long the loop spent copying the engine.
+    /// How long the loop spent taking this input.
     pub copy: Duration,
+    /// The loop's count of inputs taken when this one was (1 for the first).
+    pub generation: u64,
 }
 
 /// A computed forecast.
@@ -30,21 +44,49 @@ pub struct Input {
 pub struct Snapshot {
     pub computed_at: Timestamp,
     pub until: Timestamp,
-    /// The live jobs when it was computed.
-    pub jobs: Vec<Job>,
-    pub arrivals: Vec<Arrival>,
     pub p50: ForwardRun,
     pub p90: ForwardRun,
-    /// Wall time of the copy on the loop and of the two forward runs.
+    /// Wall time of taking the input on the loop, and of the rebuild and the two forward
+    /// runs off it.
     pub copy: Duration,
     pub elapsed: Duration,
+    /// The generation of the input it was computed from ([`Input::generation`]).
+    pub generation: u64,
+    /// What it was computed from (for a forecast up to another `until` from the same
+    /// state, without taking a new one on the loop).
+    pub input: Input,
 }
 
-/// Runs both forward passes, each bounded by `budget` of wall time.
+/// What `[queue] order = "window"` expects a queued job to hold its slots: its learned
+/// prepare and run medians (docs/policy.md); `None` without a run estimate.
+pub(crate) fn expected_hold(durations: &Durations, job: &Job) -> Option<Duration> {
+    let expected = durations.expected(job);
+    let run = expected.run?;
+    let hold = run.p50_ms + expected.prepare.map_or(0, |p| p.p50_ms);
+    Some(Duration::from_millis(hold))
+}
+
+/// Rebuilds the engine from `input` ([`Engine::from_shared`]) and hints its queued jobs
+/// under `order = "window"` (see the module docs).
+pub(crate) fn rebuild(input: &Input) -> Engine {
+    let mut engine = Engine::from_shared(input.state.clone(), input.now);
+    if engine.policy().queue.order == QueueOrder::Window {
+        let queued = input.state.jobs().filter(|j| j.state == JobState::Queued);
+        for job in queued {
+            if let Some(hold) = expected_hold(&input.durations, job) {
+                engine.set_expected_run(job.id, hold, input.now);
+            }
+        }
+    }
+    while engine.poll_event().is_some() {}
+    engine
+}
+
+/// Rebuilds the engine and runs both forward passes, each bounded by `budget` of wall time.
 pub(crate) fn compute(input: Input, budget: Duration) -> Snapshot {
     let started = Instant::now();
     let horizon = input.until.plus(RUN_PAST_UNTIL);
-    let jobs: Vec<Job> = input.engine.jobs().cloned().collect();
+    let engine = rebuild(&input);
     let run = |engine: Engine, q: Quantile| {
         let stop_at = Instant::now() + budget;
         forward(
@@ -57,17 +99,17 @@ pub(crate) fn compute(input: Input, budget: Duration) -> Snapshot {
             &mut || Instant::now() < stop_at,
         )
     };
-    let p50 = run(input.engine.clone(), Quantile::P50);
-    let p90 = run(input.engine, Quantile::P90);
+    let p50 = run(engine.clone(), Quantile::P50);
+    let p90 = run(engine, Quantile::P90);
     Snapshot {
         computed_at: input.now,
         until: input.until,
-        jobs,
-        arrivals: input.arrivals,
         p50,
         p90,
         copy: input.copy,
         elapsed: started.elapsed(),
+        generation: input.generation,
+        input,
     }
 }
 
@@ -99,13 +141,13 @@ impl Snapshot {
     /// Every job the forecast covers: the live jobs not yet ended, then the planned runs
     /// (with the id the run gave them; `None` for one not submitted before it ended).
     pub(crate) fn entries(&self) -> Vec<(Entry<'_>, Option<JobId>)> {
-        let live = self.jobs.iter().filter(|j| {
+        let live = self.input.state.jobs().filter(|j| {
             matches!(
                 j.state,
                 JobState::Queued | JobState::Preparing | JobState::Prepared | JobState::Running
             )
         });
-        let planned = self.arrivals.iter().enumerate();
+        let planned = self.input.arrivals.iter().enumerate();
         live.map(|j| (Entry::Live(j), Some(j.id)))
             .chain(planned.map(|(i, a)| {
                 (
