@@ -89,8 +89,10 @@ fn explain_gives_the_place_in_the_window_plan() {
     let b = submit(&mut e, spec("backup", &[]), 2_000);
     e.set_expected_run(b, Duration::from_secs(300), Timestamp(2_000));
     let text = e.explain(b, Timestamp(3_000)).unwrap().text;
+    // Epoch 2 s (the first hint); `global` ends at 2 + 300 s, so the tail is 302 + 300 / 2
+    // s, rounded down to the minute: 420 s; planned start 2 * 2 + 4 h - 420 s = 13 984 s.
     assert!(
-        text.contains("window plan: 1st of 2 at its priority, planned start 1970-01-01T03:50:02Z, expected run 300s"),
+        text.contains("window plan: 1st of 2 at its priority, planned start 1970-01-01T03:53:04Z, expected run 300s"),
         "{text}"
     );
     let text = e.explain(a, Timestamp(3_000)).unwrap().text;
