@@ -29,8 +29,8 @@
 //! planned_start = clamp(2 * epoch + horizon - tail, queued_at, queued_at + horizon)
 //! ```
 //!
-//! (`epoch`: the time of the first hint since the plan was last empty, moved to now every
-//! `horizon / 4`), and jobs of equal base priority are admitted by planned start (then
+//! (`epoch`: the time of the first hint since the plan was last empty, that is since no live
+//! job had a hint), and jobs of equal base priority are admitted by planned start (then
 //! arrival, then id): the greater the tail, the sooner. A job on no scope with a number has
 //! no bottleneck: its planned start is `queued_at + horizon - min(run, horizon)` (by
 //! arrival, longest first). A job without a hint has `queued_at + horizon`: it goes by
@@ -38,12 +38,19 @@
 //!
 //! Under FIFO, the planned start is `queued_at`, so the rank is exactly FIFO's.
 //!
+//! Only the tails' order matters: `2 * epoch + horizon` keeps the planned starts of a
+//! night's jobs inside their clamps. A plan that never empties drifts out of them: a job
+//! that arrives more than about `(horizon - backlog) / 2` after the epoch gets
+//! `planned_start = queued_at`, so such jobs go by arrival (FIFO) until the plan empties.
+//!
 //! # Rescoring
-//! A scope's projected end moves when its load does (a hint, a job's end) and, while the
-//! scope is not kept full, with time. The jobs of a scope are rescored when its projected
-//! end has moved by [`RESOLUTION`] since they were last scored: every scope whose load
-//! changed is checked at the next pass, and every scope at least once per `RESOLUTION`
-//! of time (a projected end moves at most as fast as the clock).
+//! A scope's projected end moves when its load does (a hint, a job's end, a run longer or
+//! shorter than its hint) and, while the scope is not kept full, with time. The jobs of a
+//! scope are rescored (their tails recomputed, and those whose tail changed re-filed) when
+//! its projected end has moved by its *step*, the larger of [`RESOLUTION`] and an eighth of
+//! its backlog (`end - now`): every scope whose load changed is checked at the next pass,
+//! and every scope again once the clock alone could have moved it by its step (a projected
+//! end moves at most as fast as the clock).
 //!
 //! # Bounded waits
 //! The planned start replaces `queued_at` everywhere the rank uses it: with aging, the
@@ -53,10 +60,11 @@
 //! would serve it had it arrived `horizon` later.
 //!
 //! # Invariants
-//! - a filed job's rank changes only through [`Engine::rescore`], which takes it out of
-//!   its class under the old rank and files it under the new one, so no index (the
-//!   queue's `BTreeSet`s find jobs by rank) holds a stale rank; the epoch moves only with
-//!   every filed hinted job out of the queue;
+//! - a filed job's rank changes only in `Engine::rescore` and
+//!   [`Engine::set_expected_run`], which take it out of its class under the old rank and
+//!   file it under the new one, so no index (the queue's `BTreeSet`s find jobs by rank)
+//!   holds a stale rank; the epoch moves only when no live job has a hint, so no filed
+//!   rank depends on it then;
 //! - `ScopeLoad::load` is the sum of the hints of the live jobs in `ScopeLoad::jobs`, and
 //!   a scope is dropped with its last job;
 //! - hints are dropped when their job ends (`end_job`), and with them their share of the
@@ -67,12 +75,15 @@
 //!
 //! # Costs
 //! A submit or an admission pays nothing more than under FIFO: the rank is still one key
-//! computed in O(1) (hash lookups), and every index stays O(log n). A pass with no scope
-//! due pays O(1). [`Engine::set_expected_run`]: O(s * l + log n) (s scopes the job takes,
-//! l holders each) and one admission pass. Rescoring a scope of k jobs: O(k * (s * l +
-//! log n)), at most once per `RESOLUTION` of time plus once per change of its load by a
-//! `RESOLUTION` of projected end; only jobs whose tail changed are re-filed. Every
-//! `horizon / 4`, the epoch moves: O(n log n) once. Under FIFO, no rescoring at all.
+//! computed in O(1) (hash lookups), and every index stays O(log n). A pass pays O(1) when
+//! no scope is due, and O(l) per scope whose load changed since the last one (l: the
+//! scope's holders). [`Engine::set_expected_run`]: O(s * l + log n) (s: the scopes the job
+//! takes) and one admission pass. Rescoring a scope of k jobs: O(k * (s + log n)) and O(l)
+//! per scope involved; a scope's projected end must move by an eighth of its backlog
+//! between two rescorings (or by [`RESOLUTION`], whichever is larger), so arrivals of
+//! similar jobs pay an amortized O(8) rescorings each per scope. Under FIFO, nothing is
+//! rescored. Measured: the simulator's table (26 runs of up to 141 jobs) takes 1 s
+//! against 0.2 s before rescoring; not measured at 10k or 100k queued jobs.
 
 use super::Engine;
 use crate::job::{Job, JobId, JobState};
@@ -90,6 +101,9 @@ pub const RESOLUTION: u64 = 60_000;
 /// A scope's jobs are rescored once its projected end moves by the larger of
 /// [`RESOLUTION`] and `1 / RESCORE` of its backlog.
 const RESCORE: u64 = 8;
+
+/// Projected ends computed in one round, by scope.
+type Ends = HashMap<ScopeKey, u64>;
 
 /// One job's hint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,7 +238,7 @@ impl Engine {
         self.window
             .counted
             .insert(id, limited.into_iter().map(|(k, _)| k).collect());
-        let tail_ms = self.tail(id, run_ms, now);
+        let tail_ms = self.tail(id, run_ms, now, &mut Ends::new());
         self.window.hints.insert(id, Hint { run_ms, tail_ms });
         if filed {
             self.enqueue(id);
@@ -234,9 +248,9 @@ impl Engine {
         }
     }
 
-    /// Rescores the jobs of every scope whose projected end moved by [`RESOLUTION`]
-    /// (checking the scopes whose load changed and those due by time), and moves the
-    /// epoch every `horizon / 4`. A pass calls it first; O(1) when nothing is due.
+    /// Rescores the jobs of every scope whose projected end moved by its step (the larger
+    /// of [`RESOLUTION`] and `1 / RESCORE` of its backlog), checking the scopes whose load
+    /// changed and those due by time. A pass calls it first; O(1) when nothing is due.
     pub(crate) fn rescore_stale(&mut self, now: Timestamp) {
         if self.policy.queue.order != QueueOrder::Window {
             self.window.changed.clear();
@@ -250,11 +264,12 @@ impl Engine {
             self.window.due.pop_first();
             check.insert(key);
         }
-        let mut jobs = BTreeSet::new();
+        let (mut jobs, mut ends) = (BTreeSet::new(), Ends::new());
         for key in check {
             let Some(end) = self.projected_end(&key, now) else {
                 continue;
             };
+            ends.insert(key.clone(), end);
             let s = self.window.scopes.get_mut(&key).expect("projected");
             // The larger of the resolution and an eighth of the backlog: a scope of k
             // jobs is rescored after about k / 8 arrivals at most (amortized O(8)).
@@ -274,7 +289,7 @@ impl Engine {
         }
         for id in jobs {
             if self.entries.find(id).is_some_and(|e| e.class.is_some()) {
-                self.rescore(id, now);
+                self.rescore(id, now, &mut ends);
             }
         }
     }
@@ -287,16 +302,25 @@ impl Engine {
     }
 
     /// A job's tail from the current loads of the scopes it was counted on (see the
-    /// module docs), rounded down to [`RESOLUTION`]. O(s * l).
-    fn tail(&self, id: JobId, run_ms: u64, now: Timestamp) -> u64 {
+    /// module docs), rounded down to [`RESOLUTION`]. `ends` keeps the projected ends
+    /// computed at `now`, so that a rescoring round computes each once: O(s) lookups, and
+    /// O(l) for each scope not yet in `ends`.
+    fn tail(&self, id: JobId, run_ms: u64, now: Timestamp, ends: &mut Ends) -> u64 {
         // A job cannot end before now + run, whatever its scopes.
         let mut tail = now.0.saturating_add(run_ms);
         for key in self.window.counted.get(&id).into_iter().flatten() {
-            if let (Some(end), Some(s)) =
-                (self.projected_end(key, now), self.window.scopes.get(key))
-            {
-                tail = tail.max(end.saturating_add(run_ms / 2 / s.limit));
-            }
+            let Some(s) = self.window.scopes.get(key) else {
+                continue;
+            };
+            let end = match ends.get(key) {
+                Some(&end) => end,
+                None => {
+                    let end = self.projected_end(key, now).unwrap_or(now.0);
+                    ends.insert(key.clone(), end);
+                    end
+                }
+            };
+            tail = tail.max(end.saturating_add(run_ms / 2 / s.limit));
         }
         tail / RESOLUTION * RESOLUTION
     }
@@ -319,9 +343,9 @@ impl Engine {
     }
 
     /// Rescores a filed job; re-files it when its tail changed.
-    fn rescore(&mut self, id: JobId, now: Timestamp) {
+    fn rescore(&mut self, id: JobId, now: Timestamp, ends: &mut Ends) {
         let old = self.window.hints[&id];
-        let tail_ms = self.tail(id, old.run_ms, now);
+        let tail_ms = self.tail(id, old.run_ms, now, ends);
         if tail_ms == old.tail_ms {
             return;
         }
