@@ -45,7 +45,8 @@
 //!   its own dependents: O(dependents); pause: O(n) (walks the queued jobs once, as a
 //!   policy change); resume: O(held · p); set priority: O(log n + log c);
 //! - `[queue] order = "window"`: nothing more per submit or admission (one hash lookup
-//!   per rank); [`Engine::set_expected_run`]: O(s + log n + log c) and a pass
+//!   per rank); [`Engine::set_expected_run`]: O(s · l + log n + log c) and a pass; a
+//!   pass O(1) more, plus the amortized rescoring of the scopes whose projected end moved
 //!   (`engine/window_order.rs`).
 //!
 //! # Invariants (checked by [`Engine::check_invariants`] in the property tests)

@@ -651,6 +651,7 @@ impl Engine {
     /// Admits everything that fits now, in rank order.
     pub(crate) fn run_pass(&mut self, now: Timestamp) {
         self.refresh_windows(now);
+        self.rescore_stale(now);
         loop {
             self.promote_prepared(now);
             match (self.mode, self.policy.queue.strict) {

@@ -89,8 +89,10 @@ fn explain_gives_the_place_in_the_window_plan() {
     let b = submit(&mut e, spec("backup", &[]), 2_000);
     e.set_expected_run(b, Duration::from_secs(300), Timestamp(2_000));
     let text = e.explain(b, Timestamp(3_000)).unwrap().text;
+    // Epoch 2 s (the first hint); `global` ends at 2 + 300 s, so the tail is 302 + 300 / 2
+    // s, rounded down to the minute: 420 s; planned start 2 * 2 + 4 h - 420 s = 13 984 s.
     assert!(
-        text.contains("window plan: 1st of 2 at its priority, planned start 1970-01-01T03:50:02Z, expected run 300s"),
+        text.contains("window plan: 1st of 2 at its priority, planned start 1970-01-01T03:53:04Z, expected run 300s"),
         "{text}"
     );
     let text = e.explain(a, Timestamp(3_000)).unwrap().text;
@@ -123,4 +125,35 @@ fn an_unknown_order_names_the_field() {
         err.contains("expected \"fifo\" or \"window\", got \"lifo\""),
         "{err}"
     );
+}
+
+#[test]
+fn a_job_whose_scope_comes_to_end_last_is_rescored_ahead() {
+    // Two run slots, one per datastore; both slots busy, so everything below waits.
+    let mut e = engine(
+        "[global]\nmax_running = 2\n[[limit]]\nname = \"per-ds\"\nper = [\"datastore\"]\nmax = 1\n[queue]\norder = \"window\"\n",
+    );
+    submit(&mut e, spec("backup", &[("datastore", "z1")]), 1_000);
+    submit(&mut e, spec("backup", &[("datastore", "z2")]), 1_000);
+    let b = submit(&mut e, spec("backup", &[("datastore", "y")]), 2_000);
+    e.set_expected_run(b, Duration::from_secs(60), Timestamp(2_000));
+    let a = submit(&mut e, spec("backup", &[("datastore", "x")]), 2_500);
+    e.set_expected_run(a, Duration::from_secs(60), Timestamp(2_500));
+    // Equal tails (the same minute): by arrival.
+    let place = |e: &lockgate_core::Engine, id| e.window_place(id).unwrap().place;
+    assert!(place(&e, b) < place(&e, a));
+    // 100 minutes of work arrive on `x`: its projected end is now the latest of all, so
+    // `a` (scored again with its scope) goes before `b`, whose scopes end 50 minutes sooner.
+    for _ in 0..10 {
+        let j = submit(&mut e, spec("backup", &[("datastore", "x")]), 3_000);
+        e.set_expected_run(j, Duration::from_secs(600), Timestamp(3_000));
+    }
+    assert!(
+        place(&e, a) < place(&e, b),
+        "{} {}",
+        place(&e, a),
+        place(&e, b)
+    );
+    // The longer jobs on `x` still go first on it (longest first on one scope).
+    assert_eq!(place(&e, a), 11);
 }

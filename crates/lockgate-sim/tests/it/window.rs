@@ -1,6 +1,7 @@
 //! `[queue] order = "window"` against FIFO and the lower bound: on the three examples and
-//! on generated PBS-shaped nights ([`lockgate_sim::pbs_shape`]). The target (issue 14): on
-//! PBS-shaped workloads the makespan is at most the lower bound / 0.95.
+//! on generated PBS-shaped nights ([`lockgate_sim::pbs_shape`]). The target (issue 14):
+//! the makespan is at most the lower bound / 0.95, on every example and every night (a
+//! property of the schedule, in virtual time), and never above FIFO's.
 //!
 //! `cargo test -p lockgate-sim --test it window_table -- --nocapture` prints the README's
 //! table.
@@ -11,7 +12,7 @@ use lockgate_core::Policy;
 use lockgate_sim::{lower_bound, pbs_shape, simulate, NodeSpec, Summary, WorkloadJob};
 
 /// The generated nights the target is asserted on.
-const SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
+const SEEDS: [u64; 10] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
 
 /// Makespan in ms under `order`, with every limit checked.
 fn makespan(policy: &Policy, order: QueueOrder, nodes: &[NodeSpec], jobs: &[WorkloadJob]) -> u64 {
@@ -51,25 +52,44 @@ fn generated(seed: u64) -> Row {
     row(format!("pbs-shape seed {seed}"), &policy, &g.nodes, &g.jobs)
 }
 
+/// The target: at least 0.95 of the bound.
+const TARGET: f64 = 0.95;
+
+/// Asserts the target on one row, and that window is no worse than FIFO.
+fn assert_target(r: &Row) {
+    let ratio = r.bound as f64 / r.window as f64;
+    assert!(
+        ratio >= TARGET,
+        "{}: window makespan {} ms, bound {} ms: {ratio:.3} of the bound",
+        r.name,
+        r.window,
+        r.bound
+    );
+    assert!(
+        r.window <= r.fifo,
+        "{}: window {} ms > FIFO {} ms",
+        r.name,
+        r.window,
+        r.fifo
+    );
+}
+
 #[test]
 fn window_packs_generated_pbs_nights_close_to_the_bound() {
-    // Each night within 0.94 (the margin: the bound ignores integrality at the end of a
-    // run), and 0.95 on average; FIFO is near 0.55 on these.
-    let mut sum = 0.0;
+    // Every night within 0.95 of the bound; FIFO is near 0.55 on these.
     for seed in SEEDS {
         let r = generated(seed);
-        let ratio = r.bound as f64 / r.window as f64;
-        sum += ratio;
         assert!(r.window < r.fifo, "seed {seed}: window no better than FIFO");
-        assert!(
-            ratio >= 0.94,
-            "seed {seed}: window makespan {} ms, bound {} ms: {ratio:.3} of the bound",
-            r.window,
-            r.bound
-        );
+        assert_target(&r);
     }
-    let mean = sum / SEEDS.len() as f64;
-    assert!(mean >= 0.95, "mean {mean:.3} of the bound");
+}
+
+#[test]
+fn window_holds_the_target_on_nights_the_table_does_not_list() {
+    // Seeds 11 to 30: the order is not tuned to the table's ten.
+    for seed in 11..=30 {
+        assert_target(&generated(seed));
+    }
 }
 
 #[test]
@@ -116,6 +136,8 @@ fn window_table() {
         );
         assert!(r.window > 0 && r.bound <= r.window && r.bound <= r.fifo);
     }
+    // Asserted after printing, so that a failing row is in the output.
+    rows.iter().for_each(assert_target);
 }
 
 /// The wait bound without aging: a job's planned start is at most `horizon` after its
