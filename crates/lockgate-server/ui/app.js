@@ -47,14 +47,28 @@ function navigate() {
   location.replace("#/overview");
 }
 
+/** A selector for the focused control that survives a redraw (its test id within its node, job or schedule). */
+function focusKey() {
+  const el = document.activeElement;
+  const id = el && el.dataset && el.dataset.testid;
+  if (!id) return null;
+  const owner = el.closest("[data-node],[data-job],[data-schedule]");
+  if (!owner) return `[data-testid="${id}"]`;
+  const [k, v] = Object.entries(owner.dataset).find(([n]) => ["node", "job", "schedule"].includes(n));
+  return `[data-${k}="${CSS.escape(v)}"] [data-testid="${id}"], [data-${k}="${CSS.escape(v)}"][data-testid="${id}"]`;
+}
+
 function markStale() {
   stale = true;
   if (timer) return;
-  timer = setTimeout(() => {
+  timer = setTimeout(async () => {
     timer = null;
     if (stale && current && current.refresh) {
       stale = false;
-      current.refresh();
+      const key = focusKey();
+      await current.refresh();
+      // A keyboard user's place is kept across the redraw.
+      if (key && !document.activeElement?.dataset?.testid) document.querySelector(key)?.focus({ preventScroll: true });
     }
   }, (current && current.refreshMs) || REFRESH_MS);
 }

@@ -23,6 +23,8 @@ export function render(root) {
       await api("POST", `/v1/nodes/${encodeURIComponent(name)}/${verb}`);
       put(error);
       await refresh();
+      // The button became its opposite: keep the keyboard on it.
+      grid.querySelector(`[data-node="${CSS.escape(name)}"] button`)?.focus();
     } catch (e) {
       put(error, h("div", { class: "errbox" }, `${verb} ${name}: ${e.message}`));
     }

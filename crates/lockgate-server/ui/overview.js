@@ -155,6 +155,10 @@ export function render(root) {
   const t = setInterval(() => { if (document.body.contains(charts)) history(); else clearInterval(t); }, CHART_MS);
   return {
     refresh,
-    onEvent() { put(stream, eventList()); },
+    onEvent(ev) {
+      put(stream, eventList());
+      // A new policy moves the limit lines: redraw the charts at once.
+      if (ev.type === "policy_applied") history();
+    },
   };
 }
