@@ -28,3 +28,4 @@ pub mod simulate;
 mod testdata;
 pub mod token;
 pub mod top;
+pub mod ui;

@@ -149,6 +149,8 @@ pub enum Command {
     /// explains the selected job), 3 nodes. `?` lists every key. It redraws on the
     /// server's event stream, not on a timer; it only reads, so any role's token will do.
     Top(cmd::top::Args),
+    /// The web dashboard at /ui/: `ui code` prints a one-time sign-in code (admin).
+    Ui(cmd::ui::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -170,6 +172,7 @@ fn main() -> std::process::ExitCode {
         Command::Notify(args) => cmd::notify::run(&cli.global, args),
         Command::Forecast(args) => cmd::forecast::run(&cli.global, args),
         Command::Top(args) => cmd::top::run(&cli.global, args),
+        Command::Ui(args) => cmd::ui::run(&cli.global, args),
         Command::Policy(args) => cmd::policy::run(&cli.global, args),
         Command::Token(args) => cmd::token::run(&cli.global, args),
         Command::Events(args) => cmd::events::run(&cli.global, args),
