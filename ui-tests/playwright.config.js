@@ -19,6 +19,8 @@ export default defineConfig({
     viewport: { width: 1280, height: 800 },
     screenshot: 'only-on-failure',
     trace: 'off',
+    actionTimeout: 10_000,
+    navigationTimeout: 15_000,
     launchOptions: {
       executablePath: process.env.LOCKGATE_CHROMIUM ?? '/usr/bin/chromium',
       // attacker.test: a second site on this machine, for the cross-site form posts.

@@ -24,15 +24,15 @@ test('the queue filters by state, owner and attribute', async ({ page }) => {
   const ids = (rows) => rows.map((r) => Number(r.job)).sort((a, b) => a - b);
   const queued = (await activeJobs(main)).filter((j) => j.state === 'queued').map((j) => j.id);
   await expect(async () => expect(ids(await dataOf(page, 'queue-row'))).toEqual(queued)).toPass();
-  await setFilter(page, 'filter-state', '');
-  await page.getByTestId('filter-owner').fill('alice');
+  await setFilter(page, 'filter-state', 'active');
+  await setFilter(page, 'filter-owner', 'alice');
   await expect(async () => {
     const rows = await dataOf(page, 'queue-row');
     expect(rows.length).toBe(1);
     expect(rows[0].state).toBe('running');
   }).toPass();
-  await page.getByTestId('filter-owner').fill('');
-  await page.getByTestId('filter-attr').fill('datastore=ds1');
+  await setFilter(page, 'filter-owner', '');
+  await setFilter(page, 'filter-attr', 'datastore=ds1');
   const ds1 = [...main.jobs.ds1_running, ...main.jobs.ds1_waiting].sort((a, b) => a - b);
   await expect(async () => expect(ids(await dataOf(page, 'queue-row'))).toEqual(ds1)).toPass();
 });

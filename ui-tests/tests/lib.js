@@ -129,11 +129,15 @@ export async function expectNodesMatchApi(page, server) {
   }).toPass({ timeout: 10_000 });
 }
 
-/** Sets a queue filter, whether the page made it a text input or a select. */
+/** Sets a queue filter as a person would: picks the option, or types and leaves the field. */
 export async function setFilter(page, testid, value) {
   const el = page.getByTestId(testid);
-  if ((await el.evaluate((e) => e.tagName)) === 'SELECT') await el.selectOption(value);
-  else await el.fill(value);
+  if ((await el.evaluate((e) => e.tagName)) === 'SELECT') {
+    await el.selectOption(value);
+  } else {
+    await el.fill(value);
+    await el.press('Tab');
+  }
 }
 
 /** Expects the page's explain to name every reason the API's explain gives, with its numbers. */
