@@ -2,7 +2,7 @@
 // the page; the form works without JavaScript and sets an HttpOnly, SameSite=Strict cookie
 // with an expiry; with JavaScript the app opens on the overview, as the token's role.
 import { test, expect } from '@playwright/test';
-import { env, signIn, sessionCookie } from './lib.js';
+import { env, api, signIn, sessionCookie } from './lib.js';
 
 const main = env.main;
 
@@ -61,4 +61,24 @@ test('with JavaScript the app opens on the overview, as an admin', async ({ page
   for (const nav of ['overview', 'queue', 'nodes', 'policy', 'schedules', 'backups']) {
     await expect(page.getByTestId(`nav-${nav}`)).toBeVisible();
   }
+});
+
+test('a one-time sign-in code works once', async ({ browser }) => {
+  const { code } = await api(main, '/v1/ui/codes', { method: 'POST' });
+  const first = await browser.newPage();
+  await signIn(first, main, code);
+  const session = await (await first.request.get(`${main.url}/ui/session`)).json();
+  expect(session.role).toBe('admin');
+  await first.close();
+  // The same code again: refused, with the error on the page.
+  const again = await browser.newPage();
+  await again.goto(`${main.url}/ui/`);
+  await again.locator('input[name="token"]').fill(code);
+  const [res] = await Promise.all([
+    again.waitForResponse((r) => r.url() === `${main.url}/ui/login`),
+    again.locator('form[action="/ui/login"] [type="submit"]').click(),
+  ]);
+  expect(res.status()).toBe(401);
+  await expect(again.locator('#login-error')).toBeVisible();
+  await again.close();
 });

@@ -1,7 +1,7 @@
 // The queue at the API's states, its filters, and a waiting job's page: the limit that
 // holds it with its numbers, as GET /v1/jobs/ID/explain says it.
 import { test, expect } from '@playwright/test';
-import { env, activeJobs, signIn, dataOf, setFilter, expectExplainMatchesApi } from './lib.js';
+import { env, api, activeJobs, signIn, dataOf, setFilter, expectExplainMatchesApi } from './lib.js';
 
 const main = env.main;
 
@@ -51,4 +51,32 @@ test('a waiting job names the limit that holds it, with its numbers', async ({ p
   await expect(page.getByTestId('job-explain')).toContainText('2/2');
   await expect(page.getByTestId('job-timeline')).toContainText(/submitted/i);
   await expect(page.getByTestId('job-estimate')).toBeVisible();
+});
+
+test('the queue sorts by a column header', async ({ page }) => {
+  await signIn(page, main);
+  await page.getByTestId('nav-queue').click();
+  const alice = (await api(main, '/v1/jobs?owner=alice&active=true')).jobs[0].id;
+  const header = page.locator('[data-sort="owner"]');
+  await header.click();
+  await header.click();
+  // Owners descending: alice's job before admin's.
+  await expect(page.getByTestId('queue-row').first()).toHaveAttribute('data-job', String(alice));
+  await header.click();
+  await expect(page.getByTestId('queue-row').first()).not.toHaveAttribute('data-job', String(alice));
+});
+
+test('the keyboard reaches the queue and opens a job', async ({ page }) => {
+  await signIn(page, main);
+  await page.getByTestId('nav-overview').focus();
+  await page.keyboard.press('Tab');
+  await expect(page.getByTestId('nav-queue')).toBeFocused();
+  await page.keyboard.press('Enter');
+  await expect(page).toHaveURL(/#\/queue/);
+  const id = main.jobs.ds1_waiting[1];
+  const link = page.locator(`[data-testid="queue-row"][data-job="${id}"] a`).first();
+  await link.focus();
+  await page.keyboard.press('Enter');
+  await expect(page).toHaveURL(new RegExp(`#/jobs/${id}$`));
+  await expect(page.getByTestId('job-explain')).toBeVisible();
 });
