@@ -35,6 +35,7 @@ mod schedule;
 pub mod schema;
 pub mod time;
 mod token;
+mod ui;
 
 pub use audit::*;
 pub use backup::*;
@@ -51,3 +52,4 @@ pub use policy::*;
 pub use rpo::*;
 pub use schedule::*;
 pub use token::*;
+pub use ui::*;

@@ -22,6 +22,7 @@ pub use audit::AuditQuery;
 pub use policy::PolicyPut;
 mod schedules;
 mod tokens;
+mod ui;
 
 use crate::ClientError;
 use lockgate_api::{ErrorBody, ErrorDetail};

@@ -237,7 +237,10 @@ fn caller(st: &AppState, req: &Request) -> Option<Principal> {
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    authenticate(&st.tokens, header).ok()
+    authenticate(&st.tokens, header).ok().or_else(|| {
+        let id = crate::ui::session::cookie(req.headers())?;
+        st.sessions.get(&st.tokens, id).map(|s| s.principal)
+    })
 }
 
 /// Records the answer's outcome unless the loop already wrote it, then gives the answer.
@@ -272,6 +275,14 @@ async fn finish(st: &AppState, tag: Arc<AuditTag>, resp: Response) -> Response {
 /// The `code: message` of an error answer (its body is read and put back).
 async fn error_of(resp: Response) -> (Response, Option<String>) {
     let (parts, body) = resp.into_parts();
+    if parts
+        .extensions
+        .get::<crate::http::shape::HtmlPage>()
+        .is_some()
+    {
+        // A page for a person (the dashboard's refused sign-in): its status says it.
+        return (Response::from_parts(parts, body), None);
+    }
     let bytes = to_bytes(body, 64 * 1024).await.unwrap_or_default();
     let text = serde_json::from_slice::<Value>(&bytes)
         .ok()
@@ -303,7 +314,9 @@ pub fn summary(path: &str, query: &str, body: &Bytes) -> (String, bool) {
         dry_run |= k == "dry_run" && v == "true";
         parts.push(format!("{k}={}", shown_string(&k, &v)));
     }
-    if body.is_empty() {
+    // The dashboard's forms carry a token, a sign-in code or a CSRF token: not even their
+    // hash is kept.
+    if body.is_empty() || path.starts_with("/ui/") {
         return (parts.join(" "), dry_run);
     }
     let json = serde_json::from_slice::<Value>(body).ok();

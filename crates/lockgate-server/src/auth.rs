@@ -67,6 +67,11 @@ impl Tokens {
         self.0.write().expect("token table lock").insert(hash, p);
     }
 
+    /// Whether a token with this hash is in the table (not revoked).
+    pub fn has_hash(&self, hash: &str) -> bool {
+        self.0.read().expect("token table lock").contains_key(hash)
+    }
+
     /// Removes every entry of a principal.
     pub fn remove_name(&self, name: &str) {
         self.0

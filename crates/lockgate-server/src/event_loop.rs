@@ -291,6 +291,7 @@ impl Loop {
             Op::Logs(op) => self.log_op(&p, op, now),
             Op::Notify(op) => self.notify_op(&p, op),
             Op::Forecast(op) => self.forecast_op(op, now),
+            Op::Ui(op) => self.ui_op(&p, op, now),
         }
         self.audit_cur = None;
         self.audit_note = None;

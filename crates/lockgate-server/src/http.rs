@@ -51,6 +51,8 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// `--metrics-auth`: `/metrics` answers only a valid token (any role).
     pub metrics_auth: bool,
+    /// The dashboard's sessions and sign-in codes ([`crate::ui::session`]).
+    pub sessions: crate::ui::Sessions,
 }
 
 /// What a JSON handler returns.
@@ -61,7 +63,8 @@ pub fn ok<T>(v: T) -> ApiResult<T> {
     Ok((axum::http::StatusCode::OK, Json(v)))
 }
 
-/// The authenticated caller.
+/// The authenticated caller: a bearer token, or else a dashboard session cookie (checked
+/// for CSRF on a request that is not a read, [`crate::ui::session::session_principal`]).
 pub struct Auth(pub Principal);
 
 impl FromRequestParts<AppState> for Auth {
@@ -72,6 +75,17 @@ impl FromRequestParts<AppState> for Auth {
             .headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
+        if header.is_none() {
+            let (tokens, sessions) = (&state.tokens, &state.sessions);
+            if let Some(p) = crate::ui::session::session_principal(
+                sessions,
+                tokens,
+                &parts.method,
+                &parts.headers,
+            )? {
+                return Ok(Auth(p));
+            }
+        }
         authenticate(&state.tokens, header).map(Auth)
     }
 }
@@ -211,6 +225,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::joblogs::routes())
         .merge(crate::notify::routes())
         .merge(crate::forecast::routes())
+        .merge(crate::ui::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint (see api.md)") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -37,6 +37,7 @@ pub mod queue;
 pub mod rpo;
 pub mod schedules;
 pub mod tokens;
+pub mod ui;
 // Issue 10, items 6-9: data-dir lock and watermark, free-space watch, serving loop.
 pub mod datadir;
 pub mod hardening;
@@ -408,7 +409,9 @@ impl Server {
             item_block_workers,
             backup_input_roots,
         ));
-        let backup_routes = backups::routes::router(tokens.clone(), backups.clone());
+        let sessions = ui::Sessions::new(tls.is_some());
+        let backup_routes =
+            backups::routes::router(tokens.clone(), sessions.clone(), backups.clone());
         let state = http::AppState {
             lp: lp.clone(),
             tokens,
@@ -416,6 +419,7 @@ impl Server {
             shutdown: stop_rx.clone(),
             ready: ready.clone(),
             metrics_auth,
+            sessions,
         };
         let audited = http::audited(http::router(state.clone()).merge(backup_routes), state);
         let app = http::shaped(audited).layer(axum::middleware::from_fn_with_state(

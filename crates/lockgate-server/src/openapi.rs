@@ -80,6 +80,7 @@ pub fn document() -> Document {
     doc.merge(crate::joblogs::ApiDoc::openapi());
     doc.merge(crate::notify::ApiDoc::openapi());
     doc.merge(crate::forecast::ApiDoc::openapi());
+    doc.merge(crate::ui::ApiDoc::openapi());
     with_error_answers(doc)
 }
 

@@ -73,6 +73,8 @@ pub enum Op {
     Notify(crate::notify::NotifyOp),
     /// `/v1/forecast` and the explain estimate's refresh.
     Forecast(ForecastOp),
+    /// The dashboard's overview and occupancy (`/v1/ui`).
+    Ui(crate::ui::UiOp),
 }
 
 macro_rules! op_from {
@@ -98,7 +100,8 @@ op_from!(
     Audit(crate::audit::AuditOp),
     Logs(LogOp),
     Notify(crate::notify::NotifyOp),
-    Forecast(ForecastOp)
+    Forecast(ForecastOp),
+    Ui(crate::ui::UiOp)
 );
 
 /// The sending side of the loop's channel. Cheap to clone.

@@ -27,3 +27,4 @@ pub mod simulate;
 #[cfg(test)]
 mod testdata;
 pub mod token;
+pub mod ui;

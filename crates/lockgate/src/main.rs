@@ -140,6 +140,8 @@ pub enum Command {
     Notify(cmd::notify::Args),
     /// When the queue and the scheduled runs are done (p50/p90), what misses --until, the bottleneck.
     Forecast(cmd::forecast::Args),
+    /// The web dashboard at /ui/: `ui code` prints a one-time sign-in code (admin).
+    Ui(cmd::ui::Args),
     /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
     #[command(name = "__exec", hide = true)]
     Exec(cmd::run::ExecArgs),
@@ -160,6 +162,7 @@ fn main() -> std::process::ExitCode {
         Command::Audit(args) => cmd::audit::run(&cli.global, args),
         Command::Notify(args) => cmd::notify::run(&cli.global, args),
         Command::Forecast(args) => cmd::forecast::run(&cli.global, args),
+        Command::Ui(args) => cmd::ui::run(&cli.global, args),
         Command::Policy(args) => cmd::policy::run(&cli.global, args),
         Command::Token(args) => cmd::token::run(&cli.global, args),
         Command::Events(args) => cmd::events::run(&cli.global, args),

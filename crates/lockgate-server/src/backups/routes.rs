@@ -39,6 +39,8 @@ const SHOWN_INPUT_ERRORS: usize = 20;
 pub struct Api {
     tokens: crate::auth::Tokens,
     backups: Arc<Backups>,
+    /// The dashboard's sessions: a session cookie is a credential here too.
+    sessions: crate::ui::Sessions,
 }
 
 /// The backup routes' part of the OpenAPI document (list every handler of [`router`] here).
@@ -47,17 +49,38 @@ pub struct Api {
 pub(crate) struct ApiDoc;
 
 /// The routes, to merge into the main router.
-pub fn router(tokens: crate::auth::Tokens, backups: Arc<Backups>) -> Router {
+pub fn router(
+    tokens: crate::auth::Tokens,
+    sessions: crate::ui::Sessions,
+    backups: Arc<Backups>,
+) -> Router {
     Router::new()
         .route("/v1/backups", post(create).get(list))
         .route("/v1/backups/{name}", get(show))
         .route("/v1/backups/{name}/result", get(result))
         .route("/v1/backups/{name}/cancel", post(cancel))
-        .with_state(Api { tokens, backups })
+        .with_state(Api {
+            tokens,
+            backups,
+            sessions,
+        })
 }
 
-fn caller(api: &Api, headers: &HeaderMap) -> Result<Principal, ApiError> {
+/// The bearer token's principal, or else the dashboard session's (CSRF-checked for a
+/// `method` that is not a read), as [`crate::http::Auth`] reads it.
+fn caller(
+    api: &Api,
+    method: &axum::http::Method,
+    headers: &HeaderMap,
+) -> Result<Principal, ApiError> {
     let header = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if header.is_none() {
+        let session =
+            crate::ui::session::session_principal(&api.sessions, &api.tokens, method, headers)?;
+        if let Some(p) = session {
+            return Ok(p);
+        }
+    }
     authenticate(&api.tokens, header)
 }
 
@@ -180,7 +203,7 @@ async fn create(
     headers: HeaderMap,
     body: Result<JsonBody<BackupRequest>, Response>,
 ) -> Result<Response, ApiError> {
-    let p = caller(&api, &headers)?;
+    let p = caller(&api, &axum::http::Method::POST, &headers)?;
     p.require(&[Role::Admin, Role::Submitter], "create backups")?;
     let JsonBody(req) = match body {
         Ok(b) => b,
@@ -267,7 +290,7 @@ async fn view(api: &Api, p: &Principal, name: &str) -> Result<BackupView, ApiErr
 #[utoipa::path(get, path = "/v1/backups", tag = "backups",
     responses((status = 200, description = "Every backup the caller may see, oldest first", body = BackupList)))]
 async fn list(State(api): State<Api>, headers: HeaderMap) -> Result<Json<BackupList>, ApiError> {
-    let p = caller(&api, &headers)?;
+    let p = caller(&api, &axum::http::Method::GET, &headers)?;
     p.require(
         &[Role::Admin, Role::Viewer, Role::Submitter],
         "list backups",
@@ -289,7 +312,7 @@ async fn show(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Json<BackupView>, ApiError> {
-    let p = caller(&api, &headers)?;
+    let p = caller(&api, &axum::http::Method::GET, &headers)?;
     Ok(Json(view(&api, &p, &name).await?))
 }
 
@@ -301,7 +324,7 @@ async fn result(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let p = caller(&api, &headers)?;
+    let p = caller(&api, &axum::http::Method::GET, &headers)?;
     let v = view(&api, &p, &name).await?;
     if !v.is_finished() {
         return Err(ApiError::new(
@@ -360,7 +383,7 @@ async fn cancel(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Json<BackupView>, ApiError> {
-    let p = caller(&api, &headers)?;
+    let p = caller(&api, &axum::http::Method::POST, &headers)?;
     p.require(&[Role::Admin, Role::Submitter], "cancel backups")?;
     let mut v = view(&api, &p, &name).await?;
     if v.is_finished() {

@@ -77,10 +77,18 @@ fn code_of(status: StatusCode) -> ErrorCode {
     }
 }
 
+/// Marks an answer whose body is an HTML page meant for a person (the dashboard's
+/// sign-in page with its error): [`shape_errors`] leaves it as it is.
+#[derive(Debug, Clone, Copy)]
+pub struct HtmlPage;
+
 /// Rewrites a non-JSON error answer into the `{"error": ...}` shape (same status).
 pub async fn shape_errors(resp: Response) -> Response {
     let status = resp.status();
     if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    if resp.extensions().get::<HtmlPage>().is_some() {
         return resp;
     }
     let json = resp

@@ -20,3 +20,4 @@ mod quotas;
 mod rpo;
 mod schedules;
 mod snapshots;
+mod ui;

@@ -13,6 +13,11 @@
 //! death signal) but the temporary directory stays.
 //! `--json` prints the summary in the JSON form of `simulate -o json` on stdout and nothing
 //! else; the live view goes to stderr.
+//!
+//! The dashboard: once the server is up, stderr gets its address and a one-time sign-in
+//! code (`POST /v1/ui/codes`, valid 10 minutes, single use; never the admin token in a
+//! URL). With `--keep` the server and agents stay up after the workload, with a fresh
+//! code, until Ctrl+C or SIGTERM; then they are stopped and the directory kept.
 
 mod setup;
 pub mod task;
@@ -37,7 +42,9 @@ pub struct Args {
     /// Print the summary as JSON (the form of `simulate -o json`) on stdout, nothing else.
     #[arg(long)]
     pub json: bool,
-    /// Keep the temporary directory (logs, records, repository) and print its path.
+    /// Keep the server and agents up after the workload (the dashboard stays reachable,
+    /// a fresh sign-in code is printed) until Ctrl+C or SIGTERM, then keep the temporary
+    /// directory (logs, records, repository) and print its path.
     #[arg(long)]
     pub keep: bool,
 }
@@ -79,6 +86,19 @@ struct Demo {
     paths: Paths,
     procs: Procs,
     stop: Arc<AtomicBool>,
+    /// The server's URL and admin client, once it is up.
+    server: Option<(String, Client)>,
+}
+
+/// Prints the dashboard's address and a fresh one-time sign-in code on stderr.
+fn print_dashboard(url: &str, admin: &Client) {
+    match admin.ui_code() {
+        Ok(c) => eprintln!(
+            "lockgate demo: dashboard {url}/ui/ (sign in with the one-time code {}, valid 10 minutes)",
+            c.code
+        ),
+        Err(e) => eprintln!("lockgate demo: dashboard {url}/ui/ (no sign-in code: {e})"),
+    }
 }
 
 /// Runs the subcommand.
@@ -103,8 +123,19 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         paths: Paths::new(dir.path()),
         procs: Procs::default(),
         stop: stop.clone(),
+        server: None,
     };
     let result = demo.run(json);
+    if args.keep && result.is_ok() && !stop.load(Ordering::SeqCst) {
+        if let Some((url, admin)) = &demo.server {
+            print_dashboard(url, admin);
+            eprintln!("lockgate demo: the server and agents stay up (--keep); Ctrl+C stops them");
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            stop.store(false, Ordering::SeqCst);
+        }
+    }
     demo.procs.stop_all();
     if args.keep {
         let kept = dir.keep();
@@ -246,6 +277,7 @@ impl Demo {
         let started = Instant::now();
         setup::write_files(&self.paths)?;
         let (url, admin) = self.start_server()?;
+        self.server = Some((url.clone(), admin.clone()));
         self.start_agents(&url, &admin)?;
         let tty = std::io::stderr().is_terminal();
         eprintln!(
@@ -255,6 +287,7 @@ impl Demo {
         eprintln!(
             "  node-a disk=ssd -> 3 slots; node-b -> 2 (default); node-c disk=ssd + role=database -> 0 (the smaller number wins)"
         );
+        print_dashboard(&url, &admin);
         let plan = setup::workload(&self.paths);
         let total = plan.len();
         let mut next = 0;
