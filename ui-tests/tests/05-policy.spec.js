@@ -4,7 +4,7 @@
 // overview shows the new limit. A policy changed behind the page's back is not overwritten
 // (If-Match).
 import { test, expect } from '@playwright/test';
-import { env, api, signIn, expectBarsMatchApi } from './lib.js';
+import { env, api, signIn, shot, expectBarsMatchApi } from './lib.js';
 
 const main = env.main;
 const DS1 = '[data-testid="scope-bar"][data-scope="limit:per-datastore[datastore=ds1]"]';
@@ -94,4 +94,24 @@ test('a policy changed since the preview is not overwritten (If-Match)', async (
   const now = await api(main, '/v1/policy');
   expect(now.digest).toBe(applied.digest);
   expect(now.policy.global.max_running).toBe(9);
+});
+
+test('a limit lowered below its use marks the scope over its limit', async ({ page }) => {
+  await signIn(page, main);
+  const before = await api(main, '/v1/policy');
+  const doc = structuredClone(before.policy);
+  doc.limit.find((l) => l.name === 'per-datastore').max = 1;
+  await api(main, '/v1/policy', { method: 'PUT', body: doc });
+  try {
+    const ds1 = (await api(main, '/v1/ui/overview')).scopes.find((s) => s.scope === 'limit:per-datastore[datastore=ds1]');
+    expect(ds1.over_limit).toBe(true);
+    const bar = page.locator(DS1);
+    await expect(bar).toHaveAttribute('data-limit', '1');
+    await expect(bar).toContainText(/over/i);
+    await expectBarsMatchApi(page, main);
+    await shot(page, 'overview-over-limit-1280');
+  } finally {
+    await api(main, '/v1/policy', { method: 'PUT', body: before.policy });
+  }
+  await expect(page.locator(DS1)).not.toContainText(/over/i);
 });
