@@ -31,6 +31,12 @@ async function expectReadable(page, name) {
 }
 
 test('every page at 1280x800', async ({ page }) => {
+  // Nothing is loaded from anywhere but the server itself (no CDN, no font service).
+  const outside = [];
+  page.on('request', (r) => {
+    const u = r.url();
+    if (!u.startsWith(`${main.url}/`) && !u.startsWith('data:') && u !== 'about:blank') outside.push(u);
+  });
   await page.goto(`${main.url}/ui/`);
   await expect(page.locator('form[action="/ui/login"]')).toBeVisible();
   await shot(page, 'signin-1280');
@@ -53,6 +59,7 @@ test('every page at 1280x800', async ({ page }) => {
   await expect(page.getByTestId('policy-diff')).toContainText('max_running');
   await expectReadable(page, 'policy');
   await shot(page, 'policy-1280');
+  expect(outside).toEqual([]);
 });
 
 test.describe('at a phone width', () => {
