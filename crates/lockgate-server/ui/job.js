@@ -15,6 +15,7 @@ const STEPS = [
 function timeline(j) {
   const items = [];
   let last = null;
+  let waiting = false;
   for (const [field, label] of STEPS) {
     const t = j[field];
     if (!t && field === "prepare_started_at" && !j.two_stage) continue;
@@ -24,8 +25,9 @@ function timeline(j) {
       h("span", { class: "dot", "aria-hidden": "true" }),
       h("strong", {}, label),
       h("span", {}, t ? [h("time", { datetime: t, title: t }, when(t)), took ? h("span", { class: "dur" }, `  after ${took}`) : null]
-        : h("span", { class: "muted" }, last && !j.finished_at ? `not yet (${dur(between(last))} so far)` : "–"))));
+        : h("span", { class: "muted" }, last && !j.finished_at && !waiting ? `not yet (${dur(between(last))} so far)` : "–"))));
     if (t) last = t;
+    else waiting = true;
   }
   if (j.outcome) items.push(h("li", { class: "done" }, h("span", { class: "dot" }), h("strong", {}, "outcome"), h("span", {}, pill(j.outcome), j.message ? ` ${j.message}` : "")));
   return h("ol", { class: "timeline", "data-testid": "job-timeline" }, items);

@@ -33,32 +33,47 @@ impl Loop {
             &[Role::Admin, Role::Viewer, Role::Submitter],
             "read the overview",
         )?;
-        // scope -> [running, prepared, preparing] units.
-        let mut split: HashMap<String, [u64; 3]> = HashMap::new();
-        let mut states: BTreeMap<String, usize> = JobState::ALL
-            .iter()
-            .filter(|s| !s.is_terminal())
-            .map(|s| (s.as_str().to_string(), 0))
-            .collect();
-        let mut queued_by_kind: BTreeMap<String, usize> = BTreeMap::new();
-        let mut queued_by_owner: BTreeMap<String, usize> = BTreeMap::new();
-        let mut oldest: Option<(Timestamp, &lockgate_core::Job)> = None;
+        let t = self.ui_tally(p);
+        let mut scopes = self.ui_scopes(&t.split);
+        let scopes_omitted = scopes.len().saturating_sub(UiOverview::MAX_SCOPES);
+        scopes.truncate(UiOverview::MAX_SCOPES);
+        let oldest_waiting = t.oldest.map(|o| UiOldest {
+            waited_s: now.0.saturating_sub(o.queued_at.0) as f64 / 1000.0,
+            queued_at: lockgate_api::time::format(o.queued_at),
+            ..o.view
+        });
+        Ok(UiOverview {
+            scopes,
+            scopes_omitted,
+            states: t.states,
+            queued_by_kind: t.queued_by_kind,
+            queued_by_owner: t.queued_by_owner,
+            oldest_waiting,
+            at: lockgate_api::time::format(now),
+            last_seq: self.seq,
+        })
+    }
+
+    /// One pass over the live jobs (a submitter's queue is its own, as `GET /v1/jobs`
+    /// shows it; the scope split counts every job, as the engine does).
+    fn ui_tally(&self, p: &Principal) -> Tally {
+        let mut t = Tally {
+            states: JobState::ALL
+                .iter()
+                .filter(|s| !s.is_terminal())
+                .map(|s| (s.as_str().to_string(), 0))
+                .collect(),
+            ..Tally::default()
+        };
         let policy = self.engine.policy();
         for job in self.engine.jobs() {
-            // A submitter's queue is its own, as `GET /v1/jobs` shows it.
             let own = p.role != Role::Submitter || job.owner == p.name;
             if own {
-                *states.entry(job.state.as_str().to_string()).or_default() += 1;
+                *t.states.entry(job.state.as_str().to_string()).or_default() += 1;
             }
             let slot = match job.state {
-                JobState::Queued => {
-                    if own {
-                        *queued_by_kind.entry(job.kind.clone()).or_default() += 1;
-                        *queued_by_owner.entry(job.owner.clone()).or_default() += 1;
-                        if oldest.is_none_or(|(t, o)| (job.queued_at, job.id) < (t, o.id)) {
-                            oldest = Some((job.queued_at, job));
-                        }
-                    }
+                JobState::Queued if own => {
+                    t.queued(job);
                     continue;
                 }
                 JobState::Running => 0,
@@ -68,21 +83,29 @@ impl Loop {
             };
             let scopes = policy.scopes_of(job);
             for u in scopes.common.iter().filter(|u| u.take > 0) {
-                split.entry(u.key.to_string()).or_default()[slot] += u.take;
+                t.split.entry(u.key.to_string()).or_default()[slot] += u.take;
             }
             if let (Some(k), true) = (&scopes.prepare, slot > 0) {
-                split.entry(k.to_string()).or_default()[slot] += 1;
+                t.split.entry(k.to_string()).or_default()[slot] += 1;
             }
         }
         // A node's own scopes: its run slots are held by running jobs, its prepare bound
         // by preparing and prepared ones (the node's own counters).
         for n in self.engine.nodes() {
-            let run = split.entry(format!("node:{}", n.name)).or_default();
+            let run = t.split.entry(format!("node:{}", n.name)).or_default();
             run[0] += u64::from(n.running);
-            let prep = split.entry(format!("node-prepare:{}", n.name)).or_default();
+            let prep = t
+                .split
+                .entry(format!("node-prepare:{}", n.name))
+                .or_default();
             prep[1] += u64::from(n.prepared);
             prep[2] += u64::from(n.preparing);
         }
+        t
+    }
+
+    /// Every scope with a limit or any use, with its split, in display order.
+    fn ui_scopes(&self, split: &HashMap<String, [u64; 3]>) -> Vec<UiScope> {
         let mut scopes: Vec<UiScope> = self
             .engine
             .scope_usage()
@@ -105,38 +128,55 @@ impl Loop {
             })
             .collect();
         scopes.sort_by(|a, b| {
-            (
-                scope_rank(&a.rule),
-                &a.rule,
-                std::cmp::Reverse(a.used),
-                &a.scope,
-            )
-                .cmp(&(
-                    scope_rank(&b.rule),
-                    &b.rule,
-                    std::cmp::Reverse(b.used),
-                    &b.scope,
-                ))
+            let key = |s: &UiScope| {
+                (
+                    scope_rank(&s.rule),
+                    s.rule.clone(),
+                    std::cmp::Reverse(s.used),
+                )
+            };
+            key(a).cmp(&key(b)).then_with(|| a.scope.cmp(&b.scope))
         });
-        let scopes_omitted = scopes.len().saturating_sub(UiOverview::MAX_SCOPES);
-        scopes.truncate(UiOverview::MAX_SCOPES);
-        let oldest_waiting = oldest.map(|(t, j)| UiOldest {
-            id: j.id,
-            kind: j.kind.clone(),
-            owner: j.owner.clone(),
-            queued_at: lockgate_api::time::format(t),
-            waited_s: now.0.saturating_sub(t.0) as f64 / 1000.0,
-        });
-        Ok(UiOverview {
-            scopes,
-            scopes_omitted,
-            states,
-            queued_by_kind,
-            queued_by_owner,
-            oldest_waiting,
-            at: lockgate_api::time::format(now),
-            last_seq: self.seq,
-        })
+        scopes
+    }
+}
+
+/// What one pass over the live jobs counts.
+#[derive(Default)]
+struct Tally {
+    /// scope -> units held by `[running, prepared, preparing]` jobs.
+    split: HashMap<String, [u64; 3]>,
+    states: BTreeMap<String, usize>,
+    queued_by_kind: BTreeMap<String, usize>,
+    queued_by_owner: BTreeMap<String, usize>,
+    oldest: Option<Oldest>,
+}
+
+struct Oldest {
+    queued_at: Timestamp,
+    view: UiOldest,
+}
+
+impl Tally {
+    fn queued(&mut self, job: &lockgate_core::Job) {
+        *self.queued_by_kind.entry(job.kind.clone()).or_default() += 1;
+        *self.queued_by_owner.entry(job.owner.clone()).or_default() += 1;
+        let older = self
+            .oldest
+            .as_ref()
+            .is_none_or(|o| (job.queued_at, job.id) < (o.queued_at, o.view.id));
+        if older {
+            self.oldest = Some(Oldest {
+                queued_at: job.queued_at,
+                view: UiOldest {
+                    id: job.id,
+                    kind: job.kind.clone(),
+                    owner: job.owner.clone(),
+                    queued_at: String::new(),
+                    waited_s: 0.0,
+                },
+            });
+        }
     }
 }
 
