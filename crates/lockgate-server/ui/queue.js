@@ -26,6 +26,9 @@ function age(j) {
   return between(j.prepare_started_at || j.started_at) || 0;
 }
 
+/** Columns left out on narrow screens (the job page has them all). */
+const HIDDEN = { priority: "hide-narrow", submitted: "hide-narrow", node: "hide-narrow", owner: "hide-phone" };
+
 const state = { filters: { state: "active", kind: "", owner: "", node: "", attr: "" }, sort: "id", dir: 1, page: 0 };
 
 function query() {
@@ -85,7 +88,7 @@ export function render(root) {
   function header() {
     put(thead, h("tr", {}, COLUMNS.map(([key, label]) => {
       const sort = state.sort === key ? (state.dir > 0 ? "ascending" : "descending") : null;
-      return h("th", { scope: "col", "aria-sort": sort || "none", class: key === "priority" || key === "submitted" ? "hide-narrow" : null },
+      return h("th", { scope: "col", "aria-sort": sort || "none", class: HIDDEN[key] || null },
         h("button", { type: "button", "data-sort": key, "aria-sort": sort,
           onclick: () => { if (state.sort === key) state.dir = -state.dir; else { state.sort = key; state.dir = 1; } state.page = 0; draw(); } }, label));
     })));
@@ -106,8 +109,8 @@ export function render(root) {
       h("td", {}, jobLink(j.id)),
       h("td", {}, pill(j.state)),
       h("td", { class: "mono" }, j.kind),
-      h("td", {}, j.owner),
-      h("td", {}, j.node || h("span", { class: "muted" }, j.node_selector ? `any of ${j.node_selector}` : "–")),
+      h("td", { class: HIDDEN.owner }, j.owner),
+      h("td", { class: HIDDEN.node }, j.node || h("span", { class: "muted" }, j.node_selector ? `any of ${j.node_selector}` : "–")),
       h("td", { class: "hide-narrow" }, j.priority),
       h("td", { class: "hide-narrow", title: j.submitted_at }, when(j.submitted_at)),
       h("td", {}, dur(age(j))))) : h("tr", {}, h("td", { colspan: COLUMNS.length, class: "muted" }, "No jobs match.")));

@@ -90,7 +90,8 @@ impl Loop {
             }
         }
         // A node's own scopes: its run slots are held by running jobs, its prepare bound
-        // by preparing and prepared ones (the node's own counters).
+        // by preparing and prepared ones (the node's own counters) and, for the rest of
+        // its count, by running ones (`ui_scopes`).
         for n in self.engine.nodes() {
             let run = t.split.entry(format!("node:{}", n.name)).or_default();
             run[0] += u64::from(n.running);
@@ -112,8 +113,12 @@ impl Loop {
             .into_iter()
             .filter(|u| u.limit.is_some() || u.used > 0)
             .map(|u| {
-                let [running, prepared, preparing] =
+                let [mut running, prepared, preparing] =
                     split.get(&u.scope).copied().unwrap_or_default();
+                if u.rule == "node-prepare" {
+                    // The prepare bound also counts the node's jobs past their prepare step.
+                    running = u.used.saturating_sub(prepared + preparing);
+                }
                 UiScope {
                     over_limit: u.limit.is_some_and(|l| u.used > l),
                     scope: u.scope,

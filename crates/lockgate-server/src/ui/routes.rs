@@ -181,6 +181,8 @@ async fn logout(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    // Another site's form must not even clear the cookie (a forced sign-out).
+    check_same_origin(&headers)?;
     let fields = form_fields(&headers, &body)?;
     if let Some((id, s)) = live_session(&st, &headers) {
         check_csrf(&Method::POST, &headers, &s, field(&fields, "csrf"))?;

@@ -319,6 +319,23 @@ mod tests {
     }
 
     #[test]
+    fn an_expired_code_or_session_is_refused() {
+        let tokens = Tokens::default();
+        tokens.insert("h".into(), principal());
+        let s = Sessions::new(false);
+        let (code, _) = s.new_code(principal(), "h".into());
+        let (id, _) = s.start(principal(), "h".into());
+        for c in s.lock().codes.values_mut() {
+            c.expires_ms = wall_ms() - 1;
+        }
+        for v in s.lock().sessions.values_mut() {
+            v.expires_ms = wall_ms() - 1;
+        }
+        assert_eq!(s.take_code(&tokens, &code), None);
+        assert!(s.get(&tokens, &id).is_none());
+    }
+
+    #[test]
     fn a_revoked_token_ends_its_sessions() {
         let tokens = Tokens::default();
         tokens.insert("h".into(), principal());

@@ -340,6 +340,24 @@ fn after_sign_out_or_revoke_the_old_cookie_is_refused_everywhere() {
         Some((FORM, "csrf=nope")),
     );
     assert_eq!(wrong.status, 403, "sign-out needs the CSRF token");
+    // Another site's form cannot sign the browser out, not even by clearing the cookie.
+    let forced = call(
+        &s,
+        "POST",
+        "/ui/logout",
+        &[("Origin", "https://attacker.test")],
+        Some((FORM, "csrf=x")),
+    );
+    assert_eq!(forced.status, 403);
+    assert!(
+        forced.header("set-cookie").is_empty(),
+        "{:?}",
+        forced.headers
+    );
+    assert_eq!(
+        call(&s, "GET", "/ui/session", &[("Cookie", &cookie)], None).status,
+        200
+    );
     let out = call(
         &s,
         "POST",
