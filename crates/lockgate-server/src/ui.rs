@@ -40,6 +40,7 @@ use serde::Deserialize;
 pub struct OccupancyQuery {
     /// Hours back from now (default 6, from 0.1 to 168).
     #[serde(default)]
+    #[param(minimum = 0.1, maximum = 168)]
     pub hours: Option<f64>,
 }
 

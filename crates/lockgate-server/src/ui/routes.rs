@@ -50,8 +50,9 @@ struct LoginForm {
 #[derive(utoipa::ToSchema)]
 #[allow(dead_code)]
 struct LogoutForm {
-    /// The session's CSRF token (`GET /ui/session`).
-    csrf: String,
+    /// The session's CSRF token (`GET /ui/session`); needed only with a live session
+    /// (without one there is nothing to end).
+    csrf: Option<String>,
 }
 
 /// `text/html` with the dashboard's security headers.
