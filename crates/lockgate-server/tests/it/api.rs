@@ -98,6 +98,7 @@ fn a_config_file_is_the_source_of_truth() {
         tls: None,
         hardening: Default::default(),
         backup_input_roots: Vec::new(),
+        database_url: None,
     })
     .err()
     .expect("refused");

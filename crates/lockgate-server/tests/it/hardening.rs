@@ -24,6 +24,7 @@ fn config(dir: &Path, hardening: Hardening) -> Config {
         tls: None,
         hardening,
         backup_input_roots: Vec::new(),
+        database_url: None,
     }
 }
 
