@@ -2,7 +2,7 @@
 //! auth and metrics (design `README.md`, "Architecture"; `api.md`).
 //!
 //! ```text
-//!  HTTP (axum) --Msg--> event loop (one thread, owns the Engine) --Batch--> Store (SQLite)
+//!  HTTP (axum) --Msg--> event loop (one thread, owns the Engine) --Batch--> Store (SQLite or PostgreSQL)
 //!        ^                    |  typed answers after the commit (oneshot)
 //!        +---- SSE <----------+  committed events (broadcast)
 //! ```
