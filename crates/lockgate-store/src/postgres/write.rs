@@ -81,21 +81,24 @@ pub(super) async fn batch(c: &mut Conn, b: &Batch) -> R<()> {
         )
         .await?;
     }
-    jobs(c, b).await?;
-    events(c, b).await?;
+    // The counters the parts raise, written in one statement at the end (one round trip).
+    let mut counters: Vec<(&str, i64)> = Vec::new();
+    jobs(c, b, &mut counters).await?;
+    events(c, b, &mut counters).await?;
     nodes(c, b).await?;
     tokens(c, b).await?;
-    meta(c, b).await?;
+    meta(c, b, &mut counters).await?;
     schedules(c, b).await?;
     backups(c, b).await?;
-    pauses(c, b).await?;
+    pauses(c, b, &mut counters).await?;
     rpo(c, b).await?;
     audit(c, &b.audit).await?;
     outbox(c, b).await?;
-    joblogs::write(c, &b.job_logs, b.log_limits).await
+    joblogs::write(c, &b.job_logs, b.log_limits).await?;
+    bump(c, &counters).await
 }
 
-async fn jobs(c: &mut Conn, b: &Batch) -> R<()> {
+async fn jobs(c: &mut Conn, b: &Batch, counters: &mut Vec<(&str, i64)>) -> R<()> {
     if b.jobs.is_empty() {
         return Ok(());
     }
@@ -128,12 +131,12 @@ async fn jobs(c: &mut Conn, b: &Batch) -> R<()> {
     .await?;
     let max = id.iter().copied().max().unwrap_or(0);
     if max > 0 {
-        bump(c, &[("max_job_id", max)]).await?;
+        counters.push(("max_job_id", max));
     }
     Ok(())
 }
 
-async fn events(c: &mut Conn, b: &Batch) -> R<()> {
+async fn events(c: &mut Conn, b: &Batch, counters: &mut Vec<(&str, i64)>) -> R<()> {
     let Some(last_seq) = b.events.last().map(|e| e.seq) else {
         return Ok(());
     };
@@ -146,7 +149,8 @@ async fn events(c: &mut Conn, b: &Batch) -> R<()> {
         &[&seq, &at, &data],
     )
     .await?;
-    bump(c, &[("event_seq", last_seq as i64)]).await
+    counters.push(("event_seq", last_seq as i64));
+    Ok(())
 }
 
 async fn nodes(c: &mut Conn, b: &Batch) -> R<()> {
@@ -201,7 +205,7 @@ async fn tokens(c: &mut Conn, b: &Batch) -> R<()> {
     Ok(())
 }
 
-async fn meta(c: &mut Conn, b: &Batch) -> R<()> {
+async fn meta(c: &mut Conn, b: &Batch, counters: &mut Vec<(&str, i64)>) -> R<()> {
     if let Some(p) = &b.policy {
         c.exec(
             "INSERT INTO lockgate_meta (key, value) VALUES ('policy', $1)
@@ -210,10 +214,10 @@ async fn meta(c: &mut Conn, b: &Batch) -> R<()> {
         )
         .await?;
     }
-    match b.max_token {
-        Some(t) => bump(c, &[("max_token", t as i64)]).await,
-        None => Ok(()),
+    if let Some(t) = b.max_token {
+        counters.push(("max_token", t as i64));
     }
+    Ok(())
 }
 
 async fn schedules(c: &mut Conn, b: &Batch) -> R<()> {
@@ -275,7 +279,7 @@ async fn backups(c: &mut Conn, b: &Batch) -> R<()> {
     Ok(())
 }
 
-async fn pauses(c: &mut Conn, b: &Batch) -> R<()> {
+async fn pauses(c: &mut Conn, b: &Batch, counters: &mut Vec<(&str, i64)>) -> R<()> {
     if !b.pauses.is_empty() {
         let rows = last(&b.pauses, |p| p.id);
         let id: Vec<i64> = rows.iter().map(|p| p.id as i64).collect();
@@ -295,10 +299,10 @@ async fn pauses(c: &mut Conn, b: &Batch) -> R<()> {
         c.exec("DELETE FROM lockgate_pauses WHERE id = ANY($1)", &[&ids])
             .await?;
     }
-    match b.pauses.iter().map(|p| p.id).max() {
-        Some(max) if max > 0 => bump(c, &[("max_pause_id", max as i64)]).await,
-        _ => Ok(()),
+    if let Some(max) = b.pauses.iter().map(|p| p.id).max().filter(|&m| m > 0) {
+        counters.push(("max_pause_id", max as i64));
     }
+    Ok(())
 }
 
 fn value_text(value: &[(String, String)]) -> String {
