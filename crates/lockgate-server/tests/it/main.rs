@@ -5,6 +5,7 @@ mod api;
 mod audit;
 mod backups;
 mod confinement;
+mod database;
 mod durability;
 mod edges;
 mod errors;

@@ -11,6 +11,8 @@ use std::process::ExitCode;
 pub struct Args {
     /// Policy file: the one source of truth, read at start and on SIGHUP; `PUT /v1/policy`
     /// rewrites it atomically (keeping FILE.bak). Without it the store holds the policy.
+    /// With --database-url the database holds it: the file only seeds an empty database
+    /// and SIGHUP applies it to the database; it is never written.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Where the store (lockgate.db) and admin.token live. Default: $XDG_DATA_HOME/lockgate,
@@ -42,6 +44,18 @@ pub struct Args {
     /// only admins may create backups from the server's file system. Must exist.
     #[arg(long, value_name = "DIR")]
     pub backup_input_root: Vec<PathBuf>,
+    /// Keep the store in this PostgreSQL database (postgres://user:password@host:port/db)
+    /// instead of DATA_DIR/lockgate.db; several servers may share one (docs/postgresql.md).
+    /// The database then holds the active policy: --config only seeds an empty database,
+    /// and SIGHUP applies the file to it. A secret: prefer the environment variable; it is
+    /// never shown with its password.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LOCKGATE_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
     #[command(flatten)]
     pub hardening: Hardening,
 }
@@ -128,7 +142,9 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         tls: args.tls_cert.zip(args.tls_key),
         hardening: args.hardening.into(),
         backup_input_roots: args.backup_input_root,
+        database_url: args.database_url,
     };
+    let store = config.store_location();
     let mut server =
         lockgate_server::Server::open(config).context("lockgate server cannot start")?;
     server.set_item_block_workers(usize::from(args.item_block_workers));
@@ -139,8 +155,14 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             data_dir.join("admin.token").display()
         );
     }
+    // Shown with its password replaced (`postgres://user:***@host/db`).
+    let database = if store.is_postgres() {
+        format!(", database {store}")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "lockgate: listening on {} ({}data dir {})",
+        "lockgate: listening on {} ({}data dir {}{database})",
         server.local_addr(),
         if tls { "TLS, " } else { "" },
         data_dir.display()
