@@ -26,6 +26,7 @@ mod error;
 pub mod hold;
 pub mod lease;
 pub mod logs;
+mod servers;
 
 pub use backoff::{retry, Backoff, RetryError};
 pub use client::{encode, AuditQuery, Client, PolicyPut, CALL_TIMEOUT};
@@ -33,3 +34,4 @@ pub use error::ClientError;
 pub use hold::{hold, hold_with, parse_signal, Ending, Held, Holder, JustHold, Stop};
 pub use lease::{LeaseKeeper, Renewal, WhileUnreachable};
 pub use logs::{LogShipper, LogSink};
+pub use servers::FOLLOW_LIMIT;

@@ -53,7 +53,8 @@ pub struct Cli {
 /// `[env: NAME]` whatever the environment (and never shows a token).
 #[derive(Debug, Clone, clap::Args)]
 pub struct GlobalArgs {
-    /// The server's URL.
+    /// The server's URL; for several replicas of one cluster, their URLs comma-separated
+    /// (calls follow the leader).
     #[arg(
         long,
         global = true,
@@ -214,6 +215,7 @@ mod tests {
                 message: message.into(),
                 field: field.map(str::to_string),
                 line: None,
+                leader: None,
             },
         };
         let errors = [
