@@ -11,11 +11,17 @@
 //!
 //! The server writes in **batches**: every state change of many requests goes into one
 //! [`Batch`], committed as one transaction (group commit) before any of those requests is
-//! answered. [`SqliteStore`] is the implementation (SQLite in WAL mode, `synchronous =
-//! FULL`: a commit that returned survives a crash of the process or of the machine); its
-//! schema is versioned (`PRAGMA user_version`) and migrated forward on open.
+//! answered. [`SqliteStore`] is the embedded implementation (SQLite in WAL mode,
+//! `synchronous = FULL`: a commit that returned survives a crash of the process or of the
+//! machine); its schema is versioned (`PRAGMA user_version`) and migrated forward on open.
+//! [`PgStore`] keeps the same data in PostgreSQL (`--database-url`), for several servers
+//! on one database; [`StoreLocation`] says which one a server opens.
 #![warn(missing_docs)]
 
+#[cfg(test)]
+mod conformance;
+mod location;
+pub mod postgres;
 mod sqlite;
 
 use lockgate_api::{AuditOutcome, BackupState, LogStream, Role};
@@ -23,7 +29,9 @@ use lockgate_core::engine::{NodeRecord, Pause};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 
-pub use sqlite::{OutboxReader, SqliteStore, LOG_LINE_OVERHEAD, SCHEMA_VERSION};
+pub use location::{AnyStore, OutboxReader, StoreLocation};
+pub use postgres::{Fence, PgOutboxReader, PgStore, PG_SCHEMA_VERSION};
+pub use sqlite::{SqliteOutboxReader, SqliteStore, LOG_LINE_OVERHEAD, SCHEMA_VERSION};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,6 +70,15 @@ pub enum StoreError {
         what: &'static str,
         /// Cause.
         message: String,
+    },
+    /// A fenced commit ([`PgStore::set_fence`]) found that this server no longer holds
+    /// the leadership of `term`; nothing of the batch was written.
+    #[error(
+        "not the leader any more: term {term} has passed to another server; nothing was committed"
+    )]
+    Fenced {
+        /// The term the commit was fenced with.
+        term: i64,
     },
 }
 

@@ -13,7 +13,7 @@ mod audit;
 mod backups;
 #[cfg(test)]
 mod golden;
-mod joblogs;
+pub(crate) mod joblogs;
 mod outbox;
 mod pauses;
 mod rpo;
@@ -23,7 +23,7 @@ use crate::*;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
-pub use outbox::OutboxReader;
+pub use outbox::OutboxReader as SqliteOutboxReader;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: u32 = 8;

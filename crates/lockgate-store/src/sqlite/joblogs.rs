@@ -65,6 +65,18 @@ impl Meta {
     };
 }
 
+/// The marker line for `n` lines a holder dropped before sending (both stores).
+pub(crate) fn holder_dropped_text(n: u64) -> String {
+    format!("{n} lines dropped by the holder (its buffer was full or the server did not answer)")
+}
+
+/// The marker line for `n` lines the bounds removed (both stores).
+pub(crate) fn bound_dropped_text(n: u64) -> String {
+    format!(
+        "{n} lines dropped (the server keeps the last [retention].job_log_bytes of a job's output, and job_logs_total_bytes of all jobs)"
+    )
+}
+
 fn cost(text: &str) -> u64 {
     text.len() as u64 + LINE_OVERHEAD
 }
@@ -135,10 +147,7 @@ pub(super) fn write(
             seq: 0,
             at: a.at,
             stream: LogStream::Lockgate,
-            text: format!(
-                "{} lines dropped by the holder (its buffer was full or the server did not answer)",
-                a.dropped
-            ),
+            text: holder_dropped_text(a.dropped),
         });
         for line in marker.iter().chain(&a.lines) {
             put.execute(params![
@@ -244,10 +253,7 @@ fn dropped_marker(m: &Meta) -> StoredLogLine {
         seq: m.first_seq.saturating_sub(1),
         at: Timestamp(m.dropped_at),
         stream: LogStream::Lockgate,
-        text: format!(
-            "{} lines dropped (the server keeps the last [retention].job_log_bytes of a job's output, and job_logs_total_bytes of all jobs)",
-            m.dropped
-        ),
+        text: bound_dropped_text(m.dropped),
     }
 }
 

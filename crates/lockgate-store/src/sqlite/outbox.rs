@@ -100,6 +100,7 @@ pub(super) fn pending(conn: &Connection) -> Result<u64, StoreError> {
 }
 
 /// The delivery task's own read-only connection to the outbox.
+#[derive(Debug)]
 pub struct OutboxReader {
     conn: Connection,
 }
