@@ -9,6 +9,7 @@
 
 mod audit;
 mod backups;
+mod cluster;
 mod events;
 mod forecast;
 mod joblogs;
