@@ -32,7 +32,7 @@ use crate::auth;
 use lockgate_core::job::{Job, JobId};
 use lockgate_core::Timestamp;
 use lockgate_store::{
-    BackupRecord, Batch, JobFilter, Loaded, Pruned, ScheduleRun, SqliteStore, Store, StoreError,
+    AnyStore, BackupRecord, Batch, JobFilter, Loaded, Pruned, ScheduleRun, Store, StoreError,
     StoredEvent, TokenRecord,
 };
 use std::fs::{File, OpenOptions};
@@ -127,7 +127,7 @@ impl DataDirLock {
 /// What `lockgate.watermark` holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Watermark {
-    /// The store's identity ([`SqliteStore::identity`]).
+    /// The store's identity ([`AnyStore::identity`]).
     pub store_id: String,
     /// The last event sequence committed.
     pub event_seq: u64,
@@ -206,7 +206,7 @@ fn problem(
 /// [`GuardError::Io`] when the store or the watermark cannot be written.
 pub fn check_store(
     dir: &Path,
-    store: &mut SqliteStore,
+    store: &mut AnyStore,
     loaded: &mut Loaded,
     start_fresh: bool,
 ) -> Result<Watermark, GuardError> {
@@ -468,7 +468,9 @@ mod tests {
     #[test]
     fn the_watermark_is_written_after_commits_and_never_goes_back() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = SqliteStore::open(&dir.path().join("lockgate.db")).unwrap();
+        let mut store = lockgate_store::StoreLocation::Sqlite(dir.path().join("lockgate.db"))
+            .open()
+            .unwrap();
         let mut loaded = store.load().unwrap();
         let mark = check_store(dir.path(), &mut store, &mut loaded, false).unwrap();
         let mut w = Watermarked::new(store, dir.path(), mark.clone());

@@ -18,6 +18,12 @@
 //!   commit), and only then are the answers sent (`Loop::answer` defers them) and the
 //!   events broadcast. An answer therefore never reports a state the store could lose. If
 //!   a commit fails the process exits: memory would be ahead of the disk.
+//! - **A database that is away is waited for** (PostgreSQL, `Loop::retry_commits`): a
+//!   failed commit answers every request of its batch with `unavailable` (nothing of it is
+//!   acknowledged), keeps the batch, and commits the kept batches first, in order, at the
+//!   next commit (retried at least every [`RETRY_COMMIT`]); their events are broadcast
+//!   once they are committed. Memory and the database agree again at the first commit that
+//!   succeeds; until then every answer is an error.
 //! - **Ids and fencing tokens never repeat**: the store keeps the highest of each.
 //! - **Long-polls wake on the change**: a waiter is answered in the batch whose commit
 //!   makes its job's state differ from the state it waits on.
@@ -49,8 +55,11 @@ pub const MAX_BATCH: usize = 1024;
 /// Housekeeping (retention) runs this often.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(3600);
 
-/// An answer waiting for the commit of its batch.
-type Deferred = Box<dyn FnOnce() + Send>;
+/// A failed commit of a database store is tried again after at most this long.
+pub const RETRY_COMMIT: Duration = Duration::from_millis(500);
+
+/// An answer waiting for the commit of its batch; given the error when the commit failed.
+type Deferred = Box<dyn FnOnce(Option<&ApiError>) + Send>;
 
 /// The loop's state. See the module docs.
 pub struct Loop {
@@ -91,6 +100,11 @@ pub struct Loop {
     pub(crate) notify: crate::notify::LoopSide,
     /// Learned durations and the cached forecast (`forecast.rs`).
     pub(crate) forecast: crate::forecast::ForecastState,
+    /// A failed commit keeps its batch for the next one instead of ending the process
+    /// (a database store: the database may come back).
+    pub(crate) retry_commits: bool,
+    /// Batches whose commit failed (with their broadcasts), oldest first.
+    unsaved: Vec<(Batch, Vec<Arc<EventView>>)>,
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -141,6 +155,8 @@ impl Loop {
             log_waiters: HashMap::new(),
             notify,
             forecast: Default::default(),
+            retry_commits: false,
+            unsaved: Vec::new(),
         }
     }
 
@@ -159,8 +175,11 @@ impl Loop {
         if self.audit_cur.is_some() {
             self.audit_answered(r.as_ref().err());
         }
-        self.replies.push(Box::new(move || {
-            let _ = reply.send(r);
+        self.replies.push(Box::new(move |failed| {
+            let _ = reply.send(match failed {
+                Some(e) => Err(e.clone()),
+                None => r,
+            });
         }));
     }
 
@@ -189,7 +208,10 @@ impl Loop {
             let wake = self.schedule_deadline().map_or(wake, |d| d.min(wake));
             let wake = self.rpo_deadline().map_or(wake, |d| d.min(wake));
             let wake = self.forecast_deadline(now).map_or(wake, |d| d.min(wake));
-            let sleep = Duration::from_millis(wake.since(now));
+            let mut sleep = Duration::from_millis(wake.since(now));
+            if !self.unsaved.is_empty() {
+                sleep = sleep.min(RETRY_COMMIT);
+            }
             tokio::select! {
                 m = rx.recv() => match m {
                     Some(m) => msgs.push(m),
@@ -220,12 +242,15 @@ impl Loop {
             self.schedules_tick(now);
             self.rpo_tick(now);
             self.forecast_tick(now);
-            if let Err(e) = self.commit() {
-                tracing::error!("store commit failed, stopping: {e}");
-                eprintln!("lockgate server: store commit failed: {e}; exiting so no answer outruns the disk");
-                std::process::exit(70);
+            match self.commit() {
+                Ok(()) => self.send_replies(),
+                Err(e) if self.retry_commits => self.fail_replies(&e),
+                Err(e) => {
+                    tracing::error!("store commit failed, stopping: {e}");
+                    eprintln!("lockgate server: store commit failed: {e}; exiting so no answer outruns the disk");
+                    std::process::exit(70);
+                }
             }
-            self.send_replies();
         }
         self.stop();
         if let Some(reply) = stopping {
@@ -354,12 +379,29 @@ impl Loop {
             let live = self.engine.job(id).is_some();
             self.batch.jobs.push((job, live));
         }
-        if self.batch.is_empty() {
+        if self.batch.is_empty() && self.unsaved.is_empty() {
             return Ok(());
         }
-        let start = Instant::now();
         let batch = std::mem::take(&mut self.batch);
-        self.store.commit(&batch)?;
+        if !self.retry_commits {
+            return self.commit_one(&batch);
+        }
+        if !batch.is_empty() {
+            let broadcasts = std::mem::take(&mut self.broadcasts);
+            self.unsaved.push((batch, broadcasts));
+        }
+        while let Some((batch, _)) = self.unsaved.first() {
+            let batch = batch.clone();
+            self.commit_one(&batch)?;
+            let (_, broadcasts) = self.unsaved.remove(0);
+            self.broadcasts.extend(broadcasts);
+        }
+        Ok(())
+    }
+
+    fn commit_one(&mut self, batch: &Batch) -> Result<(), lockgate_store::StoreError> {
+        let start = Instant::now();
+        self.store.commit(batch)?;
         self.metrics.commit.observe(start.elapsed().as_secs_f64());
         self.metrics.committed_jobs += batch.jobs.len() as u64;
         let logged: Vec<JobId> = batch.job_logs.iter().map(|a| a.job).collect();
@@ -367,11 +409,28 @@ impl Loop {
         Ok(())
     }
 
+    /// After a failed commit that is kept for the next one: every answer of the batch is
+    /// `unavailable`; nothing is broadcast.
+    fn fail_replies(&mut self, e: &lockgate_store::StoreError) {
+        tracing::error!(
+            "store commit failed ({} batch(es) kept, retrying): {e}",
+            self.unsaved.len()
+        );
+        let err = ApiError::unavailable(format!(
+            "the store could not commit this request, so it was not acknowledged: {e}; \
+             the server keeps the change and retries the commit, so retry with an \
+             idempotency key (or read back) rather than submitting twice"
+        ));
+        for send in self.replies.drain(..) {
+            send(Some(&err));
+        }
+    }
+
     /// After the commit: the answers, the broadcasts, and the node long-polls that have
     /// something to take now.
     pub(crate) fn send_replies(&mut self) {
         for send in self.replies.drain(..) {
-            send();
+            send(None);
         }
         for ev in self.broadcasts.drain(..) {
             let _ = self.events_tx.send(ev);

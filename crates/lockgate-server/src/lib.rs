@@ -49,7 +49,7 @@ use event_loop::{wall_ms, Loop};
 use lockgate_api::Role;
 use lockgate_core::engine::Snapshot;
 use lockgate_core::{Engine, Mode, Policy, Timestamp};
-use lockgate_store::{Batch, SqliteStore, Store, TokenRecord};
+use lockgate_store::{AnyStore, Batch, Store, StoreLocation, TokenRecord};
 use policy::{PolicyOp, PolicySource};
 use protocol::{LoopHandle, Msg, Op};
 use std::net::SocketAddr;
@@ -59,7 +59,7 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc, watch};
 
 /// How the server is started.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Config {
     /// Where the store (`lockgate.db`) and `admin.token` live.
     pub data_dir: PathBuf,
@@ -75,6 +75,41 @@ pub struct Config {
     /// lie in, unioned with `[blocks] input_roots`. Each must be an existing directory.
     /// Default none: only admins may back up from the server's file system.
     pub backup_input_roots: Vec<PathBuf>,
+    /// `--database-url` / `LOCKGATE_DATABASE_URL`: the store is this PostgreSQL database
+    /// (`docs/postgresql.md`) instead of `<data-dir>/lockgate.db`, and the database holds
+    /// the active policy (`--config` only seeds an empty one). A secret: never shown
+    /// with its password (`Debug` redacts it).
+    pub database_url: Option<String>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("data_dir", &self.data_dir)
+            .field("listen", &self.listen)
+            .field("policy_file", &self.policy_file)
+            .field("tls", &self.tls)
+            .field("hardening", &self.hardening)
+            .field("backup_input_roots", &self.backup_input_roots)
+            .field(
+                "database_url",
+                &self
+                    .database_url
+                    .as_deref()
+                    .map(lockgate_store::postgres::redact),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// Where the store is: the database of `--database-url`, else `<data-dir>/lockgate.db`.
+    pub fn store_location(&self) -> StoreLocation {
+        match &self.database_url {
+            Some(url) => StoreLocation::Postgres(url.clone()),
+            None => StoreLocation::Sqlite(self.data_dir.join("lockgate.db")),
+        }
+    }
 }
 
 /// Why the server could not start.
@@ -139,16 +174,61 @@ pub struct Server {
     limits: listener::Limits,
     backup_input_roots: Vec<PathBuf>,
     metrics_auth: bool,
+    store_location: StoreLocation,
 }
 
 /// The policy a start uses: the `--config` file when there is one, else the stored
-/// document, else no limits at all.
+/// document, else no limits at all. With a database the stored document comes first, and
+/// the file only seeds an empty database: then its text is returned to be stored.
 fn startup_policy(
     config: &Config,
     stored: Option<&str>,
-) -> Result<(Policy, PolicySource), ServerError> {
-    match &config.policy_file {
-        Some(path) => {
+) -> Result<(Policy, PolicySource, Option<String>), ServerError> {
+    if config.database_url.is_some() {
+        let seed = config.policy_file.clone();
+        let source = PolicySource::Database { seed: seed.clone() };
+        return match (stored, &seed) {
+            (Some(text), _) => {
+                if let Some(path) = &seed {
+                    tracing::info!(
+                        "the database holds the active policy; {} is not read at start (SIGHUP applies it to the database)",
+                        path.display()
+                    );
+                }
+                Ok((
+                    Policy::from_toml(text, Some("<stored policy>"))?,
+                    source,
+                    None,
+                ))
+            }
+            (None, Some(path)) => {
+                let (policy, _) = file_policy(path)?;
+                let text = std::fs::read_to_string(path).map_err(|e| ServerError::PolicyFile {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+                Ok((policy, source, Some(text)))
+            }
+            (None, None) => Ok((Policy::unlimited(), source, None)),
+        };
+    }
+    let (policy, source) = match &config.policy_file {
+        Some(path) => file_policy(path)?,
+        None => match stored {
+            Some(text) => (
+                Policy::from_toml(text, Some("<stored policy>"))?,
+                PolicySource::Store,
+            ),
+            None => (Policy::unlimited(), PolicySource::Store),
+        },
+    };
+    Ok((policy, source, None))
+}
+
+/// The `--config` file's policy.
+fn file_policy(path: &Path) -> Result<(Policy, PolicySource), ServerError> {
+    {
+        {
             let shown = path.display().to_string();
             let text = std::fs::read_to_string(path).map_err(|e| ServerError::PolicyFile {
                 path: shown.clone(),
@@ -156,16 +236,9 @@ fn startup_policy(
             })?;
             Ok((
                 Policy::from_toml(&text, Some(&shown))?,
-                PolicySource::File(path.clone()),
+                PolicySource::File(path.to_path_buf()),
             ))
         }
-        None => match stored {
-            Some(text) => Ok((
-                Policy::from_toml(text, Some("<stored policy>"))?,
-                PolicySource::Store,
-            )),
-            None => Ok((Policy::unlimited(), PolicySource::Store)),
-        },
     }
 }
 
@@ -174,7 +247,7 @@ fn startup_policy(
 /// `admin.token` (never over an existing file), and returned.
 fn load_tokens(
     stored: &[TokenRecord],
-    store: &mut SqliteStore,
+    store: &mut AnyStore,
     dir: &Path,
     now: Timestamp,
 ) -> Result<(Tokens, Option<String>), ServerError> {
@@ -276,11 +349,21 @@ impl Server {
         std::fs::create_dir_all(dir).map_err(|e| data_dir_err(dir, e))?;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         let lock = datadir::DataDirLock::acquire(dir)?;
-        let mut store = SqliteStore::open(&dir.join("lockgate.db"))?;
+        let store_location = config.store_location();
+        let mut store = store_location.open()?;
         let mut loaded = store.load()?;
-        let mark =
-            datadir::check_store(dir, &mut store, &mut loaded, config.hardening.start_fresh)?;
-        let (policy, source) = startup_policy(&config, loaded.policy.as_deref())?;
+        // The watermark guards a file this data dir owns; a database is shared by the
+        // replicas and kept by PostgreSQL (docs/postgresql.md).
+        let mark = match store_location {
+            StoreLocation::Sqlite(_) => Some(datadir::check_store(
+                dir,
+                &mut store,
+                &mut loaded,
+                config.hardening.start_fresh,
+            )?),
+            StoreLocation::Postgres(_) => None,
+        };
+        let (policy, source, seed) = startup_policy(&config, loaded.policy.as_deref())?;
         lockgate_blocks::InputRoots::new(&config.backup_input_roots)?;
         let policy_file = config.policy_file.as_ref().map(|p| p.display().to_string());
         backups::check_policy_roots(&policy, policy_file.as_deref())?;
@@ -299,9 +382,13 @@ impl Server {
         let (tokens, admin_token) = load_tokens(&loaded.tokens, &mut store, dir, now)?;
 
         let (events, _) = broadcast::channel(4096);
+        let store: Box<dyn Store> = match mark {
+            Some(mark) => Box::new(datadir::Watermarked::new(store, dir, mark)),
+            None => Box::new(store),
+        };
         let mut looper = Loop::new(
             engine,
-            Box::new(datadir::Watermarked::new(store, dir, mark)),
+            store,
             tokens.clone(),
             source,
             events.clone(),
@@ -309,6 +396,9 @@ impl Server {
             loaded.max_token,
         );
         looper.notify.backlog = loaded.outbox_pending;
+        looper.retry_commits = store_location.is_postgres();
+        // `--config` seeding an empty database: stored with the first commit.
+        looper.batch.policy = seed;
         looper.reoffer();
         looper.load_schedules(loaded.schedules, zone)?;
         looper.recover_backups()?;
@@ -342,6 +432,7 @@ impl Server {
             item_block_workers: backups::DEFAULT_WORKERS,
             backup_input_roots: config.backup_input_roots,
             metrics_auth: false,
+            store_location,
         })
     }
 
@@ -394,13 +485,14 @@ impl Server {
             limits,
             backup_input_roots,
             metrics_auth,
+            store_location,
             ..
         } = self;
         let (tx, rx) = mpsc::channel::<Msg>(8192);
         let lp = LoopHandle::new(tx);
         let (wake, targets) = looper.notify.task_side();
         let loop_thread = spawn_loop(looper, rx);
-        notify::spawn(lp.clone(), data_dir.join("lockgate.db"), wake, targets);
+        notify::spawn(lp.clone(), store_location, wake, targets);
         let (stop_tx, stop_rx) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
         let backups = Arc::new(backups::Backups::new(

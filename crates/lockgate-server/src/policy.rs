@@ -9,7 +9,9 @@
 //! - The file or the store holds the new policy before it is applied: with `--config` the
 //!   file is replaced atomically ([`write_atomic`], the old one kept as `FILE.bak`) before
 //!   the engine sees the policy; without, the policy text goes into the same store batch
-//!   as the change.
+//!   as the change. With `--database-url` ([`PolicySource::Database`]) the database holds
+//!   it: a `PUT` and a SIGHUP reload of `--config` both go into the store batch, and the
+//!   file is never written.
 //! - A `PUT` never removes every limit by accident: a policy that limits nothing
 //!   ([`Policy::limits_anything`]) replaces one that limits something only with
 //!   `?allow_unlimited=true` (else 422 `removes_all_limits`). The `--config` file at start
@@ -36,6 +38,13 @@ pub enum PolicySource {
     File(PathBuf),
     /// The store holds it.
     Store,
+    /// `--database-url`: the database holds it (the replicas share it). `seed` is the
+    /// `--config` file: it seeds an empty database, and SIGHUP applies it to the database
+    /// as `PUT /v1/policy` would; it is never written.
+    Database {
+        /// The `--config` file, if any.
+        seed: Option<PathBuf>,
+    },
 }
 
 /// Policy operations of the loop.

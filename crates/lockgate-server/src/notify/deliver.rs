@@ -13,7 +13,6 @@ use lockgate_core::policy::NotifyTarget;
 use lockgate_core::Timestamp;
 use lockgate_store::{OutboxOutcome, OutboxReader, OutboxRow, OutboxUpdate};
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch, Notify};
@@ -33,17 +32,21 @@ pub(crate) fn backoff(attempts: u32) -> Duration {
     FIRST_BACKOFF.saturating_mul(1 << shift).min(MAX_BACKOFF)
 }
 
-/// Starts the delivery task on the store file `db`.
+/// Starts the delivery task on the store at `db` (its own connection).
 pub(crate) fn spawn(
     lp: LoopHandle,
-    db: PathBuf,
+    db: lockgate_store::StoreLocation,
     wake: Arc<Notify>,
     targets: watch::Receiver<Arc<Vec<NotifyTarget>>>,
 ) {
     tokio::spawn(async move {
-        let reader = match OutboxReader::open(&db) {
-            Ok(r) => Arc::new(Mutex::new(r)),
-            Err(e) => {
+        let opened = tokio::task::spawn_blocking(move || db.open_reader()).await;
+        let reader = match opened.map_err(|e| lockgate_store::StoreError::Io {
+            operation: "open the outbox reader",
+            message: e.to_string(),
+        }) {
+            Ok(Ok(r)) => Arc::new(Mutex::new(r)),
+            Ok(Err(e)) | Err(e) => {
                 tracing::error!("notifications are not sent: {e}");
                 return;
             }

@@ -100,7 +100,7 @@ impl Loop {
         match &self.source {
             PolicySource::File(path) => write_atomic(path, &text)
                 .map_err(|m| ApiError::internal(format!("policy not applied: {m}")))?,
-            PolicySource::Store => self.batch.policy = Some(text),
+            PolicySource::Store | PolicySource::Database { .. } => self.batch.policy = Some(text),
         }
         let r = self.engine.apply_policy(policy, now);
         self.digest = digest.clone();
@@ -115,11 +115,15 @@ impl Loop {
     }
 
     fn policy_reload(&mut self, now: Timestamp) -> Result<PolicyAnswer, ApiError> {
-        let PolicySource::File(path) = &self.source else {
-            return Err(ApiError::new(
-                ErrorCode::NoConfig,
-                "the server has no --config file to reload",
-            ));
+        let (path, to_database) = match &self.source {
+            PolicySource::File(path) => (path, false),
+            PolicySource::Database { seed: Some(path) } => (path, true),
+            _ => {
+                return Err(ApiError::new(
+                    ErrorCode::NoConfig,
+                    "the server has no --config file to reload",
+                ))
+            }
         };
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -145,6 +149,10 @@ impl Loop {
             });
         }
         let diff = self.engine.policy().diff(&policy);
+        if to_database {
+            // Applied to the database as `lockgate policy apply FILE` would.
+            self.batch.policy = Some(text);
+        }
         let r = self.engine.apply_policy(policy, now);
         self.digest = digest.clone();
         tracing::info!("policy reloaded from {shown}: {} change(s)", diff.len());

@@ -103,7 +103,7 @@ impl Loop {
                     "remove its [[schedule]] from {} and reload (SIGHUP or lockgate policy apply)",
                     path.display()
                 ),
-                PolicySource::Store => {
+                PolicySource::Store | PolicySource::Database { .. } => {
                     "remove its [[schedule]] from the policy (lockgate policy apply)".into()
                 }
             };

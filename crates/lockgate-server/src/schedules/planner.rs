@@ -156,7 +156,9 @@ impl Loop {
             return Err(PolicyError {
                 file: match &self.source {
                     PolicySource::File(p) => Some(p.display().to_string()),
-                    PolicySource::Store => Some("<stored policy>".into()),
+                    PolicySource::Store | PolicySource::Database { .. } => {
+                        Some("<stored policy>".into())
+                    }
                 },
                 line: None,
                 field: format!("schedule[{i}].name"),

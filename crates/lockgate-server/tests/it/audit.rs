@@ -382,7 +382,7 @@ fn a_restart_keeps_the_audit_log_and_retention_prunes_it() {
     s.stop();
     // An entry older than the retention (14 days by default): the next start prunes it.
     {
-        let mut store = lockgate_store::SqliteStore::open(&dir.path().join("lockgate.db")).unwrap();
+        let mut store = crate::harness::open_store(dir.path());
         let old = lockgate_store::AuditRecord {
             seq: 0,
             request: "old".into(),

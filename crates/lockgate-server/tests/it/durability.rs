@@ -3,7 +3,7 @@
 use crate::harness::*;
 use lockgate_core::job::Job;
 use lockgate_core::{JobState, Outcome, Timestamp};
-use lockgate_store::{Batch, SqliteStore, Store, StoredEvent};
+use lockgate_store::{Batch, Store, StoredEvent};
 
 #[test]
 fn a_restart_keeps_jobs_leases_tokens_events_and_the_policy() {
@@ -86,7 +86,7 @@ fn retention_deletes_old_finished_jobs_events_and_keys() {
     let old = Timestamp(now - 20 * 86_400_000);
     let recent = Timestamp(now - 86_400_000);
     {
-        let mut store = SqliteStore::open(&dir.path().join("lockgate.db")).unwrap();
+        let mut store = crate::harness::open_store(dir.path());
         let mut b = Batch::default();
         b.jobs.push((finished_job(1, old), false));
         b.jobs.push((finished_job(2, recent), false));
@@ -102,10 +102,11 @@ fn retention_deletes_old_finished_jobs_events_and_keys() {
             data: "{\"type\":\"x\"}".into(),
         });
         store.commit(&b).unwrap();
-        assert_eq!(
-            store.schema_version().unwrap(),
-            lockgate_store::SCHEMA_VERSION
-        );
+        let newest = match crate::harness::on_postgres() {
+            true => lockgate_store::PG_SCHEMA_VERSION,
+            false => lockgate_store::SCHEMA_VERSION,
+        };
+        assert_eq!(store.schema_version().unwrap(), newest);
     }
     let s = TestServer::open(dir.path(), None);
     let admin = s.admin();

@@ -24,6 +24,7 @@ fn config(dir: &Path, hardening: Hardening) -> Config {
         tls: None,
         hardening,
         backup_input_roots: Vec::new(),
+        database_url: None,
     }
 }
 
@@ -157,6 +158,9 @@ fn remove_store(dir: &Path) {
 
 #[test]
 fn a_deleted_store_is_not_started_as_a_fresh_install() {
+    if crate::harness::sqlite_only("the data dir's watermark and the lockgate.db file it guards are SQLite's; a database is kept by PostgreSQL (docs/postgresql.md)") {
+        return;
+    }
     let dir = tempdir();
     let admin = used_data_dir(dir.path(), 3);
     remove_store(dir.path());
@@ -174,6 +178,9 @@ fn a_deleted_store_is_not_started_as_a_fresh_install() {
 
 #[test]
 fn a_store_truncated_to_zero_is_not_started_as_a_fresh_install() {
+    if crate::harness::sqlite_only("the data dir's watermark and the lockgate.db file it guards are SQLite's; a database is kept by PostgreSQL (docs/postgresql.md)") {
+        return;
+    }
     let dir = tempdir();
     used_data_dir(dir.path(), 3);
     std::fs::File::create(dir.path().join("lockgate.db")).unwrap();
@@ -186,6 +193,9 @@ fn a_store_truncated_to_zero_is_not_started_as_a_fresh_install() {
 
 #[test]
 fn a_replaced_or_older_store_is_refused() {
+    if crate::harness::sqlite_only("the data dir's watermark and the lockgate.db file it guards are SQLite's; a database is kept by PostgreSQL (docs/postgresql.md)") {
+        return;
+    }
     let (a, b) = (tempdir(), tempdir());
     used_data_dir(a.path(), 2);
     used_data_dir(b.path(), 2);
@@ -208,6 +218,9 @@ fn a_replaced_or_older_store_is_refused() {
 
 #[test]
 fn start_fresh_starts_without_reissuing_ids_or_overwriting_admin_token() {
+    if crate::harness::sqlite_only("the data dir's watermark and the lockgate.db file it guards are SQLite's; a database is kept by PostgreSQL (docs/postgresql.md)") {
+        return;
+    }
     let dir = tempdir();
     let old = used_data_dir(dir.path(), 3);
     remove_store(dir.path());
@@ -230,6 +243,9 @@ fn start_fresh_starts_without_reissuing_ids_or_overwriting_admin_token() {
 
 #[test]
 fn garbage_in_the_wal_after_kill_9_is_refused_not_served_as_fewer_jobs() {
+    if crate::harness::sqlite_only("the data dir's watermark and the lockgate.db file it guards are SQLite's; a database is kept by PostgreSQL (docs/postgresql.md)") {
+        return;
+    }
     let dir = tempdir();
     let (mut c, url) = spawn_server(dir.path());
     let admin = admin_of(dir.path(), &url);

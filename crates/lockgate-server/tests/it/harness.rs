@@ -13,6 +13,43 @@ pub struct TestServer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// Whether the suite runs on PostgreSQL (`LOCKGATE_TEST_STORE=postgres`).
+pub fn on_postgres() -> bool {
+    std::env::var("LOCKGATE_TEST_STORE").as_deref() == Ok("postgres")
+}
+
+/// On PostgreSQL, says why a test that checks the SQLite file itself is not run, and
+/// returns true (the caller returns).
+pub fn sqlite_only(why: &str) -> bool {
+    if on_postgres() {
+        eprintln!("SKIPPED on PostgreSQL: {why}");
+        return true;
+    }
+    false
+}
+
+/// The store of the server on `dir`, opened directly (the SQLite file, or its database).
+pub fn open_store(dir: &Path) -> lockgate_store::AnyStore {
+    TestServer::config(dir)
+        .store_location()
+        .open()
+        .expect("the store opens")
+}
+
+/// The database of the server on `dir` (made at the first call for it).
+fn database_for(dir: &Path) -> String {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static BY_DIR: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
+    let mut map = BY_DIR
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    map.entry(dir.to_path_buf())
+        .or_insert_with(lockgate_store::postgres::testdb::fresh_database)
+        .clone()
+}
+
 /// A temp dir that lives as long as the test needs it.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
@@ -61,7 +98,9 @@ impl TestServer {
         TestServer::with_config_set(config, set)
     }
 
-    /// The configuration of a server on `dir` with every default.
+    /// The configuration of a server on `dir` with every default. With
+    /// `LOCKGATE_TEST_STORE=postgres` its store is a PostgreSQL database of the test
+    /// cluster, one per data dir (a restart on the same dir finds the same database).
     pub fn config(dir: &Path) -> Config {
         Config {
             data_dir: dir.to_path_buf(),
@@ -70,6 +109,7 @@ impl TestServer {
             tls: None,
             hardening: Default::default(),
             backup_input_roots: Vec::new(),
+            database_url: on_postgres().then(|| database_for(dir)),
         }
     }
 

@@ -5,6 +5,9 @@
 //! concurrent clients and the store commits per cycle; release-to-admission latency
 //! (p50/p99) with M clients long-polling on one slot; and the wall time of an uncontended
 //! `lockgate run -- true` against `flock FILE true`, as a ratio measured in the same run.
+//! With `--database-url` the throughput and latency runs are repeated on a server whose
+//! store is that (empty) PostgreSQL database, in the same run, so both stores are measured
+//! on the same machine under the same load.
 //! Nothing here is asserted; the numbers go into `crates/lockgate-server/README.md`.
 
 use lockgate_api::SubmitRequest;
@@ -33,6 +36,16 @@ pub struct Args {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also measure throughput and latency with the store in this PostgreSQL database,
+    /// which must be empty (the bench's server creates its tables and its admin token
+    /// there; drop the `lockgate_*` tables afterwards).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LOCKGATE_BENCH_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
 }
 
 struct Bench {
@@ -44,7 +57,8 @@ struct Bench {
 }
 
 impl Bench {
-    fn start(dir: PathBuf) -> anyhow::Result<Bench> {
+    fn start(dir: PathBuf, database_url: Option<String>) -> anyhow::Result<Bench> {
+        let on_database = database_url.is_some();
         let server = lockgate_server::Server::open(lockgate_server::Config {
             data_dir: dir.clone(),
             listen: "127.0.0.1:0".parse()?,
@@ -52,11 +66,16 @@ impl Bench {
             tls: None,
             hardening: Default::default(),
             backup_input_roots: Vec::new(),
+            database_url,
         })?;
         let url = format!("http://{}", server.local_addr());
-        let token = std::fs::read_to_string(dir.join("admin.token"))?
-            .trim()
-            .to_string();
+        let token = match std::fs::read_to_string(dir.join("admin.token")) {
+            Ok(t) => t.trim().to_string(),
+            Err(_) if on_database => anyhow::bail!(
+                "the --database-url database is not empty (it has an admin token already): give the bench an empty database"
+            ),
+            Err(e) => return Err(e.into()),
+        };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -235,17 +254,49 @@ fn time_runs(runs: usize, mut f: impl FnMut() -> anyhow::Result<()>) -> anyhow::
     Ok(start.elapsed().as_secs_f64() * 1000.0 / runs as f64)
 }
 
+/// The throughput and latency runs on one server: the JSON summary and the text lines.
+fn measure(b: &Bench, args: &Args, store: &str) -> anyhow::Result<(serde_json::Value, String)> {
+    eprintln!(
+        "throughput ({store}): {} clients x {} cycles ...",
+        args.clients, args.cycles
+    );
+    let (cps, commits) = throughput(b, args.clients, args.cycles)?;
+    eprintln!("latency ({store}): {} waiting clients ...", args.waiters);
+    let lat = latency(b, args.waiters)?;
+    // Lines carry the store's name only when two stores are measured.
+    let tag = match args.database_url {
+        Some(_) => format!("[{store}] "),
+        None => String::new(),
+    };
+    let json = serde_json::json!({
+        "throughput": {"clients": args.clients, "cycles": args.clients * args.cycles, "cycles_per_s": cps, "commits_per_cycle": commits},
+        "release_to_admission_ms": {"waiters": args.waiters, "samples": lat.len(), "p50": pct(&lat, 0.5), "p99": pct(&lat, 0.99), "max": pct(&lat, 1.0)},
+    });
+    let text = format!(
+        "{tag}durable cycles/s over HTTP ({} clients): {cps:.0}\n\
+         {tag}store commits per cycle: {commits:.3}\n\
+         {tag}release-to-admission latency with {} waiting clients: p50 {:.2} ms, p99 {:.2} ms",
+        args.clients,
+        args.waiters,
+        pct(&lat, 0.5),
+        pct(&lat, 0.99)
+    );
+    Ok((json, text))
+}
+
 /// Runs the benchmark.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let dir = std::env::temp_dir().join(format!("lockgate-bench-{}", std::process::id()));
-    let b = Bench::start(dir.clone())?;
-    eprintln!(
-        "throughput: {} clients x {} cycles ...",
-        args.clients, args.cycles
-    );
-    let (cps, commits) = throughput(&b, args.clients, args.cycles)?;
-    eprintln!("latency: {} waiting clients ...", args.waiters);
-    let lat = latency(&b, args.waiters)?;
+    let postgres = match &args.database_url {
+        Some(url) => {
+            let pg_dir = dir.with_extension("pg");
+            let b = Bench::start(pg_dir, Some(url.clone()))?;
+            Some(measure(&b, &args, "postgresql")?)
+        }
+        None => None,
+    };
+    let b = Bench::start(dir.clone(), None)?;
+    let (sqlite, sqlite_text) = measure(&b, &args, "sqlite")?;
     eprintln!("lockgate run vs flock: {} runs each ...", args.runs);
     b.policy("")?;
     let exe = std::env::current_exe()?;
@@ -265,25 +316,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::ensure!(st.success(), "flock failed: {st}");
         Ok(())
     })?;
-    let summary = serde_json::json!({
-        "throughput": {"clients": args.clients, "cycles": args.clients * args.cycles, "cycles_per_s": cps, "commits_per_cycle": commits},
-        "release_to_admission_ms": {"waiters": args.waiters, "samples": lat.len(), "p50": pct(&lat, 0.5), "p99": pct(&lat, 0.99), "max": pct(&lat, 1.0)},
+    let mut summary = serde_json::json!({
+        "throughput": sqlite["throughput"],
+        "release_to_admission_ms": sqlite["release_to_admission_ms"],
         "run_vs_flock": {"runs": args.runs, "lockgate_run_ms": run_ms, "flock_ms": flock_ms, "ratio": run_ms / flock_ms},
     });
+    if let Some((pg, _)) = &postgres {
+        summary["postgresql"] = pg.clone();
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        println!(
-            "durable cycles/s over HTTP ({} clients): {cps:.0}",
-            args.clients
-        );
-        println!("store commits per cycle: {commits:.3}");
-        println!(
-            "release-to-admission latency with {} waiting clients: p50 {:.2} ms, p99 {:.2} ms",
-            args.waiters,
-            pct(&lat, 0.5),
-            pct(&lat, 0.99)
-        );
+        println!("{sqlite_text}");
+        if let Some((_, text)) = &postgres {
+            println!("{text}");
+        }
         println!("uncontended `lockgate run -- true`: {run_ms:.2} ms; `flock FILE true`: {flock_ms:.2} ms; ratio {:.1}x", run_ms / flock_ms);
     }
     Ok(ExitCode::SUCCESS)

@@ -42,6 +42,18 @@ pub struct Args {
     /// only admins may create backups from the server's file system. Must exist.
     #[arg(long, value_name = "DIR")]
     pub backup_input_root: Vec<PathBuf>,
+    /// Keep the store in this PostgreSQL database (postgres://user:password@host:port/db)
+    /// instead of DATA_DIR/lockgate.db; several servers may share one (docs/postgresql.md).
+    /// The database then holds the active policy: --config only seeds an empty database,
+    /// and SIGHUP applies the file to it. A secret: prefer the environment variable; it is
+    /// never shown with its password.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LOCKGATE_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
     #[command(flatten)]
     pub hardening: Hardening,
 }
@@ -128,7 +140,9 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         tls: args.tls_cert.zip(args.tls_key),
         hardening: args.hardening.into(),
         backup_input_roots: args.backup_input_root,
+        database_url: args.database_url,
     };
+    let store = config.store_location();
     let mut server =
         lockgate_server::Server::open(config).context("lockgate server cannot start")?;
     server.set_item_block_workers(usize::from(args.item_block_workers));
@@ -139,8 +153,14 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             data_dir.join("admin.token").display()
         );
     }
+    // Shown with its password replaced (`postgres://user:***@host/db`).
+    let database = if store.is_postgres() {
+        format!(", database {store}")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "lockgate: listening on {} ({}data dir {})",
+        "lockgate: listening on {} ({}data dir {}{database})",
         server.local_addr(),
         if tls { "TLS, " } else { "" },
         data_dir.display()

@@ -58,6 +58,26 @@ impl Srv {
         s
     }
 
+    /// A server with `policy` as its `--config` file and its store in the database `url`
+    /// (`--database-url`).
+    pub fn start_on_database(policy: &str, url: &str) -> Srv {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("lockgate.toml"), policy).unwrap();
+        let mut s = Srv {
+            dir,
+            port: free_port(),
+            token: String::new(),
+            tls: false,
+            child: None,
+        };
+        s.spawn_with(&["--database-url", url]);
+        s.token = std::fs::read_to_string(s.dir.path().join("data/admin.token"))
+            .unwrap()
+            .trim()
+            .to_string();
+        s
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }

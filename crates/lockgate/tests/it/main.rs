@@ -17,6 +17,7 @@ mod joblogs;
 mod load;
 mod notify;
 mod packaging;
+mod postgres;
 mod preempt;
 mod queue;
 mod rpo;
