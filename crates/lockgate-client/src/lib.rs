@@ -5,6 +5,8 @@
 //!   [`ClientError`], and [`ClientError::is_temporary`] is the one rule for "try again
 //!   later".
 //! - [`Backoff`] (20 ms doubling to 1 s) and [`retry`]: the one back-off.
+//! - Several servers (`http://a:7400,http://b:7400`): a [`Client`] follows the leader of a
+//!   cluster, sending a request elsewhere only when it did nothing (`servers.rs`).
 //! - [`LeaseKeeper`]: renews a lease every TTL/3, faster while the server cannot be
 //!   reached, and says when to give the work up ([`WhileUnreachable`]).
 //! - [`child`]: starting a command in its own process group with `PR_SET_PDEATHSIG`,
