@@ -1,7 +1,7 @@
 //! Several replicas on one PostgreSQL database: which one leads (docs/postgresql.md,
 //! "Several servers").
 //!
-//! [`spawn`] starts the replica's leadership loop ([`lease`]) on its own thread with its
+//! [`spawn`] starts the replica's leadership loop (`cluster/lease.rs`) on its own thread with its
 //! own database connection, so neither the event loop nor the HTTP workers can delay a
 //! renewal. It reports every change of role as a [`Change`] on a channel and keeps the
 //! shared [`Leadership`] that handlers, the gate and `/metrics` read.
