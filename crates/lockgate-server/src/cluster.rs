@@ -23,7 +23,7 @@
 mod lease;
 mod routes;
 
-pub use routes::{gate, router};
+pub use routes::gate;
 
 use lockgate_api::{ClusterView, LeaderView, ReplicaView};
 use std::sync::atomic::{AtomicU64, Ordering};
