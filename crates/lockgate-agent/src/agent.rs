@@ -88,16 +88,16 @@ pub enum AgentError {
     Refused {
         /// The node.
         node: String,
-        /// The server's answer.
-        error: ClientError,
+        /// The server's answer (boxed: an enum of small variants stays small).
+        error: Box<ClientError>,
     },
     /// The server refused the registration (a bad node name or label). Permanent.
     #[error("the server refused to register node {node:?}: {error}")]
     Rejected {
         /// The node.
         node: String,
-        /// The server's answer.
-        error: ClientError,
+        /// The server's answer (boxed: an enum of small variants stays small).
+        error: Box<ClientError>,
     },
     /// The client could not be set up (a bad `LOCKGATE_CA_CERT`).
     #[error("{0}")]
@@ -278,14 +278,14 @@ impl Shared {
                 Err(e) if e.is_refused() => {
                     self.fail(AgentError::Refused {
                         node: self.node.clone(),
-                        error: e,
+                        error: Box::new(e),
                     });
                     return false;
                 }
                 Err(e) => {
                     self.fail(AgentError::Rejected {
                         node: self.node.clone(),
-                        error: e,
+                        error: Box::new(e),
                     });
                     return false;
                 }
@@ -323,7 +323,7 @@ impl Shared {
                 Err(e) if e.is_refused() => {
                     return self.fail(AgentError::Refused {
                         node: self.node.clone(),
-                        error: e,
+                        error: Box::new(e),
                     })
                 }
                 Err(e) => tracing::warn!("node heartbeat: {e}"),
@@ -362,7 +362,7 @@ impl Shared {
                 Err(e) if e.is_refused() => {
                     return self.fail(AgentError::Refused {
                         node: self.node.clone(),
-                        error: e,
+                        error: Box::new(e),
                     })
                 }
                 Err(e) if e.status() == Some(404) => {

@@ -83,11 +83,15 @@ pub enum ErrorCode {
     /// submits are refused until space returns; heartbeats, finishes, cancels and reads
     /// go on.
     InsufficientStorage,
+    /// 503: this replica is a standby (several servers on one database); `leader` names
+    /// the leader's URL when one is known. The request did nothing here: send it to the
+    /// leader.
+    NotLeader,
 }
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 31] = [
         ErrorCode::BadRequest,
         ErrorCode::MalformedJson,
         ErrorCode::InvalidField,
@@ -118,6 +122,7 @@ impl ErrorCode {
         ErrorCode::Internal,
         ErrorCode::Unavailable,
         ErrorCode::InsufficientStorage,
+        ErrorCode::NotLeader,
     ];
 
     /// The wire name (`lease_lost`).
@@ -153,6 +158,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::InsufficientStorage => "insufficient_storage",
+            ErrorCode::NotLeader => "not_leader",
         }
     }
 
@@ -192,6 +198,7 @@ impl ErrorCode {
             ErrorCode::Internal => 500,
             ErrorCode::Unavailable => 503,
             ErrorCode::InsufficientStorage => 507,
+            ErrorCode::NotLeader => 503,
         }
     }
 }

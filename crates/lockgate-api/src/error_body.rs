@@ -26,6 +26,10 @@ pub struct ErrorDetail {
     /// The line in a policy document, where there is one (an addition to api.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<usize>,
+    /// With `not_leader`: the leader's advertised URL, where one is known (several servers
+    /// on one database; docs/api.md "Several servers").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
 }
 
 impl fmt::Display for ErrorDetail {

@@ -19,6 +19,7 @@
 
 mod audit;
 mod backup;
+mod cluster;
 mod error;
 mod error_body;
 mod event;
@@ -39,6 +40,7 @@ mod ui;
 
 pub use audit::*;
 pub use backup::*;
+pub use cluster::*;
 pub use error::ErrorCode;
 pub use error_body::*;
 pub use event::*;

@@ -9,6 +9,7 @@
 
 mod audit;
 mod backups;
+mod cluster;
 mod events;
 mod forecast;
 mod joblogs;
@@ -25,25 +26,29 @@ mod schedules;
 mod tokens;
 mod ui;
 
+use crate::servers::{Round, Servers, FOLLOW_LIMIT};
 use crate::ClientError;
-use lockgate_api::{ErrorBody, ErrorDetail};
+use lockgate_api::{ErrorBody, ErrorCode, ErrorDetail};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// A connection to one server with one token.
+/// A connection to one server, or to the replicas of one cluster (the URLs
+/// comma-separated: the client follows the leader, see `servers.rs`), with one token.
+/// Clones share which server they ask first.
 #[derive(Clone)]
 pub struct Client {
     agent: ureq::Agent,
-    base: String,
+    servers: Arc<Servers>,
     token: Option<String>,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("base", &self.base)
+            .field("servers", &self.servers.urls())
+            .field("current", &self.servers.current())
             .finish_non_exhaustive()
     }
 }
@@ -52,7 +57,8 @@ impl std::fmt::Debug for Client {
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Client {
-    /// A client for `base` (`http://127.0.0.1:7400`). For `https` with a private CA, set
+    /// A client for `base` (`http://127.0.0.1:7400`, or several replicas' URLs
+    /// comma-separated: `http://a:7400,http://b:7400`). For `https` with a private CA, set
     /// `LOCKGATE_CA_CERT` to a PEM file (else the webpki roots are trusted).
     ///
     /// # Errors
@@ -82,35 +88,90 @@ impl Client {
         }
         Ok(Client {
             agent: builder.build(),
-            base: base.trim_end_matches('/').to_string(),
+            servers: Servers::new(base),
             token,
         })
     }
 
-    /// The server's base URL.
-    pub fn base(&self) -> &str {
-        &self.base
+    /// The base URL calls go to first: the one given, or the leader found last.
+    pub fn base(&self) -> String {
+        self.servers.current()
     }
 
-    pub(crate) fn request(
+    /// Every server URL given.
+    pub fn servers(&self) -> &[String] {
+        self.servers.urls()
+    }
+
+    fn request(&self, method: &str, url: &str, timeout: Duration) -> ureq::Request {
+        let mut req = self.agent.request(method, url).timeout(timeout);
+        if let Some(t) = &self.token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        req
+    }
+
+    /// Sends one request (`send` adds headers and the body), trying the next server while
+    /// the request did nothing (see `servers.rs`); `timeout` bounds the whole call.
+    /// Returns the URL that answered and its answer.
+    pub(crate) fn send(
         &self,
         method: &str,
         path: &str,
         timeout: Duration,
-    ) -> (String, ureq::Request) {
-        let url = format!("{}{}", self.base, path);
-        let mut req = self.agent.request(method, &url).timeout(timeout);
-        if let Some(t) = &self.token {
-            req = req.set("Authorization", &format!("Bearer {t}"));
+        send: impl Fn(ureq::Request) -> Result<ureq::Response, Box<ureq::Error>>,
+    ) -> Result<(String, ureq::Response), ClientError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let follow_until = start + FOLLOW_LIMIT.min(timeout);
+        let mut round = Round::new(&self.servers);
+        let mut base = self.servers.current();
+        loop {
+            let url = format!("{base}{path}");
+            let left = deadline.saturating_duration_since(Instant::now());
+            let result = send(self.request(method, &url, left.max(Duration::from_millis(1))));
+            let e = match result {
+                Ok(resp) => {
+                    self.servers.settle(&base);
+                    return Ok((url, resp));
+                }
+                Err(e) => e,
+            };
+            let never_connected = matches!(&*e, ureq::Error::Transport(t)
+                if matches!(t.kind(), ureq::ErrorKind::ConnectionFailed | ureq::ErrorKind::Dns));
+            let err = map_error(&url, *e);
+            let standby = match &err {
+                ClientError::Api { detail, .. }
+                    if detail.error_code() == Some(ErrorCode::NotLeader) =>
+                {
+                    Some(detail.leader.clone())
+                }
+                _ => None,
+            };
+            if standby.is_none() && !never_connected {
+                if err.is_temporary() && self.servers.several() {
+                    self.servers.pass_over(&base);
+                }
+                return Err(err);
+            }
+            let leader = standby.flatten();
+            match round.next(&base, leader.as_deref()) {
+                Some((next, pause)) if Instant::now() + pause < follow_until => {
+                    std::thread::sleep(pause);
+                    base = next;
+                }
+                _ => {
+                    self.servers.pass_over(&base);
+                    return Err(err);
+                }
+            }
         }
-        (url, req)
     }
 
     fn finish<T: DeserializeOwned>(
         url: &str,
-        result: Result<ureq::Response, ureq::Error>,
+        resp: ureq::Response,
     ) -> Result<(u16, T), ClientError> {
-        let resp = result.map_err(|e| map_error(url, e))?;
         let status = resp.status();
         let text = resp.into_string().map_err(|e| ClientError::Unreachable {
             url: url.to_string(),
@@ -145,16 +206,15 @@ impl Client {
         body: Option<&impl Serialize>,
         timeout: Duration,
     ) -> Result<(u16, T), ClientError> {
-        let (url, req) = self.request(method, path, timeout);
-        let result = match body {
-            Some(b) => {
-                let text = serde_json::to_string(b).expect("request types serialize");
-                req.set("Content-Type", "application/json")
-                    .send_string(&text)
-            }
-            None => req.call(),
-        };
-        Self::finish(&url, result)
+        let text = body.map(|b| serde_json::to_string(b).expect("request types serialize"));
+        let (url, resp) = self.send(method, path, timeout, |req| match &text {
+            Some(t) => req
+                .set("Content-Type", "application/json")
+                .send_string(t)
+                .map_err(Box::new),
+            None => req.call().map_err(Box::new),
+        })?;
+        Self::finish(&url, resp)
     }
 
     /// A call with a raw body and content type (policy documents).
@@ -169,12 +229,15 @@ impl Client {
         body: &str,
         headers: &[(&str, &str)],
     ) -> Result<T, ClientError> {
-        let (url, mut req) = self.request(method, path, CALL_TIMEOUT);
-        for (k, v) in headers {
-            req = req.set(k, v);
-        }
-        let result = req.set("Content-Type", content_type).send_string(body);
-        Self::finish(&url, result).map(|(_, v)| v)
+        let (url, resp) = self.send(method, path, CALL_TIMEOUT, |mut req| {
+            for (k, v) in headers {
+                req = req.set(k, v);
+            }
+            req.set("Content-Type", content_type)
+                .send_string(body)
+                .map_err(Box::new)
+        })?;
+        Self::finish(&url, resp).map(|(_, v)| v)
     }
 }
 
@@ -189,6 +252,7 @@ pub(crate) fn map_error(url: &str, e: ureq::Error) -> ClientError {
                     message: snippet(&text),
                     field: None,
                     line: None,
+                    leader: None,
                 });
             ClientError::Api { status, detail }
         }

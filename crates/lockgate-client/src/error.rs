@@ -89,6 +89,7 @@ mod tests {
                 message: "m".into(),
                 field: None,
                 line: None,
+                leader: None,
             },
         }
     }

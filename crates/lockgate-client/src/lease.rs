@@ -15,6 +15,11 @@
 //! - while renewals fail, the next one is due within TTL/10 (at most 1 s), and never after
 //!   the give-up moment.
 //!
+//! With several servers (a cluster, docs/api.md "Several servers") each renewal call also
+//! ends after TTL/6, and the client moves on to the next server after such a failure, so
+//! a leader that stopped answering costs one try: a renewal due at TTL/3 that finds no
+//! leader still has until 5/6 of the TTL, which covers a failover shorter than TTL/3.
+//!
 //! The one assumption: a lease is taken as granted when the answer carrying it arrived
 //! ([`LeaseKeeper::new`]). A grant whose answer was delayed by more than the TTL is caught
 //! by the first renewal, which the server then refuses.
@@ -169,7 +174,12 @@ impl LeaseKeeper {
         if sent >= give_up {
             return Renewal::GiveUp(self.give_up_reason());
         }
-        let timeout = (give_up - sent).min(CALL_TIMEOUT);
+        let mut timeout = (give_up - sent).min(CALL_TIMEOUT);
+        if self.client.servers().len() > 1 {
+            // A paused leader accepts connections and never answers: leave it after a
+            // sixth of the TTL, so the next try (at most TTL/10 later) reaches the new one.
+            timeout = timeout.min(self.ttl / 6);
+        }
         match self.client.heartbeat_within(self.id, self.token, timeout) {
             Ok(job) => {
                 self.renewed = sent;

@@ -5,6 +5,8 @@
 //!   [`ClientError`], and [`ClientError::is_temporary`] is the one rule for "try again
 //!   later".
 //! - [`Backoff`] (20 ms doubling to 1 s) and [`retry`]: the one back-off.
+//! - Several servers (`http://a:7400,http://b:7400`): a [`Client`] follows the leader of a
+//!   cluster, sending a request elsewhere only when it did nothing (`servers.rs`).
 //! - [`LeaseKeeper`]: renews a lease every TTL/3, faster while the server cannot be
 //!   reached, and says when to give the work up ([`WhileUnreachable`]).
 //! - [`child`]: starting a command in its own process group with `PR_SET_PDEATHSIG`,
@@ -26,6 +28,7 @@ mod error;
 pub mod hold;
 pub mod lease;
 pub mod logs;
+mod servers;
 
 pub use backoff::{retry, Backoff, RetryError};
 pub use client::{encode, AuditQuery, Client, PolicyPut, CALL_TIMEOUT};
@@ -33,3 +36,4 @@ pub use error::ClientError;
 pub use hold::{hold, hold_with, parse_signal, Ending, Held, Holder, JustHold, Stop};
 pub use lease::{LeaseKeeper, Renewal, WhileUnreachable};
 pub use logs::{LogShipper, LogSink};
+pub use servers::FOLLOW_LIMIT;

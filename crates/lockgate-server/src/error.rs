@@ -19,6 +19,8 @@ pub struct ApiError {
     pub field: Option<String>,
     /// The line in a policy document.
     pub line: Option<usize>,
+    /// With `not_leader`: the leader's advertised URL.
+    pub leader: Option<String>,
 }
 
 impl ApiError {
@@ -29,6 +31,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             line: None,
+            leader: None,
         }
     }
 
@@ -78,6 +81,22 @@ impl ApiError {
         ApiError::unavailable("the server is shutting down")
     }
 
+    /// 503 `not_leader`: this replica is a standby; `leader` is the leader's advertised
+    /// URL when one is known. The answer carries `Retry-After: 1`.
+    pub fn not_leader(leader: Option<String>) -> ApiError {
+        let message = match &leader {
+            Some(url) => {
+                format!("this server is a standby: send the request to the leader at {url}")
+            }
+            None => {
+                "this server is a standby and no leader is known yet: try again shortly".to_string()
+            }
+        };
+        let mut e = ApiError::new(ErrorCode::NotLeader, message);
+        e.leader = leader;
+        e
+    }
+
     /// 500 `internal`.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(ErrorCode::Internal, message)
@@ -91,6 +110,7 @@ impl ApiError {
                 message: self.message.clone(),
                 field: self.field.clone(),
                 line: self.line,
+                leader: self.leader.clone(),
             },
         }
     }
@@ -98,7 +118,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status(), axum::Json(self.body())).into_response()
+        let mut resp = (self.status(), axum::Json(self.body())).into_response();
+        if self.code == ErrorCode::NotLeader {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        resp
     }
 }
 

@@ -20,6 +20,7 @@
 pub mod audit;
 pub mod auth;
 pub mod backups;
+pub mod cluster;
 pub mod error;
 pub mod event_loop;
 pub mod events;

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod audit;
 pub mod backup;
 pub mod bench;
+pub mod cluster;
 pub mod completions;
 pub mod demo;
 pub mod events;

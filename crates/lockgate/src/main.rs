@@ -53,7 +53,8 @@ pub struct Cli {
 /// `[env: NAME]` whatever the environment (and never shows a token).
 #[derive(Debug, Clone, clap::Args)]
 pub struct GlobalArgs {
-    /// The server's URL.
+    /// The server's URL; for several replicas of one cluster, their URLs comma-separated
+    /// (calls follow the leader).
     #[arg(
         long,
         global = true,
@@ -136,6 +137,8 @@ pub enum Command {
     Rpo(cmd::rpo::Args),
     /// The audit log (admin): who changed or tried to change what, newest first.
     Audit(cmd::audit::Args),
+    /// Several servers on one database: `cluster status` (the replicas, the leader, the term).
+    Cluster(cmd::cluster::Args),
     /// Notification targets (`[[notify]]` in the policy): send a test message (admin).
     Notify(cmd::notify::Args),
     /// When the queue and the scheduled runs are done (p50/p90), what misses --until, the bottleneck.
@@ -169,6 +172,7 @@ fn main() -> std::process::ExitCode {
         Command::Queue(args) => cmd::queue::run(&cli.global, args),
         Command::Rpo(args) => cmd::rpo::run(&cli.global, args),
         Command::Audit(args) => cmd::audit::run(&cli.global, args),
+        Command::Cluster(args) => cmd::cluster::run(&cli.global, args),
         Command::Notify(args) => cmd::notify::run(&cli.global, args),
         Command::Forecast(args) => cmd::forecast::run(&cli.global, args),
         Command::Top(args) => cmd::top::run(&cli.global, args),
@@ -227,6 +231,7 @@ mod tests {
                 message: message.into(),
                 field: field.map(str::to_string),
                 line: None,
+                leader: None,
             },
         };
         let errors = [

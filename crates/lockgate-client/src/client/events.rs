@@ -1,6 +1,5 @@
 //! The event-log calls: one page, or the Server-Sent Events stream.
 
-use super::map_error;
 use crate::{Client, ClientError};
 use lockgate_api::{EventList, EventView};
 use std::io::{BufRead, BufReader};
@@ -25,15 +24,13 @@ impl Client {
         after: u64,
         mut f: impl FnMut(EventView) -> bool,
     ) -> Result<(), ClientError> {
-        let (url, req) = self.request(
+        let last = after.to_string();
+        let (url, resp) = self.send(
             "GET",
             "/v1/events/stream",
             Duration::from_secs(365 * 86_400),
-        );
-        let resp = req
-            .set("Last-Event-ID", &after.to_string())
-            .call()
-            .map_err(|e| map_error(&url, e))?;
+            |req| req.set("Last-Event-ID", &last).call().map_err(Box::new),
+        )?;
         let reader = BufReader::new(resp.into_reader());
         let mut data = String::new();
         for line in reader.lines() {

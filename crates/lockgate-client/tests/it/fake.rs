@@ -20,6 +20,8 @@ pub enum Mode {
     Close,
     /// Accept the connection, read the request, never answer (a hung server).
     Silent,
+    /// 503 `not_leader` naming the URL given to [`Fake::name_leader`] (a standby).
+    NotLeader,
 }
 
 #[derive(Default)]
@@ -27,6 +29,8 @@ struct State {
     mode: Option<Mode>,
     /// When each renewal that was answered 200 arrived.
     renewed: Vec<Instant>,
+    /// The leader a [`Mode::NotLeader`] answer names.
+    leader: Option<String>,
 }
 
 /// The stand-in; it lives as long as the test process.
@@ -45,6 +49,7 @@ impl Fake {
         let state = Arc::new(Mutex::new(State {
             mode: Some(mode),
             renewed: Vec::new(),
+            leader: None,
         }));
         let fake = Fake { url, state, ttl };
         let f = fake.clone();
@@ -65,6 +70,11 @@ impl Fake {
     /// Answers in `mode` from now on.
     pub fn set(&self, mode: Mode) {
         self.state.lock().unwrap().mode = Some(mode);
+    }
+
+    /// The leader [`Mode::NotLeader`] answers name.
+    pub fn name_leader(&self, url: &str) {
+        self.state.lock().unwrap().leader = Some(url.to_string());
     }
 
     /// When the last renewal answered 200 arrived: the server-side lease runs until then
@@ -107,6 +117,12 @@ impl Fake {
                 r#"{"error":{"code":"lease_lost","message":"the lease was lost","field":null}}"#
                     .to_string(),
             ),
+            Mode::NotLeader => {
+                let leader = self.state.lock().unwrap().leader.clone();
+                let body = serde_json::json!({"error": {"code": "not_leader",
+                    "message": "this server is a standby", "field": null, "leader": leader}});
+                (503, body.to_string())
+            }
             Mode::Close => return,
             Mode::Silent => {
                 std::thread::sleep(Duration::from_secs(3600));

@@ -4,6 +4,7 @@
 mod api;
 mod audit;
 mod backups;
+mod cluster;
 mod confinement;
 mod database;
 mod durability;

@@ -121,6 +121,7 @@ mod tests {
                 message: "m".into(),
                 field: field.map(str::to_string),
                 line: None,
+                leader: None,
             },
         }
     }

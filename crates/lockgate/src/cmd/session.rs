@@ -100,6 +100,7 @@ mod tests {
                     .into(),
                 field: None,
                 line: None,
+                leader: None,
             },
         };
         let file = PathBuf::from("/home/ops/.local/share/lockgate/admin.token");

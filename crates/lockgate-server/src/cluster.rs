@@ -1,0 +1,212 @@
+//! Several replicas on one PostgreSQL database: which one leads (docs/postgresql.md,
+//! "Several servers").
+//!
+//! [`spawn`] starts the replica's leadership loop (`cluster/lease.rs`) on its own thread with its
+//! own database connection, so neither the event loop nor the HTTP workers can delay a
+//! renewal. It reports every change of role as a [`Change`] on a channel and keeps the
+//! shared [`Leadership`] that handlers, the gate and `/metrics` read.
+//!
+//! # Invariants
+//! - **The lease is the database's**: it is taken and renewed by one `UPDATE` of the one
+//!   `lockgate_leader` row on the database's clock (`now()`), and a new holder always
+//!   raises `term`. No replica's wall clock takes part.
+//! - **A replica counts itself leader only on its monotonic clock**:
+//!   [`Leadership::leading`] is true only before (the instant the last successful renewal
+//!   was *sent*) + lease − margin. The database set the expiry when it *ran* the
+//!   statement, which is later, so while `leading` is true no other replica can have taken
+//!   the row (up to clock-rate drift, which the margin covers). The check is made by the
+//!   reader at the moment it asks, so a paused or starved lease thread cannot stretch it.
+//! - **Every step down is reported**: the loop sends [`Change::Lost`] when a renewal finds
+//!   the row taken, or the validity passes before a renewal got through; readers never
+//!   wait for that report, since [`Leadership::leading`] is already false.
+
+mod lease;
+mod routes;
+
+pub use routes::gate;
+
+use lockgate_api::{ClusterView, LeaderView, ReplicaView};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How one replica takes part.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The database (`postgres://...`).
+    pub database_url: String,
+    /// This replica's id in `lockgate_leader.holder` and `lockgate_replicas` (unique per
+    /// replica: the default is `hostname:port`).
+    pub holder: String,
+    /// The URL clients reach this replica on (`--advertise-url`); standbys name it.
+    pub url: String,
+    /// The leadership lease; see [`lease_for_ttl`].
+    pub lease: Duration,
+}
+
+/// The leadership lease for a policy's lease TTL: TTL/6, renewed every lease/3.
+///
+/// A holder renews every TTL/3 and stops its command a sixth of the TTL before its lease
+/// can run out, so failover must finish within TTL/3 of the leader's death. A standby takes
+/// the row at most one lease after the leader's last renewal plus one renewal interval
+/// (lease/3) before it tries, so takeover starts by 4/3 × TTL/6 = 2/9 of the TTL; the
+/// rebuild from the database must fit in the remaining TTL/9.
+pub fn lease_for_ttl(ttl: Duration) -> Duration {
+    (ttl / 6).max(Duration::from_millis(300))
+}
+
+/// A change of this replica's role, in the order they happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// This replica took the lead under `term`: rebuild, fence the store with the term,
+    /// then admit.
+    Won {
+        /// The new term.
+        term: i64,
+    },
+    /// This replica no longer leads under `term` (already true for every reader).
+    Lost {
+        /// The term it led under.
+        term: i64,
+        /// Why, for the log.
+        why: String,
+    },
+}
+
+/// The shared view of leadership; clones share it.
+#[derive(Debug, Clone)]
+pub struct Leadership(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    holder: String,
+    url: String,
+    database: String,
+    lease: Duration,
+    state: Mutex<State>,
+    changes: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// While this replica leads: its term and the end of its validity (monotonic).
+    leading: Option<(i64, Instant)>,
+    /// The leader row as last read (a live lease only).
+    leader: Option<LeaderView>,
+    /// The highest term seen.
+    term: i64,
+    replicas: Vec<ReplicaView>,
+    last_ms: Option<f64>,
+}
+
+impl Leadership {
+    /// A replica that leads nothing yet.
+    fn new(config: &ClusterConfig) -> Leadership {
+        Leadership(Arc::new(Shared {
+            holder: config.holder.clone(),
+            url: config.url.clone(),
+            database: lockgate_store::postgres::redact(&config.database_url),
+            lease: config.lease,
+            state: Mutex::new(State::default()),
+            changes: AtomicU64::new(0),
+        }))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.state.lock().expect("leadership state")
+    }
+
+    /// The term this replica leads under, checked now on the monotonic clock; `None` on a
+    /// standby or once the lease may have passed.
+    pub fn leading(&self) -> Option<i64> {
+        let s = self.state();
+        s.leading
+            .filter(|(_, until)| Instant::now() < *until)
+            .map(|(t, _)| t)
+    }
+
+    /// Whether this replica may still act under `term`.
+    pub fn still_leads(&self, term: i64) -> bool {
+        self.leading() == Some(term)
+    }
+
+    /// The leader's advertised URL, when another replica holds a live lease (`None` when
+    /// this one leads or none is known).
+    pub fn leader_url(&self) -> Option<String> {
+        let s = self.state();
+        s.leader
+            .as_ref()
+            .filter(|l| l.holder != self.0.holder)
+            .map(|l| l.url.clone())
+    }
+
+    /// This replica's id.
+    pub fn holder(&self) -> &str {
+        &self.0.holder
+    }
+
+    /// This replica's advertised URL.
+    pub fn url(&self) -> &str {
+        &self.0.url
+    }
+
+    /// `GET /v1/cluster`.
+    pub fn view(&self) -> ClusterView {
+        let leading = self.leading();
+        let s = self.state();
+        let leader = s.leader.clone();
+        let lead_holder = leader.as_ref().map(|l| l.holder.clone());
+        ClusterView {
+            me: self.0.holder.clone(),
+            role: if leading.is_some() {
+                "leader"
+            } else {
+                "standby"
+            }
+            .into(),
+            leader,
+            term: s.term,
+            leader_changes: self.0.changes.load(Ordering::Relaxed),
+            lease_s: self.0.lease.as_secs_f64(),
+            database: self.0.database.clone(),
+            last_commit_ms: s.last_ms,
+            replicas: s
+                .replicas
+                .iter()
+                .map(|r| ReplicaView {
+                    leader: Some(&r.holder) == lead_holder.as_ref(),
+                    ..r.clone()
+                })
+                .collect(),
+        }
+    }
+
+    /// The leadership metrics in the Prometheus text format.
+    pub fn metrics(&self) -> String {
+        let leads = u8::from(self.leading().is_some());
+        let term = self.state().term;
+        let changes = self.0.changes.load(Ordering::Relaxed);
+        format!(
+            "# HELP lockgate_cluster_leader 1 while this replica leads.\n\
+             # TYPE lockgate_cluster_leader gauge\n\
+             lockgate_cluster_leader {leads}\n\
+             # HELP lockgate_cluster_term The highest leadership term this replica has seen.\n\
+             # TYPE lockgate_cluster_term gauge\n\
+             lockgate_cluster_term {term}\n\
+             # HELP lockgate_cluster_leader_changes_total Changes of this replica's role (took or lost the lead).\n\
+             # TYPE lockgate_cluster_leader_changes_total counter\n\
+             lockgate_cluster_leader_changes_total {changes}\n"
+        )
+    }
+}
+
+/// Starts the leadership loop of one replica; changes of role arrive on `changes`.
+pub fn spawn(config: ClusterConfig, changes: std::sync::mpsc::Sender<Change>) -> Leadership {
+    let leadership = Leadership::new(&config);
+    let l = leadership.clone();
+    std::thread::Builder::new()
+        .name("lockgate-lease".into())
+        .spawn(move || lease::run(l, config, changes))
+        .expect("spawn the leadership thread");
+    leadership
+}

@@ -1,0 +1,273 @@
+//! The leadership loop of one replica: take or renew the lease in `lockgate_leader`,
+//! heartbeat into `lockgate_replicas`, read both for the view.
+//!
+//! # Implementation details
+//! One thread, one current-thread runtime, one connection of its own (opened again after
+//! any error). Every `lease / 3` it runs, in this order:
+//! 1. while leading: step down when the validity already passed (a pause, a stall);
+//! 2. renew (leading) or try to acquire (standby), the instant *before* sending taken as
+//!    the start of the new validity: `sent + lease − margin`, margin = lease / 10;
+//! 3. read the leader row and the replicas; heartbeat.
+//!
+//! Every statement runs under a timeout that ends, while leading, at the validity's end,
+//! so a database that stops answering cannot keep the loop from stepping down; the loop
+//! also wakes at that moment.
+
+use super::{Change, ClusterConfig, Leadership};
+use lockgate_api::{LeaderView, ReplicaView};
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+use tokio_postgres::{Client, NoTls};
+
+/// Acquire: only a free row (never held, or its lease ran out on the database's clock).
+const ACQUIRE: &str = "UPDATE lockgate_leader SET holder = $1, url = $2, term = term + 1, \
+     acquired_at = now(), expires_at = now() + make_interval(secs => $3) \
+     WHERE id = 1 AND (expires_at IS NULL OR expires_at < now()) RETURNING term";
+/// Renew: only our own row under our own term.
+const RENEW: &str = "UPDATE lockgate_leader SET expires_at = now() + make_interval(secs => $3) \
+     WHERE id = 1 AND holder = $1 AND term = $2";
+const TIME: &str = r#"'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'"#;
+
+fn leader_query() -> String {
+    format!(
+        "SELECT holder, url, term, to_char(acquired_at AT TIME ZONE 'UTC', {TIME}), \
+         to_char(expires_at AT TIME ZONE 'UTC', {TIME}), expires_at > now() \
+         FROM lockgate_leader WHERE id = 1"
+    )
+}
+
+fn replicas_query() -> String {
+    format!(
+        "SELECT holder, url, to_char(started_at AT TIME ZONE 'UTC', {TIME}), \
+         to_char(seen_at AT TIME ZONE 'UTC', {TIME}), version FROM lockgate_replicas \
+         ORDER BY holder"
+    )
+}
+
+const HEARTBEAT: &str =
+    "INSERT INTO lockgate_replicas (holder, url, started_at, seen_at, version) \
+     VALUES ($1, $2, now(), now(), $3) ON CONFLICT (holder) DO UPDATE SET url = EXCLUDED.url, \
+     seen_at = now(), version = EXCLUDED.version, \
+     started_at = CASE WHEN $4 THEN now() ELSE lockgate_replicas.started_at END";
+
+/// Runs the loop for the life of the process.
+pub(super) fn run(l: Leadership, config: ClusterConfig, changes: Sender<Change>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("leadership runtime");
+    rt.block_on(async move {
+        let mut lp = LeaseLoop {
+            l,
+            config,
+            changes,
+            db: None,
+            first_heartbeat: true,
+        };
+        loop {
+            let tick = Instant::now();
+            lp.step().await;
+            let mut wake = tick + lp.config.lease / 3;
+            if let Some((_, until)) = lp.l.state().leading {
+                wake = wake.min(until);
+            }
+            tokio::time::sleep_until(wake.into()).await;
+        }
+    });
+}
+
+struct LeaseLoop {
+    l: Leadership,
+    config: ClusterConfig,
+    changes: Sender<Change>,
+    db: Option<Client>,
+    first_heartbeat: bool,
+}
+
+/// Why a statement failed: the database's error, or the timeout.
+fn failed(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl LeaseLoop {
+    fn margin(&self) -> Duration {
+        self.config.lease / 10
+    }
+
+    /// How long a statement may take: until the validity ends while leading, else a
+    /// renewal interval.
+    fn budget(&self) -> Duration {
+        let interval = self.config.lease / 3;
+        match self.l.state().leading {
+            Some((_, until)) => until
+                .saturating_duration_since(Instant::now())
+                .min(interval),
+            None => interval,
+        }
+        .max(Duration::from_millis(1))
+    }
+
+    async fn step(&mut self) {
+        self.expire_if_due();
+        if let Err(e) = self.lease().await {
+            tracing::warn!("leadership: {e}");
+            self.expire_if_due();
+            return;
+        }
+        if let Err(e) = self.observe().await {
+            tracing::warn!("leadership: reading the cluster: {e}");
+        }
+    }
+
+    /// Steps down when the validity already passed.
+    fn expire_if_due(&mut self) {
+        let due = matches!(self.l.state().leading, Some((_, until)) if Instant::now() >= until);
+        if due {
+            self.lose("no renewal of the leadership lease got through in time".into());
+        }
+    }
+
+    fn lose(&mut self, why: String) {
+        let term = {
+            let mut s = self.l.state();
+            match s.leading.take() {
+                Some((t, _)) => t,
+                None => return,
+            }
+        };
+        self.l
+            .0
+            .changes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!("leadership: lost term {term}: {why}");
+        let _ = self.changes.send(Change::Lost { term, why });
+    }
+
+    /// The connection, opened when there is none; the caller puts it back after a success
+    /// (a failed statement drops it, and the next step connects again).
+    async fn client(&mut self) -> Result<Client, String> {
+        if self.db.is_none() {
+            let budget = self.budget();
+            let connect = tokio_postgres::connect(&self.config.database_url, NoTls);
+            let (client, conn) = tokio::time::timeout(budget, connect)
+                .await
+                .map_err(|_| "connecting to the database timed out".to_string())?
+                .map_err(failed)?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            self.db = Some(client);
+        }
+        Ok(self.db.take().expect("connected"))
+    }
+
+    /// Renews (leading) or tries to acquire (standby).
+    async fn lease(&mut self) -> Result<(), String> {
+        let budget = self.budget();
+        let secs = self.config.lease.as_secs_f64();
+        let leading = self.l.state().leading.map(|(t, _)| t);
+        let (holder, url) = (self.config.holder.clone(), self.config.url.clone());
+        let db = self.client().await?;
+        let sent = Instant::now();
+        let valid_until = sent + self.config.lease - self.margin();
+        let timed = |what: &'static str| move |_| format!("{what} timed out");
+        match leading {
+            Some(term) => {
+                let n = tokio::time::timeout(budget, db.execute(RENEW, &[&holder, &term, &secs]))
+                    .await
+                    .map_err(timed("renewing the leadership lease"))?
+                    .map_err(failed)?;
+                self.db = Some(db);
+                self.record(sent);
+                if n == 1 {
+                    if let Some((_, until)) = self.l.state().leading.as_mut() {
+                        *until = valid_until;
+                    }
+                } else {
+                    self.lose("another replica holds the leadership row".into());
+                }
+            }
+            None => {
+                let row =
+                    tokio::time::timeout(budget, db.query_opt(ACQUIRE, &[&holder, &url, &secs]))
+                        .await
+                        .map_err(timed("acquiring the leadership lease"))?
+                        .map_err(failed)?;
+                self.db = Some(db);
+                self.record(sent);
+                if let Some(row) = row {
+                    let term: i64 = row.get(0);
+                    {
+                        let mut s = self.l.state();
+                        s.leading = Some((term, valid_until));
+                        s.term = s.term.max(term);
+                    }
+                    self.l
+                        .0
+                        .changes
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::info!("leadership: took the lead, term {term}");
+                    let _ = self.changes.send(Change::Won { term });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn record(&self, sent: Instant) {
+        self.l.state().last_ms = Some(sent.elapsed().as_secs_f64() * 1000.0);
+    }
+
+    /// Reads the leader row and the replicas for the view, and heartbeats.
+    async fn observe(&mut self) -> Result<(), String> {
+        let budget = self.budget();
+        let version = env!("CARGO_PKG_VERSION").to_string();
+        let (holder, url, first) = (
+            self.config.holder.clone(),
+            self.config.url.clone(),
+            self.first_heartbeat,
+        );
+        let db = self.client().await?;
+        let work = async {
+            db.execute(HEARTBEAT, &[&holder, &url, &version, &first])
+                .await?;
+            let leader = db.query_one(&leader_query(), &[]).await?;
+            let replicas = db.query(&replicas_query(), &[]).await?;
+            Ok::<_, tokio_postgres::Error>((leader, replicas))
+        };
+        let (leader, replicas) = tokio::time::timeout(budget, work)
+            .await
+            .map_err(|_| "reading the cluster timed out".to_string())?
+            .map_err(failed)?;
+        self.db = Some(db);
+        self.first_heartbeat = false;
+        let live: Option<bool> = leader.get(5);
+        let term: i64 = leader.get(2);
+        let view = match (live, leader.get::<_, Option<String>>(0)) {
+            (Some(true), Some(holder)) => Some(LeaderView {
+                holder,
+                url: leader.get::<_, Option<String>>(1).unwrap_or_default(),
+                term,
+                since: leader.get::<_, Option<String>>(3).unwrap_or_default(),
+                expires_at: leader.get::<_, Option<String>>(4).unwrap_or_default(),
+            }),
+            _ => None,
+        };
+        let replicas = replicas
+            .iter()
+            .map(|r| ReplicaView {
+                holder: r.get(0),
+                url: r.get(1),
+                started_at: r.get::<_, Option<String>>(2).unwrap_or_default(),
+                seen_at: r.get::<_, Option<String>>(3).unwrap_or_default(),
+                version: r.get(4),
+                leader: false,
+            })
+            .collect();
+        let mut s = self.l.state();
+        s.term = s.term.max(term);
+        s.leader = view;
+        s.replicas = replicas;
+        Ok(())
+    }
+}
