@@ -1,6 +1,6 @@
 //! `GET /metrics`: the Prometheus text, as text (the one call that is not JSON).
 
-use super::{map_error, CALL_TIMEOUT};
+use super::CALL_TIMEOUT;
 use crate::{Client, ClientError};
 
 impl Client {
@@ -9,8 +9,9 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn metrics(&self) -> Result<String, ClientError> {
-        let (url, req) = self.request("GET", "/metrics", CALL_TIMEOUT);
-        let resp = req.call().map_err(|e| map_error(&url, e))?;
+        let (url, resp) = self.send("GET", "/metrics", CALL_TIMEOUT, |req| {
+            req.call().map_err(Box::new)
+        })?;
         resp.into_string().map_err(|e| ClientError::Unreachable {
             url,
             message: format!("reading the answer: {e}"),

@@ -106,7 +106,7 @@ pub fn run(global: &GlobalArgs, _args: Args) -> anyhow::Result<ExitCode> {
         std::thread::spawn(move || input(tx));
     }
     drop(tx);
-    let mut app = App::new(client.base());
+    let mut app = App::new(&client.base());
     loop {
         terminal.draw(|f| draw::draw(f, &app, super::output::now()))?;
         let msg = match rx.recv_timeout(HEARTBEAT) {
