@@ -96,6 +96,8 @@ async function connect() {
 async function main() {
   await loadSession();
   document.getElementById("signout-csrf").value = session.csrf;
+  // Enabled only now: a click before the CSRF token is in the form would be refused.
+  document.getElementById("signout-button").disabled = false;
   put(document.getElementById("whoami"), h("strong", {}, session.name),
     h("span", { class: `pill role` }, session.role));
   window.addEventListener("hashchange", () => {
