@@ -166,9 +166,15 @@ fn top_shows_the_real_scopes_explains_a_waiting_job_and_restores_the_terminal() 
     let repo = "limit:repo[repo=main]";
     let (used, limit) = scope_numbers(&s, repo);
     assert_eq!((used, limit), (1, 1));
-    let screen = t.until("the overview with the repo scope", |x| {
-        line_of(x, repo).is_some_and(|l| l.contains(&format!(" {used}/{limit} running {used}")))
-    });
+    // tmux may capture the pane while a frame is half written (the title new, a panel
+    // below it still the frame before), so wait for every line this part reads.
+    let screen = t.until(
+        "the overview with the repo scope and the waiting job",
+        |x| {
+            line_of(x, repo).is_some_and(|l| l.contains(&format!(" {used}/{limit} running {used}")))
+                && x.contains("oldest waiting: job 2 backup repo=main by admin")
+        },
+    );
     let (gused, glimit) = scope_numbers(&s, "global");
     let global = line_of(&screen, "global").expect("the global scope");
     assert!(global.contains(&format!(" {gused}/{glimit} ")), "{screen}");
