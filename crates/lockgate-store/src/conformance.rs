@@ -401,7 +401,11 @@ fn outbox_rows(open: Open, reader: &dyn Fn() -> OutboxReader) {
         (1, "b", 1)
     );
     s.prune(Timestamp(2_000)).unwrap();
-    assert_eq!(r.due(Timestamp(5_000), 10).unwrap().len(), 1);
+    assert_eq!(
+        r.due(Timestamp(5_000), 10).unwrap().len(),
+        1,
+        "pending rows are never pruned"
+    );
 }
 
 /// Every case, on one kind of store: `location` makes a new empty one.
