@@ -10,7 +10,7 @@
 
 use super::conn::{Conn, R};
 use super::{ms, ts};
-use crate::sqlite::joblogs::{bound_dropped_text, holder_dropped_text};
+use crate::sqlite::joblogs::{bound_dropped_text, cost, fill_page, holder_dropped_text};
 use crate::{LogAppend, LogLimits, StoredLogLine, LOG_LINE_OVERHEAD};
 use lockgate_api::LogStream;
 use lockgate_core::job::JobId;
@@ -34,10 +34,6 @@ const EMPTY: Meta = Meta {
     dropped: 0,
     dropped_at: 0,
 };
-
-fn cost(text: &str) -> u64 {
-    text.len() as u64 + LOG_LINE_OVERHEAD
-}
 
 fn meta_of(r: &tokio_postgres::Row) -> Meta {
     Meta {
@@ -284,18 +280,12 @@ pub(super) async fn read(
             ],
         )
         .await?;
-    let mut lines: Vec<StoredLogLine> = rows.iter().map(line_of).collect();
-    let mut bytes = 0;
-    let keep = lines
-        .iter()
-        .position(|l| {
-            bytes += l.text.len();
-            bytes > max_bytes
-        })
-        .map_or(lines.len(), |i| i.max(1));
-    lines.truncate(keep);
-    out.extend(lines);
-    out.truncate(limit.max(1));
+    fill_page(
+        &mut out,
+        rows.iter().map(line_of).collect(),
+        limit,
+        max_bytes,
+    );
     Ok(out)
 }
 

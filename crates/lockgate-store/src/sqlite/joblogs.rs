@@ -77,8 +77,31 @@ pub(crate) fn bound_dropped_text(n: u64) -> String {
     )
 }
 
-fn cost(text: &str) -> u64 {
+/// What a line counts against the bounds: its text and the per-line overhead.
+pub(crate) fn cost(text: &str) -> u64 {
     text.len() as u64 + LINE_OVERHEAD
+}
+
+/// Appends to `out` the lines of one read that fit `max_bytes` of text (at least one, so
+/// a reader always moves on), then cuts `out` to `limit` (at least one). Both stores read
+/// a page this way.
+pub(crate) fn fill_page(
+    out: &mut Vec<StoredLogLine>,
+    mut lines: Vec<StoredLogLine>,
+    limit: usize,
+    max_bytes: usize,
+) {
+    let mut bytes = 0;
+    let keep = lines
+        .iter()
+        .position(|l| {
+            bytes += l.text.len();
+            bytes > max_bytes
+        })
+        .map_or(lines.len(), |i| i.max(1));
+    lines.truncate(keep);
+    out.extend(lines);
+    out.truncate(limit.max(1));
 }
 
 fn meta(conn: &Connection, job: JobId) -> Result<Option<Meta>, rusqlite::Error> {
@@ -297,22 +320,12 @@ pub(super) fn read(
         out.push(dropped_marker(&m));
         from = m.first_seq.saturating_sub(1);
     }
-    let mut lines = rows(
+    let lines = rows(
         conn,
         "SELECT seq, at, stream, text FROM job_logs WHERE job = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         &[&(job as i64), &(from as i64), &(limit as i64)],
     )?;
-    let mut bytes = 0;
-    let keep = lines
-        .iter()
-        .position(|l| {
-            bytes += l.text.len();
-            bytes > max_bytes
-        })
-        .map_or(lines.len(), |i| i.max(1));
-    lines.truncate(keep);
-    out.extend(lines);
-    out.truncate(limit.max(1));
+    fill_page(&mut out, lines, limit, max_bytes);
     Ok(out)
 }
 
