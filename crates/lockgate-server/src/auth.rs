@@ -72,6 +72,13 @@ impl Tokens {
         self.0.read().expect("token table lock").contains_key(hash)
     }
 
+    /// Makes this table hold exactly what `other` holds (a replica's takeover: the
+    /// database's tokens replace what an earlier term had).
+    pub fn replace_with(&self, other: &Tokens) {
+        let fresh = other.0.read().expect("token table lock").clone();
+        *self.0.write().expect("token table lock") = fresh;
+    }
+
     /// Removes every entry of a principal.
     pub fn remove_name(&self, name: &str) {
         self.0

@@ -24,6 +24,7 @@ mod lease;
 mod routes;
 
 pub use routes::gate;
+pub(crate) use routes::{routes, ApiDoc};
 
 use lockgate_api::{ClusterView, LeaderView, ReplicaView};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -209,4 +210,55 @@ pub fn spawn(config: ClusterConfig, changes: std::sync::mpsc::Sender<Change>) ->
         .spawn(move || lease::run(l, config, changes))
         .expect("spawn the leadership thread");
     leadership
+}
+
+/// Who leads, as `GET /v1/cluster` answers it.
+#[derive(Debug, Clone)]
+pub enum Membership {
+    /// A server on SQLite: it leads alone (term 0, no database).
+    Single(Arc<ClusterView>),
+    /// A replica on a database.
+    Replica(Leadership),
+}
+
+impl Membership {
+    /// A single server listening on `addr`.
+    pub fn single(addr: std::net::SocketAddr) -> Membership {
+        let me = addr.to_string();
+        let url = format!("http://{addr}");
+        let since =
+            lockgate_api::time::format(lockgate_core::Timestamp(crate::event_loop::wall_ms()));
+        Membership::Single(Arc::new(ClusterView {
+            me: me.clone(),
+            role: "leader".into(),
+            leader: Some(LeaderView {
+                holder: me.clone(),
+                url: url.clone(),
+                term: 0,
+                since: since.clone(),
+                expires_at: String::new(),
+            }),
+            term: 0,
+            leader_changes: 0,
+            lease_s: 0.0,
+            database: String::new(),
+            last_commit_ms: None,
+            replicas: vec![ReplicaView {
+                holder: me,
+                url,
+                started_at: since.clone(),
+                seen_at: since,
+                version: Some(env!("CARGO_PKG_VERSION").into()),
+                leader: true,
+            }],
+        }))
+    }
+
+    /// The answer of `GET /v1/cluster`.
+    pub fn view(&self) -> ClusterView {
+        match self {
+            Membership::Single(v) => (**v).clone(),
+            Membership::Replica(l) => l.view(),
+        }
+    }
 }

@@ -249,6 +249,14 @@ impl Loop {
             self.forecast_tick(now);
             match self.commit() {
                 Ok(()) => self.send_replies(),
+                Err(e @ lockgate_store::StoreError::Fenced { .. }) => {
+                    // Another replica leads: nothing of this term may be acknowledged
+                    // or committed any more; the replica goes back to standby.
+                    tracing::warn!("the store fenced this replica off ({e}): stopping the loop");
+                    self.unsaved.clear();
+                    self.fail_replies(&e);
+                    break;
+                }
                 Err(e) if self.retry_commits => self.fail_replies(&e),
                 Err(e) => {
                     tracing::error!("store commit failed, stopping: {e}");

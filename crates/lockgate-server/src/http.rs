@@ -53,6 +53,8 @@ pub struct AppState {
     pub metrics_auth: bool,
     /// The dashboard's sessions and sign-in codes ([`crate::ui::session`]).
     pub sessions: crate::ui::Sessions,
+    /// Who leads (`GET /v1/cluster`): this replica's leadership, or a single server.
+    pub cluster: crate::cluster::Membership,
 }
 
 /// What a JSON handler returns.
@@ -226,6 +228,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::notify::routes())
         .merge(crate::forecast::routes())
         .merge(crate::ui::routes())
+        .merge(crate::cluster::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint (see api.md)") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

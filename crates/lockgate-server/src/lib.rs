@@ -35,6 +35,7 @@ pub mod openapi;
 pub mod policy;
 pub mod protocol;
 pub mod queue;
+pub mod replica;
 pub mod rpo;
 pub mod schedules;
 pub mod tokens;
@@ -52,7 +53,7 @@ use lockgate_core::engine::Snapshot;
 use lockgate_core::{Engine, Mode, Policy, Timestamp};
 use lockgate_store::{AnyStore, Batch, Store, StoreLocation, TokenRecord};
 use policy::{PolicyOp, PolicySource};
-use protocol::{LoopHandle, Msg, Op};
+use protocol::{LoopHandle, Msg};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -159,7 +160,10 @@ pub enum ServerError {
 
 /// A server ready to serve: store open, engine rebuilt, admin token written, address bound.
 pub struct Server {
-    looper: Loop,
+    /// The loop, loaded (`None` on a replica that starts as a standby).
+    looper: Option<Loop>,
+    /// With a database: the replica's leadership ([`replica`]).
+    replica: Option<replica::Replica>,
     listener: std::net::TcpListener,
     addr: SocketAddr,
     tls: Option<(PathBuf, PathBuf)>,
@@ -181,7 +185,7 @@ pub struct Server {
 /// The policy a start uses: the `--config` file when there is one, else the stored
 /// document, else no limits at all. With a database the stored document comes first, and
 /// the file only seeds an empty database: then its text is returned to be stored.
-fn startup_policy(
+pub(crate) fn startup_policy(
     config: &Config,
     stored: Option<&str>,
 ) -> Result<(Policy, PolicySource, Option<String>), ServerError> {
@@ -338,6 +342,79 @@ pub fn default_data_dir() -> PathBuf {
     PathBuf::from("lockgate-data")
 }
 
+/// The load path of a start and of a replica's takeover: reads the store, rebuilds the
+/// engine (every lease gets a fresh TTL, as a restart), loads the tokens (writing
+/// `admin.token` when the store has no admin yet) and settles. `fence` is set on a
+/// PostgreSQL store before its first commit.
+pub(crate) fn load_loop(
+    config: &Config,
+    store: AnyStore,
+    fence: Option<lockgate_store::postgres::Fence>,
+    tokens: &Tokens,
+    events: &broadcast::Sender<Arc<lockgate_api::EventView>>,
+) -> Result<(Loop, Option<String>), ServerError> {
+    let dir = &config.data_dir;
+    let store_location = config.store_location();
+    let mut store = store;
+    if let (AnyStore::Postgres(pg), Some(f)) = (&mut store, fence) {
+        pg.set_fence(Some(f));
+    }
+    let mut loaded = store.load()?;
+    // The watermark guards a file this data dir owns; a database is shared by the
+    // replicas and kept by PostgreSQL (docs/postgresql.md).
+    let mark = match store_location {
+        StoreLocation::Sqlite(_) => Some(datadir::check_store(
+            dir,
+            &mut store,
+            &mut loaded,
+            config.hardening.start_fresh,
+        )?),
+        StoreLocation::Postgres(_) => None,
+    };
+    let (policy, source, seed) = startup_policy(config, loaded.policy.as_deref())?;
+    lockgate_blocks::InputRoots::new(&config.backup_input_roots)?;
+    let policy_file = config.policy_file.as_ref().map(|p| p.display().to_string());
+    backups::check_policy_roots(&policy, policy_file.as_deref())?;
+    let snapshot = Snapshot {
+        next_id: loaded.max_job_id + 1,
+        next_token: loaded.max_token + 1,
+        jobs: std::mem::take(&mut loaded.live_jobs),
+        nodes: std::mem::take(&mut loaded.nodes),
+        pauses: std::mem::take(&mut loaded.pauses),
+        next_pause_id: loaded.max_pause_id + 1,
+    };
+    let now = Timestamp(wall_ms());
+    // Time windows and schedules read wall-clock times in the same zone.
+    let zone = schedules::server_zone();
+    let engine = Engine::restore_in_zone(policy, snapshot, now, Mode::Indexed, &zone);
+    let (fresh, admin_token) = load_tokens(&loaded.tokens, &mut store, dir, now)?;
+    tokens.replace_with(&fresh);
+    let store: Box<dyn Store> = match mark {
+        Some(mark) => Box::new(datadir::Watermarked::new(store, dir, mark)),
+        None => Box::new(store),
+    };
+    let mut looper = Loop::new(
+        engine,
+        store,
+        tokens.clone(),
+        source,
+        events.clone(),
+        loaded.last_event_seq,
+        loaded.max_token,
+    );
+    looper.notify.backlog = loaded.outbox_pending;
+    looper.retry_commits = store_location.is_postgres();
+    // `--config` seeding an empty database: stored with the first commit.
+    looper.batch.policy = seed;
+    looper.reoffer();
+    looper.load_schedules(loaded.schedules, zone)?;
+    looper.recover_backups()?;
+    looper.load_rpo(std::mem::take(&mut loaded.rpo));
+    looper.settle()?;
+
+    Ok((looper, admin_token))
+}
+
 impl Server {
     /// Opens the store (migrating it), reads the policy, rebuilds the engine (every lease
     /// gets a fresh TTL), writes `admin.token` when there is no admin token yet, and binds.
@@ -345,68 +422,45 @@ impl Server {
     /// # Errors
     /// [`ServerError`]: nothing is served.
     pub fn open(config: Config) -> Result<Server, ServerError> {
+        Server::open_replica(config, replica::Options::default())
+    }
+
+    /// [`Server::open`] with a replica's options (`--advertise-url`, `--replica-id`): with
+    /// a database the server is a replica (docs/cluster.md). It takes the lead at once when
+    /// no other replica holds it (then it is loaded as `open` does); else it starts as a
+    /// standby and loads the engine when it wins.
+    ///
+    /// # Errors
+    /// [`ServerError`]: nothing is served.
+    pub fn open_replica(config: Config, options: replica::Options) -> Result<Server, ServerError> {
         use std::os::unix::fs::PermissionsExt;
         let dir = &config.data_dir;
         std::fs::create_dir_all(dir).map_err(|e| data_dir_err(dir, e))?;
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         let lock = datadir::DataDirLock::acquire(dir)?;
         let store_location = config.store_location();
-        let mut store = store_location.open()?;
-        let mut loaded = store.load()?;
-        // The watermark guards a file this data dir owns; a database is shared by the
-        // replicas and kept by PostgreSQL (docs/postgresql.md).
-        let mark = match store_location {
-            StoreLocation::Sqlite(_) => Some(datadir::check_store(
-                dir,
-                &mut store,
-                &mut loaded,
-                config.hardening.start_fresh,
-            )?),
-            StoreLocation::Postgres(_) => None,
-        };
-        let (policy, source, seed) = startup_policy(&config, loaded.policy.as_deref())?;
-        lockgate_blocks::InputRoots::new(&config.backup_input_roots)?;
-        let policy_file = config.policy_file.as_ref().map(|p| p.display().to_string());
-        backups::check_policy_roots(&policy, policy_file.as_deref())?;
-        let snapshot = Snapshot {
-            next_id: loaded.max_job_id + 1,
-            next_token: loaded.max_token + 1,
-            jobs: std::mem::take(&mut loaded.live_jobs),
-            nodes: std::mem::take(&mut loaded.nodes),
-            pauses: std::mem::take(&mut loaded.pauses),
-            next_pause_id: loaded.max_pause_id + 1,
-        };
-        let now = Timestamp(wall_ms());
-        // Time windows and schedules read wall-clock times in the same zone.
-        let zone = schedules::server_zone();
-        let engine = Engine::restore_in_zone(policy, snapshot, now, Mode::Indexed, &zone);
-        let (tokens, admin_token) = load_tokens(&loaded.tokens, &mut store, dir, now)?;
-
-        let (events, _) = broadcast::channel(4096);
-        let store: Box<dyn Store> = match mark {
-            Some(mark) => Box::new(datadir::Watermarked::new(store, dir, mark)),
-            None => Box::new(store),
-        };
-        let mut looper = Loop::new(
-            engine,
-            store,
-            tokens.clone(),
-            source,
-            events.clone(),
-            loaded.last_event_seq,
-            loaded.max_token,
-        );
-        looper.notify.backlog = loaded.outbox_pending;
-        looper.retry_commits = store_location.is_postgres();
-        // `--config` seeding an empty database: stored with the first commit.
-        looper.batch.policy = seed;
-        looper.reoffer();
-        looper.load_schedules(loaded.schedules, zone)?;
-        looper.recover_backups()?;
-        looper.load_rpo(std::mem::take(&mut loaded.rpo));
-        looper.settle()?;
-
+        let store = store_location.open()?;
         let (listener, addr) = bind(config.listen)?;
+        let tokens = Tokens::default();
+        let (events, _) = broadcast::channel(4096);
+        let (looper, admin_token, replica) = match &store_location {
+            StoreLocation::Sqlite(_) => {
+                let (looper, admin_token) = load_loop(&config, store, None, &tokens, &events)?;
+                (Some(looper), admin_token, None)
+            }
+            StoreLocation::Postgres(url) => {
+                let (looper, admin_token, replica) = replica::start(
+                    &config,
+                    &options,
+                    url.clone(),
+                    addr,
+                    store,
+                    &tokens,
+                    &events,
+                )?;
+                (looper, admin_token, Some(replica))
+            }
+        };
         let h = &config.hardening;
         let fd_limit = listener::raise_fd_limit();
         let limits = listener::Limits {
@@ -434,6 +488,7 @@ impl Server {
             backup_input_roots: config.backup_input_roots,
             metrics_auth: false,
             store_location,
+            replica,
         })
     }
 
@@ -474,7 +529,7 @@ impl Server {
         let Server {
             looper,
             listener,
-            addr: _,
+            addr,
             tls,
             tokens,
             events,
@@ -487,14 +542,17 @@ impl Server {
             backup_input_roots,
             metrics_auth,
             store_location,
+            replica,
             ..
         } = self;
-        let (tx, rx) = mpsc::channel::<Msg>(8192);
-        let lp = LoopHandle::new(tx);
-        let (wake, targets) = looper.notify.task_side();
-        let loop_thread = spawn_loop(looper, rx);
-        notify::spawn(lp.clone(), store_location, wake, targets);
+        let lp = LoopHandle::detached();
+        let current: replica::Current = Arc::default();
+        if let Some(looper) = looper {
+            let running = replica::start_term(looper, &lp, store_location.clone());
+            *current.lock().await = Some(running);
+        }
         let (stop_tx, stop_rx) = watch::channel(false);
+        let leadership = replica.as_ref().map(|r| r.leadership.clone());
         let ready = Arc::new(AtomicBool::new(false));
         let backups = Arc::new(backups::Backups::new(
             lp.clone(),
@@ -513,22 +571,42 @@ impl Server {
             ready: ready.clone(),
             metrics_auth,
             sessions,
+            cluster: match &leadership {
+                Some(l) => cluster::Membership::Replica(l.clone()),
+                None => cluster::Membership::single(addr),
+            },
         };
+        if let Some(r) = replica {
+            let follower = replica::follow(
+                r,
+                lp.clone(),
+                current.clone(),
+                state.tokens.clone(),
+                state.events.clone(),
+                stop_rx.clone(),
+            );
+            tokio::spawn(follower);
+        }
         let audited = http::audited(http::router(state.clone()).merge(backup_routes), state);
-        let app = http::shaped(audited).layer(axum::middleware::from_fn_with_state(
+        let mut app = http::shaped(audited).layer(axum::middleware::from_fn_with_state(
             space.clone(),
             space::refuse_new_submits,
         ));
+        if let Some(l) = leadership.clone() {
+            app = app.layer(axum::middleware::from_fn_with_state(l, cluster::gate));
+        }
         space.spawn_timer(stop_rx.clone());
         let serve_stop = stop_rx.clone();
 
-        tokio::spawn(reload_on_sighup(lp.clone(), reload_on_hup));
+        tokio::spawn(reload_on_sighup(lp.clone(), reload_on_hup, leadership));
 
         let stopper = lp;
-        tokio::spawn(async move {
+        let stopped = tokio::spawn(async move {
             shutdown.await;
             let _ = stop_tx.send(true);
-            let _ = stopper.ask(Principal::system(), Op::Shutdown).await;
+            if let Some(running) = current.lock().await.take() {
+                replica::stop_term(running, &stopper).await;
+            }
         });
         // "listening on" is said once, by the caller, which knows the data dir (`lockgate
         // server` prints it whatever `LOCKGATE_LOG` says, and `lockgate demo` reads it).
@@ -541,7 +619,7 @@ impl Server {
         if let Err(e) = served {
             tracing::error!("serving stopped: {e}");
         }
-        let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
+        let _ = stopped.await;
         let _ = tokio::task::spawn_blocking(move || backups.shutdown()).await;
         drop(lock);
         Ok(())
@@ -550,7 +628,7 @@ impl Server {
 
 /// Starts the event loop on its own OS thread with a current-thread runtime, so the store's
 /// blocking calls never stall the HTTP workers.
-fn spawn_loop(looper: Loop, rx: mpsc::Receiver<Msg>) -> std::thread::JoinHandle<()> {
+pub(crate) fn spawn_loop(looper: Loop, rx: mpsc::Receiver<Msg>) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("lockgate-loop".into())
         .spawn(move || {
@@ -565,11 +643,23 @@ fn spawn_loop(looper: Loop, rx: mpsc::Receiver<Msg>) -> std::thread::JoinHandle<
 
 /// SIGHUP re-reads the `--config` file; without one it is logged and ignored (never the
 /// default action, which would end the server). Ends when the loop is shutting down.
-async fn reload_on_sighup(lp: LoopHandle, reload_on_hup: bool) {
+///
+/// On a replica only the leader applies it (to the database); a standby logs and ignores it.
+async fn reload_on_sighup(
+    lp: LoopHandle,
+    reload_on_hup: bool,
+    replica: Option<cluster::Leadership>,
+) {
     let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
         return;
     };
     while hup.recv().await.is_some() {
+        if replica.as_ref().is_some_and(|l| l.leading().is_none()) {
+            tracing::info!(
+                "SIGHUP ignored: this replica is a standby (the leader applies --config)"
+            );
+            continue;
+        }
         let tag = audit::AuditTag::new(
             Some(Principal::system()),
             "SIGHUP",
@@ -581,7 +671,7 @@ async fn reload_on_sighup(lp: LoopHandle, reload_on_hup: bool) {
         match asked.await {
             Ok(_) if reload_on_hup => tracing::info!("SIGHUP: policy reloaded"),
             Ok(_) => {}
-            Err(e) if e.code == lockgate_api::ErrorCode::Unavailable => return,
+            Err(e) if e.code == lockgate_api::ErrorCode::Unavailable && replica.is_none() => return,
             Err(e) => tracing::error!("SIGHUP: policy not reloaded: {}", e.message),
         }
     }

@@ -81,6 +81,7 @@ pub fn document() -> Document {
     doc.merge(crate::notify::ApiDoc::openapi());
     doc.merge(crate::forecast::ApiDoc::openapi());
     doc.merge(crate::ui::ApiDoc::openapi());
+    doc.merge(crate::cluster::ApiDoc::openapi());
     with_error_answers(doc)
 }
 

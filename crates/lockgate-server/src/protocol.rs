@@ -104,16 +104,46 @@ op_from!(
     Ui(crate::ui::UiOp)
 );
 
-/// The sending side of the loop's channel. Cheap to clone.
+/// The sending side of the loop's channel. Cheap to clone; clones share one slot, so a
+/// replica can swap the loop behind every handle at once ([`LoopHandle::install`],
+/// [`LoopHandle::clear`]): a standby has none, and every ask answers 503 `unavailable`.
 #[derive(Debug, Clone)]
 pub struct LoopHandle {
-    tx: mpsc::Sender<Msg>,
+    tx: std::sync::Arc<std::sync::RwLock<Option<mpsc::Sender<Msg>>>>,
 }
 
 impl LoopHandle {
     /// A handle on the loop's channel.
     pub fn new(tx: mpsc::Sender<Msg>) -> LoopHandle {
-        LoopHandle { tx }
+        LoopHandle {
+            tx: std::sync::Arc::new(std::sync::RwLock::new(Some(tx))),
+        }
+    }
+
+    /// A handle with no loop behind it yet (a standby).
+    pub fn detached() -> LoopHandle {
+        LoopHandle {
+            tx: std::sync::Arc::default(),
+        }
+    }
+
+    /// Puts a new loop behind every clone of this handle.
+    pub fn install(&self, tx: mpsc::Sender<Msg>) {
+        *self.tx.write().expect("loop handle") = Some(tx);
+    }
+
+    /// Takes the loop away from every clone; asks answer 503 until the next install.
+    pub fn clear(&self) {
+        *self.tx.write().expect("loop handle") = None;
+    }
+
+    /// The current loop's sender (a read lock and a clone: the hot path stays cheap).
+    fn sender(&self) -> Result<mpsc::Sender<Msg>, ApiError> {
+        self.tx
+            .read()
+            .expect("loop handle")
+            .clone()
+            .ok_or_else(|| ApiError::unavailable("this replica does not lead now: ask again"))
     }
 
     /// Sends the operation `make` builds around a fresh reply channel and waits for its
@@ -135,7 +165,7 @@ impl LoopHandle {
     ) -> Result<T, ApiError> {
         let (reply, rx) = oneshot::channel();
         let op = make(reply).into();
-        self.tx
+        self.sender()?
             .send(Msg {
                 principal,
                 op,
@@ -160,7 +190,7 @@ impl LoopHandle {
     ) -> Result<T, ApiError> {
         let (reply, rx) = oneshot::channel();
         let op = make(reply).into();
-        self.tx
+        self.sender()?
             .blocking_send(Msg {
                 principal,
                 op,

@@ -13,13 +13,29 @@
 
 use super::Leadership;
 use crate::error::ApiError;
+use crate::http::{AppState, NoQuery};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use lockgate_api::ClusterView;
 
-// `GET /v1/cluster` is mounted when a server runs as a replica (not wired in yet):
-// `Leadership::view` is its answer; the OpenAPI test requires every mounted route to be
-// served by a single server too, so the route comes with that wiring.
+/// The cluster route's part of the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(cluster))]
+pub(crate) struct ApiDoc;
+
+/// `GET /v1/cluster`.
+pub(crate) fn routes() -> axum::Router<AppState> {
+    axum::Router::new().route("/v1/cluster", axum::routing::get(cluster))
+}
+
+/// No token: a standby that never led has no token table, and clients ask it to find the
+/// leader. The view holds no secret (the database URL without its password).
+#[utoipa::path(get, path = "/v1/cluster", tag = "server", security(()),
+    responses((status = 200, description = "The replicas on the database, which one leads, since when, the term (a single server: itself, term 0)", body = ClusterView)))]
+async fn cluster(State(st): State<AppState>, _: NoQuery) -> axum::Json<ClusterView> {
+    axum::Json(st.cluster.view())
+}
 
 /// Paths a standby answers itself.
 fn standby_answers(path: &str) -> bool {

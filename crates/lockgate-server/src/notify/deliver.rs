@@ -32,13 +32,14 @@ pub(crate) fn backoff(attempts: u32) -> Duration {
     FIRST_BACKOFF.saturating_mul(1 << shift).min(MAX_BACKOFF)
 }
 
-/// Starts the delivery task on the store at `db` (its own connection).
+/// Starts the delivery task on the store at `db` (its own connection); a replica that
+/// steps down aborts it through the handle.
 pub(crate) fn spawn(
     lp: LoopHandle,
     db: lockgate_store::StoreLocation,
     wake: Arc<Notify>,
     targets: watch::Receiver<Arc<Vec<NotifyTarget>>>,
-) {
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let opened = tokio::task::spawn_blocking(move || db.open_reader()).await;
         let reader = match opened.map_err(|e| lockgate_store::StoreError::Io {
@@ -60,7 +61,7 @@ pub(crate) fn spawn(
         }
         .run()
         .await;
-    });
+    })
 }
 
 struct Task {

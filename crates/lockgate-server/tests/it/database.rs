@@ -49,16 +49,25 @@ fn a_lost_database_gives_errors_not_acknowledgements_and_the_server_recovers_by_
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The change answered with an error was kept and committed first: job 2 exists, and a
-    // restart (from the database alone) still has every job.
+    // The change answered with an error was never acknowledged. While the server kept
+    // its lead through the outage (shorter than its leadership lease) it kept the change
+    // and committed it first: job 2 is "while-away". A server whose lease ran out stepped
+    // down, dropped what it had not committed and rebuilt from the database when it took
+    // the lead again: then job 2 is "after". Either way a restart (from the database
+    // alone) has every acknowledged job.
     let kinds = |s: &TestServer| -> Vec<String> {
         (1..=3)
             .map(|id| s.admin().job(id).map(|j| j.kind).unwrap_or_default())
+            .filter(|k| !k.is_empty())
             .collect()
     };
-    assert_eq!(kinds(&s), ["before", "while-away", "after"]);
+    let seen = kinds(&s);
+    assert!(
+        seen == ["before", "while-away", "after"] || seen == ["before", "after"],
+        "{seen:?}"
+    );
     s.stop();
     let s = TestServer::with_config(on(&url));
-    assert_eq!(kinds(&s), ["before", "while-away", "after"]);
+    assert_eq!(kinds(&s), seen);
     s.stop();
 }

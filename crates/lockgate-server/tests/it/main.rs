@@ -19,6 +19,7 @@ mod longpoll;
 mod metrics;
 mod openapi;
 mod quotas;
+mod replicas;
 mod rpo;
 mod schedules;
 mod snapshots;

@@ -56,6 +56,19 @@ pub struct Args {
         hide_env_values = true
     )]
     pub database_url: Option<String>,
+    /// With --database-url: the URL clients reach this replica on; standbys send clients
+    /// to the leader's (docs/cluster.md). Default: http://LISTEN.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LOCKGATE_ADVERTISE_URL",
+        requires = "database_url"
+    )]
+    pub advertise_url: Option<String>,
+    /// With --database-url: this replica's id in the database, unique per replica.
+    /// Default: hostname:port.
+    #[arg(long, value_name = "ID", requires = "database_url")]
+    pub replica_id: Option<String>,
     #[command(flatten)]
     pub hardening: Hardening,
 }
@@ -145,8 +158,12 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         database_url: args.database_url,
     };
     let store = config.store_location();
-    let mut server =
-        lockgate_server::Server::open(config).context("lockgate server cannot start")?;
+    let replica = lockgate_server::replica::Options {
+        advertise_url: args.advertise_url,
+        replica_id: args.replica_id,
+    };
+    let mut server = lockgate_server::Server::open_replica(config, replica)
+        .context("lockgate server cannot start")?;
     server.set_item_block_workers(usize::from(args.item_block_workers));
     server.set_metrics_auth(args.metrics_auth);
     if server.new_admin_token().is_some() {
