@@ -86,6 +86,8 @@ struct Shared {
     lease: Duration,
     state: Mutex<State>,
     changes: AtomicU64,
+    /// Set by [`Leadership::resign`]: the loop releases the row and ends.
+    resigned: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -110,6 +112,7 @@ impl Leadership {
             lease: config.lease,
             state: Mutex::new(State::default()),
             changes: AtomicU64::new(0),
+            resigned: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -120,6 +123,9 @@ impl Leadership {
     /// The term this replica leads under, checked now on the monotonic clock; `None` on a
     /// standby or once the lease may have passed.
     pub fn leading(&self) -> Option<i64> {
+        if self.resigned() {
+            return None;
+        }
         let s = self.state();
         s.leading
             .filter(|(_, until)| Instant::now() < *until)
@@ -139,6 +145,16 @@ impl Leadership {
             .as_ref()
             .filter(|l| l.holder != self.0.holder)
             .map(|l| l.url.clone())
+    }
+
+    /// Ends this replica's part at a graceful stop: leading stops now, and the loop
+    /// releases the row (so a standby need not wait a lease) and ends.
+    pub fn resign(&self) {
+        self.0.resigned.store(true, Ordering::Release);
+    }
+
+    fn resigned(&self) -> bool {
+        self.0.resigned.load(Ordering::Acquire)
     }
 
     /// This replica's id.

@@ -598,7 +598,11 @@ impl Server {
         space.spawn_timer(stop_rx.clone());
         let serve_stop = stop_rx.clone();
 
-        tokio::spawn(reload_on_sighup(lp.clone(), reload_on_hup, leadership));
+        tokio::spawn(reload_on_sighup(
+            lp.clone(),
+            reload_on_hup,
+            leadership.clone(),
+        ));
 
         let stopper = lp;
         let stopped = tokio::spawn(async move {
@@ -620,6 +624,9 @@ impl Server {
             tracing::error!("serving stopped: {e}");
         }
         let _ = stopped.await;
+        if let Some(l) = leadership {
+            l.resign();
+        }
         let _ = tokio::task::spawn_blocking(move || backups.shutdown()).await;
         drop(lock);
         Ok(())

@@ -26,6 +26,9 @@ const ACQUIRE: &str = "UPDATE lockgate_leader SET holder = $1, url = $2, term = 
 /// Renew: only our own row under our own term.
 const RENEW: &str = "UPDATE lockgate_leader SET expires_at = now() + make_interval(secs => $3) \
      WHERE id = 1 AND holder = $1 AND term = $2";
+/// Release at a graceful stop: our own row under our own term expires now.
+const RELEASE: &str = "UPDATE lockgate_leader SET expires_at = now() \
+     WHERE id = 1 AND holder = $1 AND term = $2";
 const TIME: &str = r#"'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'"#;
 
 fn leader_query() -> String {
@@ -65,13 +68,26 @@ pub(super) fn run(l: Leadership, config: ClusterConfig, changes: Sender<Change>)
             first_heartbeat: true,
         };
         loop {
+            if lp.l.resigned() {
+                lp.release().await;
+                return;
+            }
             let tick = Instant::now();
             lp.step().await;
             let mut wake = tick + lp.config.lease / 3;
             if let Some((_, until)) = lp.l.state().leading {
                 wake = wake.min(until);
             }
-            tokio::time::sleep_until(wake.into()).await;
+            // Wakes early for a resignation (checked at the top).
+            let resign = async {
+                while !lp.l.resigned() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(wake.into()) => {}
+                () = resign => {}
+            }
         }
     });
 }
@@ -212,6 +228,22 @@ impl LeaseLoop {
             }
         }
         Ok(())
+    }
+
+    /// At a graceful stop: gives the row up (its expiry now), when this replica holds it.
+    async fn release(&mut self) {
+        let Some((term, _)) = self.l.state().leading.take() else {
+            return;
+        };
+        let holder = self.config.holder.clone();
+        let Ok(db) = self.client().await else {
+            return;
+        };
+        let done = tokio::time::timeout(self.config.lease, db.execute(RELEASE, &[&holder, &term]));
+        match done.await {
+            Ok(Ok(_)) => tracing::info!("leadership: released term {term}"),
+            _ => tracing::warn!("leadership: could not release term {term}; it runs out by itself"),
+        }
     }
 
     fn record(&self, sent: Instant) {
