@@ -239,7 +239,8 @@ impl LeaseLoop {
         let Ok(db) = self.client().await else {
             return;
         };
-        let done = tokio::time::timeout(self.config.lease, db.execute(RELEASE, &[&holder, &term]));
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&holder, &term];
+        let done = tokio::time::timeout(self.config.lease, db.execute(RELEASE, &params));
         match done.await {
             Ok(Ok(_)) => tracing::info!("leadership: released term {term}"),
             _ => tracing::warn!("leadership: could not release term {term}; it runs out by itself"),
