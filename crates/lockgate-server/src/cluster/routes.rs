@@ -17,6 +17,7 @@ use crate::http::{AppState, NoQuery};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use lockgate_api::ClusterView;
 
 /// The cluster route's part of the OpenAPI document.
@@ -26,7 +27,7 @@ pub(crate) struct ApiDoc;
 
 /// `GET /v1/cluster`.
 pub(crate) fn routes() -> axum::Router<AppState> {
-    axum::Router::new().route("/v1/cluster", axum::routing::get(cluster))
+    axum::Router::new().route("/v1/cluster", get(cluster))
 }
 
 /// No token: a standby that never led has no token table, and clients ask it to find the
