@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 pub struct ClusterView {
     /// This replica's id (`holder` in the leadership row).
     pub me: String,
-    /// This replica's role: `leader` or `standby`.
+    /// This replica's role: `leader`, `standby`, or `taking_over` (it won the lead and is
+    /// rebuilding from the database; it answers 503 `unavailable` until it admits).
     pub role: String,
     /// The leader as the database last said, when its lease has not run out.
     pub leader: Option<LeaderView>,

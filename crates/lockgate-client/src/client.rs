@@ -56,6 +56,17 @@ impl std::fmt::Debug for Client {
 /// How long a plain call may take; long-polls add their own timeout.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// With several servers, how long a plain call may take: a paused leader accepts
+/// connections and never answers, so a call to it must end soon enough for the caller's
+/// retry (which starts at the next server) to reach the new leader while the holder's
+/// lease still runs. A commit on the leader takes milliseconds; 5 s is the slack.
+pub const CLUSTER_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// With several servers, the longest a long-poll waits on the server, and the most its
+/// answer may be late: a `lockgate run` waiting on a paused leader learns of its
+/// admission by the new leader within 4 s, well within any lease TTL it must renew in.
+pub const CLUSTER_POLL: Duration = Duration::from_secs(2);
+
 impl Client {
     /// A client for `base` (`http://127.0.0.1:7400`, or several replicas' URLs
     /// comma-separated: `http://a:7400,http://b:7400`). For `https` with a private CA, set
@@ -96,6 +107,28 @@ impl Client {
     /// The base URL calls go to first: the one given, or the leader found last.
     pub fn base(&self) -> String {
         self.servers.current()
+    }
+
+    /// The timeout of a plain call: [`CALL_TIMEOUT`], or [`CLUSTER_CALL_TIMEOUT`] with
+    /// several servers.
+    pub(crate) fn plain_timeout(&self) -> Duration {
+        if self.servers.several() {
+            CLUSTER_CALL_TIMEOUT
+        } else {
+            CALL_TIMEOUT
+        }
+    }
+
+    /// A long-poll of `poll` on the server: the poll to ask for and the call's timeout
+    /// (`poll + margin`); with several servers both shrink to [`CLUSTER_POLL`] (the caller
+    /// polls again on an unchanged answer), so a paused leader holds a poll for 4 s at most.
+    pub(crate) fn long_poll(&self, poll: Duration, margin: Duration) -> (Duration, Duration) {
+        if self.servers.several() {
+            let poll = poll.min(CLUSTER_POLL);
+            (poll, poll + CLUSTER_POLL)
+        } else {
+            (poll, poll + margin)
+        }
     }
 
     /// Every server URL given.
@@ -195,7 +228,7 @@ impl Client {
         path: &str,
         body: Option<&impl Serialize>,
     ) -> Result<T, ClientError> {
-        self.call_status(method, path, body, CALL_TIMEOUT)
+        self.call_status(method, path, body, self.plain_timeout())
             .map(|(_, v)| v)
     }
 
@@ -229,7 +262,7 @@ impl Client {
         body: &str,
         headers: &[(&str, &str)],
     ) -> Result<T, ClientError> {
-        let (url, resp) = self.send(method, path, CALL_TIMEOUT, |mut req| {
+        let (url, resp) = self.send(method, path, self.plain_timeout(), |mut req| {
             for (k, v) in headers {
                 req = req.set(k, v);
             }

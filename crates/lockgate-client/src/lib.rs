@@ -31,7 +31,9 @@ pub mod logs;
 mod servers;
 
 pub use backoff::{retry, Backoff, RetryError};
-pub use client::{encode, AuditQuery, Client, PolicyPut, CALL_TIMEOUT};
+pub use client::{
+    encode, AuditQuery, Client, PolicyPut, CALL_TIMEOUT, CLUSTER_CALL_TIMEOUT, CLUSTER_POLL,
+};
 pub use error::ClientError;
 pub use hold::{hold, hold_with, parse_signal, Ending, Held, Holder, JustHold, Stop};
 pub use lease::{LeaseKeeper, Renewal, WhileUnreachable};

@@ -22,6 +22,8 @@
 
 mod lease;
 mod routes;
+#[cfg(test)]
+mod tests;
 
 pub use routes::gate;
 pub(crate) use routes::{routes, ApiDoc};
@@ -88,6 +90,8 @@ struct Shared {
     changes: AtomicU64,
     /// Set by [`Leadership::resign`]: the loop releases the row and ends.
     resigned: std::sync::atomic::AtomicBool,
+    /// Set by the loop when it has ended (after a resignation's release).
+    ended: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +104,15 @@ struct State {
     term: i64,
     replicas: Vec<ReplicaView>,
     last_ms: Option<f64>,
+    /// The term whose event loop is installed and admitting ([`Leadership::serve`]); a
+    /// replica that won the lease but is still loading has `leading` and not this.
+    serving: Option<i64>,
+    /// Why the last lease step failed (the database did not answer, ...); `None` once a
+    /// step got through.
+    db_error: Option<String>,
+    /// A term whose takeover failed: the loop releases the row and becomes a standby
+    /// ([`Leadership::step_down`]).
+    step_down: Option<i64>,
 }
 
 impl Leadership {
@@ -113,6 +126,7 @@ impl Leadership {
             state: Mutex::new(State::default()),
             changes: AtomicU64::new(0),
             resigned: std::sync::atomic::AtomicBool::new(false),
+            ended: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -130,6 +144,37 @@ impl Leadership {
         s.leading
             .filter(|(_, until)| Instant::now() < *until)
             .map(|(t, _)| t)
+    }
+
+    /// The term this replica leads *and serves* under: it leads ([`Leadership::leading`])
+    /// and that term's event loop is installed. Between winning the lease and the end of
+    /// the rebuild a replica leads but does not serve: its tokens and engine are not there
+    /// yet, so the gate answers 503 `unavailable` rather than let a handler answer 401.
+    pub fn serving(&self) -> Option<i64> {
+        let term = self.leading()?;
+        (self.state().serving == Some(term)).then_some(term)
+    }
+
+    /// Why this replica's last lease step could not reach the database, while it cannot.
+    pub fn database_error(&self) -> Option<String> {
+        self.state().db_error.clone()
+    }
+
+    /// Marks `term`'s event loop as installed: the gate lets requests through.
+    pub(crate) fn serve(&self, term: i64) {
+        self.state().serving = Some(term);
+    }
+
+    /// Marks that no event loop serves (its term ended, or it is being stopped).
+    pub(crate) fn stop_serving(&self) {
+        self.state().serving = None;
+    }
+
+    /// A takeover under `term` failed (the rebuild from the database did not load): the
+    /// loop releases the row at once, so another replica need not wait out the lease, and
+    /// this one becomes a standby that stays out of the next two lease rounds.
+    pub(crate) fn step_down(&self, term: i64) {
+        self.state().step_down = Some(term);
     }
 
     /// Whether this replica may still act under `term`.
@@ -157,6 +202,17 @@ impl Leadership {
         self.0.resigned.load(Ordering::Acquire)
     }
 
+    /// [`Leadership::resign`], then waits (at most `within`) until the loop has released
+    /// the row and ended: for a process about to exit, which would else leave the row
+    /// held until its lease runs out.
+    pub fn resign_and_wait(&self, within: Duration) {
+        self.resign();
+        let deadline = Instant::now() + within;
+        while !self.0.ended.load(Ordering::Acquire) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// This replica's id.
     pub fn holder(&self) -> &str {
         &self.0.holder
@@ -169,18 +225,17 @@ impl Leadership {
 
     /// `GET /v1/cluster`.
     pub fn view(&self) -> ClusterView {
-        let leading = self.leading();
+        let role = match (self.leading(), self.serving()) {
+            (Some(_), Some(_)) => "leader",
+            (Some(_), None) => "taking_over",
+            (None, _) => "standby",
+        };
         let s = self.state();
         let leader = s.leader.clone();
         let lead_holder = leader.as_ref().map(|l| l.holder.clone());
         ClusterView {
             me: self.0.holder.clone(),
-            role: if leading.is_some() {
-                "leader"
-            } else {
-                "standby"
-            }
-            .into(),
+            role: role.into(),
             leader,
             term: s.term,
             leader_changes: self.0.changes.load(Ordering::Relaxed),
@@ -268,6 +323,15 @@ impl Membership {
                 leader: true,
             }],
         }))
+    }
+
+    /// Whether this server admits: a single server always, a replica while it leads and
+    /// its term's loop is installed (`/readyz`).
+    pub fn serves(&self) -> bool {
+        match self {
+            Membership::Single(_) => true,
+            Membership::Replica(l) => l.serving().is_some(),
+        }
     }
 
     /// The answer of `GET /v1/cluster`.

@@ -263,7 +263,7 @@ async fn healthz(_: NoQuery) -> Json<Status> {
 #[utoipa::path(get, path = "/readyz", tag = "server", security(()),
     responses((status = 200, description = "The store is open and the API serving", body = Status)))]
 async fn readyz(State(st): State<AppState>, _: NoQuery) -> Result<Json<Status>, ApiError> {
-    if st.ready.load(Ordering::Acquire) && !*st.shutdown.borrow() {
+    if st.ready.load(Ordering::Acquire) && !*st.shutdown.borrow() && st.cluster.serves() {
         Ok(Json(Status { status: "ready" }))
     } else {
         Err(ApiError::unavailable("not ready"))

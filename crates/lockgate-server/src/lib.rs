@@ -548,7 +548,10 @@ impl Server {
         let lp = LoopHandle::detached();
         let current: replica::Current = Arc::default();
         if let Some(looper) = looper {
-            let running = replica::start_term(looper, &lp, store_location.clone());
+            let lead = replica
+                .as_ref()
+                .and_then(|r| Some((r.leadership.clone(), r.won?)));
+            let running = replica::start_term(looper, &lp, store_location.clone(), lead);
             *current.lock().await = Some(running);
         }
         let (stop_tx, stop_rx) = watch::channel(false);

@@ -37,6 +37,8 @@ pub struct Options {
 /// A replica's part of the server between `open` and `run`.
 pub(crate) struct Replica {
     pub(crate) leadership: Leadership,
+    /// The term it won at `open` (its loop is the one `open` loaded), if any.
+    pub(crate) won: Option<i64>,
     changes: std::sync::mpsc::Receiver<Change>,
     config: Config,
 }
@@ -90,6 +92,7 @@ pub(crate) fn start(
     let won = first_step(&leadership, &changes, lease);
     let replica = Replica {
         leadership,
+        won,
         changes,
         config: config.clone(),
     };
@@ -98,8 +101,14 @@ pub(crate) fn start(
         return Ok((None, None, replica));
     };
     let fence = Fence { holder, term };
-    let (looper, admin) = load_loop(config, store, Some(fence), tokens, events)?;
-    Ok((Some(looper), admin, replica))
+    match load_loop(config, store, Some(fence), tokens, events) {
+        Ok((looper, admin)) => Ok((Some(looper), admin, replica)),
+        Err(e) => {
+            // The process exits: give the row up rather than hold it for a lease.
+            replica.leadership.resign_and_wait(lease);
+            Err(e)
+        }
+    }
 }
 
 /// Waits until the leadership loop's first step is done (it took the lead, or it read
@@ -130,29 +139,44 @@ pub(crate) struct Running {
     thread: std::thread::JoinHandle<()>,
     notify: tokio::task::JoinHandle<()>,
     own: LoopHandle,
+    /// A replica's leadership and the term this loop serves.
+    lead: Option<(Leadership, i64)>,
 }
 
 /// The loop of this term, if any, shared by the follower and the shutdown.
 pub(crate) type Current = Arc<tokio::sync::Mutex<Option<Running>>>;
 
-/// Starts `looper` and puts it behind `lp`.
-pub(crate) fn start_term(looper: Loop, lp: &LoopHandle, store: StoreLocation) -> Running {
+/// Starts `looper` and puts it behind `lp`; on a replica (`lead`), only then marks the
+/// term as served, which opens the gate ([`Leadership::serving`]).
+pub(crate) fn start_term(
+    looper: Loop,
+    lp: &LoopHandle,
+    store: StoreLocation,
+    lead: Option<(Leadership, i64)>,
+) -> Running {
     let (tx, rx) = mpsc::channel(8192);
     let (wake, targets) = looper.notify.task_side();
     let thread = spawn_loop(looper, rx);
     let own = LoopHandle::new(tx.clone());
     let notify = notify::spawn(own.clone(), store, wake, targets);
     lp.install(tx);
+    if let Some((l, term)) = &lead {
+        l.serve(*term);
+    }
     Running {
         thread,
         notify,
         own,
+        lead,
     }
 }
 
-/// Stops a term's loop: the shared handle first, then the notification task, then the
-/// loop (which answers its waiters and ends), joined.
+/// Stops a term's loop: the gate and the shared handle first, then the notification
+/// task, then the loop (which answers its waiters and ends), joined.
 pub(crate) async fn stop_term(running: Running, lp: &LoopHandle) {
+    if let Some((l, _)) = &running.lead {
+        l.stop_serving();
+    }
     lp.clear();
     running.notify.abort();
     let _ = running.own.ask(Principal::system(), Op::Shutdown).await;
@@ -175,6 +199,7 @@ pub(crate) async fn follow(
         leadership,
         changes,
         config,
+        ..
     } = replica;
     let (tx, mut rx) = mpsc::unbounded_channel();
     std::thread::Builder::new()
@@ -219,12 +244,21 @@ pub(crate) async fn follow(
                 if !leadership.still_leads(term) || *stop.borrow() {
                     continue;
                 }
-                let running = start_term(looper, &lp, config.store_location());
+                let lead = Some((leadership.clone(), term));
+                let running = start_term(looper, &lp, config.store_location(), lead);
                 *current.lock().await = Some(running);
                 tracing::info!("replica: leader under term {term}, admitting");
             }
-            Ok(Err(e)) => tracing::error!("replica: cannot take over under term {term}: {e}"),
-            Err(e) => tracing::error!("replica: the takeover failed: {e}"),
+            Ok(Err(e)) => {
+                tracing::error!(
+                    "replica: cannot take over under term {term}: {e}; releasing the lead"
+                );
+                leadership.step_down(term);
+            }
+            Err(e) => {
+                tracing::error!("replica: the takeover failed: {e}; releasing the lead");
+                leadership.step_down(term);
+            }
         }
     }
 }

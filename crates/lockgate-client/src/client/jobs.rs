@@ -1,7 +1,7 @@
 //! The job calls: submit, list, show, wait, explain, cancel, and the holder's lease calls
 //! (heartbeat, prepared, finish).
 
-use crate::{Client, ClientError, CALL_TIMEOUT};
+use crate::{Client, ClientError};
 use lockgate_api::{
     ExplainView, FinishRequest, JobList, JobQuery, JobView, LeaseRequest, SubmitRequest,
 };
@@ -14,7 +14,8 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn submit(&self, req: &SubmitRequest) -> Result<(JobView, bool), ClientError> {
-        let (status, job) = self.call_status("POST", "/v1/jobs", Some(req), CALL_TIMEOUT)?;
+        let (status, job) =
+            self.call_status("POST", "/v1/jobs", Some(req), self.plain_timeout())?;
         Ok((job, status == 201))
     }
 
@@ -80,8 +81,12 @@ impl Client {
         from: lockgate_core::JobState,
         timeout_s: u64,
     ) -> Result<JobView, ClientError> {
-        let path = format!("/v1/jobs/{id}/wait?from={from}&timeout_s={timeout_s}");
-        let timeout = Duration::from_secs(timeout_s + 15);
+        let (poll, timeout) =
+            self.long_poll(Duration::from_secs(timeout_s), Duration::from_secs(15));
+        let path = format!(
+            "/v1/jobs/{id}/wait?from={from}&timeout_s={}",
+            poll.as_secs()
+        );
         self.call_status("GET", &path, None::<&()>, timeout)
             .map(|(_, v)| v)
     }
@@ -99,7 +104,7 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn heartbeat(&self, id: u64, token: u64) -> Result<JobView, ClientError> {
-        self.heartbeat_within(id, token, CALL_TIMEOUT)
+        self.heartbeat_within(id, token, self.plain_timeout())
     }
 
     /// [`Client::heartbeat`] that gives up after `timeout` (an [`ClientError::Unreachable`]

@@ -1,6 +1,5 @@
 //! `GET /metrics`: the Prometheus text, as text (the one call that is not JSON).
 
-use super::CALL_TIMEOUT;
 use crate::{Client, ClientError};
 
 impl Client {
@@ -9,7 +8,7 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn metrics(&self) -> Result<String, ClientError> {
-        let (url, resp) = self.send("GET", "/metrics", CALL_TIMEOUT, |req| {
+        let (url, resp) = self.send("GET", "/metrics", self.plain_timeout(), |req| {
             req.call().map_err(Box::new)
         })?;
         resp.into_string().map_err(|e| ClientError::Unreachable {

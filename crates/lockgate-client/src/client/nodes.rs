@@ -76,12 +76,13 @@ impl Client {
         name: &str,
         timeout: Duration,
     ) -> Result<AssignmentList, ClientError> {
+        let (poll, within) = self.long_poll(timeout, CALL_TIMEOUT);
         let path = format!(
             "/v1/nodes/{}/assignments?timeout_s={}",
             encode(name),
-            timeout.as_secs_f64()
+            poll.as_secs_f64()
         );
-        self.call_status("GET", &path, None::<&()>, timeout + CALL_TIMEOUT)
+        self.call_status("GET", &path, None::<&()>, within)
             .map(|(_, v)| v)
     }
 

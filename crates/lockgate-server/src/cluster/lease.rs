@@ -66,21 +66,26 @@ pub(super) fn run(l: Leadership, config: ClusterConfig, changes: Sender<Change>)
             changes,
             db: None,
             first_heartbeat: true,
+            hold_off: None,
         };
         loop {
             if lp.l.resigned() {
                 lp.release().await;
+                lp.l.0
+                    .ended
+                    .store(true, std::sync::atomic::Ordering::Release);
                 return;
             }
+            lp.step_down_if_asked().await;
             let tick = Instant::now();
             lp.step().await;
             let mut wake = tick + lp.config.lease / 3;
             if let Some((_, until)) = lp.l.state().leading {
                 wake = wake.min(until);
             }
-            // Wakes early for a resignation (checked at the top).
+            // Wakes early for a resignation or a step-down (checked at the top).
             let resign = async {
-                while !lp.l.resigned() {
+                while !lp.l.resigned() && lp.l.state().step_down.is_none() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             };
@@ -98,11 +103,22 @@ struct LeaseLoop {
     changes: Sender<Change>,
     db: Option<Client>,
     first_heartbeat: bool,
+    /// After a failed takeover: no acquire before this instant (two lease rounds), so
+    /// another replica gets the row first.
+    hold_off: Option<Instant>,
 }
 
-/// Why a statement failed: the database's error, or the timeout.
-fn failed(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// Why a statement failed: the database's error with its causes (tokio-postgres says
+/// only "db error" at the top).
+fn failed(e: tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 impl LeaseLoop {
@@ -127,9 +143,11 @@ impl LeaseLoop {
         self.expire_if_due();
         if let Err(e) = self.lease().await {
             tracing::warn!("leadership: {e}");
+            self.l.state().db_error = Some(e);
             self.expire_if_due();
             return;
         }
+        self.l.state().db_error = None;
         if let Err(e) = self.observe().await {
             tracing::warn!("leadership: reading the cluster: {e}");
         }
@@ -146,10 +164,17 @@ impl LeaseLoop {
     fn lose(&mut self, why: String) {
         let term = {
             let mut s = self.l.state();
-            match s.leading.take() {
-                Some((t, _)) => t,
-                None => return,
+            let Some((t, _)) = s.leading.take() else {
+                return;
+            };
+            // The row as last read names this replica: no longer true.
+            if s.leader
+                .as_ref()
+                .is_some_and(|l| l.holder == self.config.holder)
+            {
+                s.leader = None;
             }
+            t
         };
         self.l
             .0
@@ -203,7 +228,9 @@ impl LeaseLoop {
                     self.lose("another replica holds the leadership row".into());
                 }
             }
+            None if self.hold_off.is_some_and(|t| Instant::now() < t) => self.db = Some(db),
             None => {
+                self.hold_off = None;
                 let row =
                     tokio::time::timeout(budget, db.query_opt(ACQUIRE, &[&holder, &url, &secs]))
                         .await
@@ -230,7 +257,26 @@ impl LeaseLoop {
         Ok(())
     }
 
-    /// At a graceful stop: gives the row up (its expiry now), when this replica holds it.
+    /// After a failed takeover ([`Leadership::step_down`]): releases the row, reports the
+    /// loss and holds off acquiring for two lease rounds.
+    async fn step_down_if_asked(&mut self) {
+        let Some(term) = self.l.state().step_down.take() else {
+            return;
+        };
+        if self.l.state().leading.is_some_and(|(t, _)| t == term) {
+            self.release().await;
+            self.l
+                .0
+                .changes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let why = "the takeover failed; the row is released".to_string();
+            let _ = self.changes.send(Change::Lost { term, why });
+        }
+        self.hold_off = Some(Instant::now() + self.config.lease * 2 / 3);
+    }
+
+    /// At a graceful stop or a failed takeover: gives the row up (its expiry now), when
+    /// this replica holds it.
     async fn release(&mut self) {
         let Some((term, _)) = self.l.state().leading.take() else {
             return;

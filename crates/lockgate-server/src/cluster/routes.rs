@@ -5,6 +5,10 @@
 //! - **A standby acts on nothing**: [`gate`] answers every request but `/healthz`,
 //!   `/metrics` and `/v1/cluster` with 503 `not_leader` naming the leader, before any
 //!   handler runs, so a client may always send such a request again elsewhere.
+//! - **Nothing is served before the term's loop is**: a replica that has won the lease
+//!   but not yet installed the rebuilt loop (and the tokens with it) answers 503
+//!   `unavailable`, `/readyz` included; a handler never runs on a half-loaded replica
+//!   (it would answer 401 for a valid token, or 503 with no reason).
 //! - **No answer leaves a replica that may have lost the lead meanwhile**: after the
 //!   handler, the gate checks again, on the monotonic clock, that the replica still leads
 //!   under the term it had on entry. A lease renewal or a long-poll answered late (a
@@ -54,8 +58,17 @@ pub async fn gate(State(l): State<Leadership>, req: Request, next: Next) -> Resp
         if path == "/metrics" {
             return metrics_text(l.metrics());
         }
-        return ApiError::not_leader(l.leader_url()).into_response();
+        return standby_error(&l).into_response();
     };
+    if l.serving() != Some(term) {
+        if path == "/metrics" {
+            return metrics_text(l.metrics());
+        }
+        return ApiError::unavailable(
+            "this replica has just taken the lead and is loading the state from the database: ask again shortly",
+        )
+        .into_response();
+    }
     let resp = next.run(req).await;
     if !l.still_leads(term) {
         return ApiError::unavailable(
@@ -72,6 +85,23 @@ pub async fn gate(State(l): State<Leadership>, req: Request, next: Next) -> Resp
         return metrics_text(text);
     }
     resp
+}
+
+/// 503 `not_leader` naming the leader; without one, because this replica cannot reach
+/// the database, the message says so (while the database is away no replica can lead).
+fn standby_error(l: &Leadership) -> ApiError {
+    let leader = l.leader_url();
+    match (&leader, l.database_error()) {
+        (None, Some(e)) => {
+            let mut err = ApiError::not_leader(None);
+            err.message = format!(
+                "this replica does not lead because it cannot reach the database ({e}): \
+                 the request was not acknowledged; ask again once the database is back"
+            );
+            err
+        }
+        _ => ApiError::not_leader(leader),
+    }
 }
 
 fn metrics_text(text: String) -> Response {

@@ -1,4 +1,3 @@
-//! NOT YET LINKED: add `mod failover;` to main.rs once this compiles (written, never built or run; see the commit message).
 //! Issue 12's "Must show" with real processes: a real PostgreSQL cluster of the test's own
 //! (`TestCluster`: initdb and pg_ctl in a temporary directory, as the `postgres` user when
 //! root), real `lockgate server` processes on it, real `lockgate agent`s and `lockgate run`

@@ -8,6 +8,7 @@ mod behaviour;
 mod cli;
 mod crash;
 mod edges;
+mod failover;
 mod forecast;
 mod formats;
 mod hardening;

@@ -1,7 +1,8 @@
 //! Database loss under load: the PostgreSQL cluster is stopped (`pg_ctl stop -m fast`)
 //! while `lockgate run` wrappers submit, wait and hold; while it is away a submit is
-//! answered 503 (no silent acknowledgement); once it is back the server recovers by
-//! itself and every wrapper's job ends succeeded, exactly once.
+//! answered 503 (no silent acknowledgement), and wrappers started meanwhile keep trying;
+//! once it is back the server recovers by itself and every wrapper's job ends succeeded,
+//! exactly once, as a restart from the database alone confirms.
 
 use super::procs::{all_jobs, Wrapper};
 use super::{own_cluster, policy, records, GLOBAL, PER_DATASTORE};
@@ -12,15 +13,18 @@ use std::time::{Duration, Instant};
 
 /// How many wrappers, and how long each command lasts.
 const WRAPPERS: usize = 30;
+/// Wrappers started while the database is away.
+const DURING: usize = 6;
 const SECS: &str = "0.4";
 
 #[test]
 fn a_stopped_database_under_load_acknowledges_nothing_and_the_service_recovers_by_itself() {
+    let _serial = crate::agent::serial();
     let pg = own_cluster();
     let url = pg.database();
     let s = Srv::start_on_database(&policy(6), &url);
     let dir = s.dir.path();
-    let wrappers: Vec<Wrapper> = (0..WRAPPERS)
+    let mut wrappers: Vec<Wrapper> = (0..WRAPPERS)
         .map(|i| {
             Wrapper::spawn(
                 &s.url(),
@@ -49,6 +53,19 @@ fn a_stopped_database_under_load_acknowledges_nothing_and_the_service_recovers_b
         .expect_err("no acknowledgement without the database");
     assert_eq!(err.status(), Some(503), "{err}");
     assert!(err.to_string().contains("not acknowledged"), "{err}");
+    println!("while the database is away: {err}");
+    // Wrappers started while it is away keep trying (their submits are refused, never
+    // acknowledged) and run once it is back.
+    wrappers.extend((0..DURING).map(|i| {
+        Wrapper::spawn(
+            &s.url(),
+            &s.token,
+            dir,
+            &format!("during{i}"),
+            &format!("ds{}", i % 6),
+            SECS,
+        )
+    }));
     std::thread::sleep(Duration::from_millis(2500).saturating_sub(away.elapsed()));
     pg.restart().expect("the cluster starts again");
     let back = Instant::now();
@@ -70,7 +87,11 @@ fn a_stopped_database_under_load_acknowledges_nothing_and_the_service_recovers_b
 
     let reported: Vec<_> = wrappers.into_iter().map(Wrapper::finish).collect();
     let spans = records::read(&dir.join("records"));
-    assert_eq!(spans.len(), WRAPPERS, "every command ran exactly once");
+    assert_eq!(
+        spans.len(),
+        WRAPPERS + DURING,
+        "every command ran exactly once"
+    );
     let peaks = records::check_limits(&spans, GLOBAL, PER_DATASTORE);
     println!("peaks: {peaks:?}");
 
@@ -96,5 +117,5 @@ fn a_stopped_database_under_load_acknowledges_nothing_and_the_service_recovers_b
         assert_eq!(same[0].state, JobState::Succeeded);
     }
     assert!(jobs.iter().any(|j| j.id == probe_job.id));
-    assert_eq!(jobs.len(), WRAPPERS + 1, "no job twice, none lost");
+    assert_eq!(jobs.len(), WRAPPERS + DURING + 1, "no job twice, none lost");
 }

@@ -1,7 +1,8 @@
 //! A paused leader: SIGSTOP keeps its process and its database session, so only the
 //! leadership lease on the database's clock can pass the lead. A standby takes over and
 //! admits new work; after SIGCONT the old leader gives no answer that lets a slot be held
-//! twice (the records say so) and reports `standby` on `/v1/cluster` by itself.
+//! twice (the records say so; a submit it read only after SIGCONT is answered 503 and
+//! never becomes a job) and reports `standby` on `/v1/cluster` by itself.
 
 use super::procs::{all_jobs, Wrapper};
 use super::replicas::Replicas;
@@ -14,6 +15,7 @@ const TTL_S: u64 = 6;
 
 #[test]
 fn a_paused_leader_loses_the_lead_and_steps_down_by_itself_without_a_slot_held_twice() {
+    let _serial = crate::agent::serial();
     let r = Replicas::start(2, &policy(TTL_S));
     let servers = r.servers();
     let spawn = |prefix: &str, n: usize| -> Vec<Wrapper> {
@@ -48,6 +50,10 @@ fn a_paused_leader_loses_the_lead_and_steps_down_by_itself_without_a_slot_held_t
         records::read(&rec).keys().any(|k| k.starts_with("after"))
     });
     assert!(admitted, "the new leader admitted nothing:\n{}", r.logs());
+    // A submit sent to the stopped leader itself sits in its socket; it is read after
+    // SIGCONT, when the old leader's validity has passed on its monotonic clock.
+    let stale = stale_submit(&r.reps[old].url(), &r.token);
+    std::thread::sleep(Duration::from_millis(200));
     r.pause(old, false);
     let resumed = Instant::now();
     let steps_down = eventually(Duration::from_secs(5), || {
@@ -56,6 +62,21 @@ fn a_paused_leader_loses_the_lead_and_steps_down_by_itself_without_a_slot_held_t
             .is_some_and(|v| v.role == "standby")
     });
     assert!(steps_down, "the old leader still leads:\n{}", r.logs());
+    let answer = stale.join().unwrap();
+    let err = answer.expect_err("the paused leader acknowledged a submit after SIGCONT");
+    assert_eq!(err.status(), Some(503), "{err}");
+    let new_view = r.reps[new].view(&r.token).unwrap();
+    assert!(new_view.term > 1, "{new_view:?}");
+    let names_new = eventually(Duration::from_secs(5), || {
+        r.reps[old].view(&r.token).is_some_and(|v| {
+            v.leader.is_some_and(|l| l.holder == new_view.me) && v.term == new_view.term
+        })
+    });
+    assert!(
+        names_new,
+        "the old leader never named the new one:\n{}",
+        r.logs()
+    );
     println!(
         "the old leader reports standby {:?} after SIGCONT",
         resumed.elapsed()
@@ -68,7 +89,14 @@ fn a_paused_leader_loses_the_lead_and_steps_down_by_itself_without_a_slot_held_t
     let peaks = records::check_limits(&spans, GLOBAL, PER_DATASTORE);
     println!("peaks: {peaks:?}");
     let jobs = all_jobs(&r.admin());
-    assert_eq!(jobs.len(), n, "no job twice");
+    assert_eq!(
+        jobs.len(),
+        n,
+        "no job twice, and none from the stale submit"
+    );
+    assert!(jobs
+        .iter()
+        .all(|j| j.idempotency_key.as_deref() != Some(STALE_KEY)));
     for j in reported.iter().chain(&jobs) {
         assert_eq!(
             j.state,
@@ -78,4 +106,22 @@ fn a_paused_leader_loses_the_lead_and_steps_down_by_itself_without_a_slot_held_t
             j.idempotency_key
         );
     }
+}
+
+const STALE_KEY: &str = "stale-probe";
+
+/// A submit to `url` alone (no failover), from a thread: its answer.
+fn stale_submit(
+    url: &str,
+    token: &str,
+) -> std::thread::JoinHandle<Result<(lockgate_api::JobView, bool), lockgate_client::ClientError>> {
+    let c = lockgate_client::Client::new(url, Some(token.to_string())).unwrap();
+    std::thread::spawn(move || {
+        c.submit(&lockgate_api::SubmitRequest {
+            kind: "backup".into(),
+            attrs: [("datastore".to_string(), "ds0".to_string())].into(),
+            idempotency_key: Some(STALE_KEY.into()),
+            ..Default::default()
+        })
+    })
 }

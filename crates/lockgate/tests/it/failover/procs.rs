@@ -77,11 +77,6 @@ impl Wrapper {
             .unwrap_or_else(|e| panic!("wrapper {}: no report ({e}): {err}", self.key));
         serde_json::from_str(&text).unwrap()
     }
-
-    /// Its stderr so far.
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.err).unwrap_or_default()
-    }
 }
 
 impl Drop for Wrapper {
@@ -94,7 +89,6 @@ impl Drop for Wrapper {
 /// A running `lockgate agent` whose handler `move` records itself as `a<job id>` on the
 /// job's datastore and lasts `attr.s` seconds.
 pub struct Agent {
-    pub node: String,
     child: Child,
 }
 
@@ -137,10 +131,7 @@ impl Agent {
             admin.node(node).is_ok_and(|n| n.state == "ready")
         });
         assert!(ready, "agent {node} did not register");
-        Agent {
-            node: node.into(),
-            child,
-        }
+        Agent { child }
     }
 }
 

@@ -51,12 +51,13 @@ impl Drop for Replica {
 
 /// The database and the replicas on it.
 pub struct Replicas {
-    /// Kept so the cluster lives as long as the replicas (dropped after them).
+    /// Dropped first (fields drop in order): the replicas die before the cluster.
     pub reps: Vec<Replica>,
     pub dir: tempfile::TempDir,
     pub token: String,
     pub database_url: String,
-    pub pg: TestCluster,
+    /// The test's own cluster, stopped when this is dropped (after the replicas).
+    _pg: TestCluster,
 }
 
 impl Replicas {
@@ -71,7 +72,7 @@ impl Replicas {
             token: String::new(),
             database_url: pg.database(),
             dir,
-            pg,
+            _pg: pg,
         };
         for i in 0..n {
             let rep = Replica {
