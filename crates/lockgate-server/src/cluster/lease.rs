@@ -197,6 +197,16 @@ impl LeaseLoop {
             tokio::spawn(async move {
                 let _ = conn.await;
             });
+            // The server gives up a lock wait itself rather than leave a statement this
+            // loop has stopped waiting for queued on the session.
+            let ms = (self.config.lease / 3).as_millis().max(1);
+            tokio::time::timeout(
+                budget,
+                client.batch_execute(&format!("SET lock_timeout = {ms}")),
+            )
+            .await
+            .map_err(|_| "setting lock_timeout timed out".to_string())?
+            .map_err(failed)?;
             self.db = Some(client);
         }
         Ok(self.db.take().expect("connected"))

@@ -25,6 +25,13 @@ use tokio_postgres::{Client, NoTls, Row, Statement};
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// `idle_in_transaction_session_timeout` of every store session, in ms. A commit sends
+/// its statements back to back, so a transaction idle this long belongs to a stopped or
+/// stalled process. It must stay well below the takeover budget (TTL/9, docs/cluster.md):
+/// a paused leader's open transaction holds the leader row FOR SHARE until the server
+/// ends it. A stall this long on a live leader fails one commit, which is retried.
+const IDLE_IN_TRANSACTION_MS: u64 = 500;
+
 /// An error inside a store call: the driver's, or one of ours.
 #[derive(Debug)]
 pub(super) enum PgError {
@@ -254,8 +261,17 @@ impl Pg {
             tokio::spawn(async move {
                 let _ = connection.await;
             });
-            // Durable on return, whatever the server's default (docs/postgresql.md).
-            client.batch_execute("SET synchronous_commit TO on").await?;
+            // Durable on return, whatever the server's default (docs/postgresql.md). A
+            // session idle inside a transaction (a paused or stalled process) is ended
+            // by the server: its fence check holds the leader row FOR SHARE, which
+            // would else keep every standby's takeover waiting for as long as it is
+            // paused.
+            client
+                .batch_execute(&format!(
+                    "SET synchronous_commit TO on; \
+                     SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}"
+                ))
+                .await?;
             Ok::<_, tokio_postgres::Error>(client)
         });
         let client = futures_executor::block_on(task)
