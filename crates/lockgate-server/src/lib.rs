@@ -628,7 +628,10 @@ impl Server {
         }
         let _ = stopped.await;
         if let Some(l) = leadership {
-            l.resign();
+            // Released before `run` returns, so a replica started next takes over at once.
+            // At most 5 s: the release is one UPDATE under its own lease-long timeout.
+            let wait = std::time::Duration::from_secs(5);
+            let _ = tokio::task::spawn_blocking(move || l.resign_and_wait(wait)).await;
         }
         let _ = tokio::task::spawn_blocking(move || backups.shutdown()).await;
         drop(lock);

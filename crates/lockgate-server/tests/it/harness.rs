@@ -140,11 +140,27 @@ impl TestServer {
             }))
             .unwrap();
         });
-        TestServer {
+        let s = TestServer {
             url,
             admin,
             stop: Some(tx),
             thread: Some(thread),
+        };
+        s.wait_ready();
+        s
+    }
+
+    /// Waits until `/readyz` answers 200: at once on SQLite; on PostgreSQL a restarted
+    /// server is a replica that may first wait for the previous one's lease and rebuild.
+    fn wait_ready(&self) {
+        let start = std::time::Instant::now();
+        while ureq::get(&format!("{}/readyz", self.url)).call().is_err() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(20),
+                "the server at {} is not ready after 20 s",
+                self.url
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
 
