@@ -68,6 +68,7 @@ pub struct Gantt {
 /// One job as the picture needs it.
 struct Bar<'a> {
     index: usize,
+    label: Option<&'a str>,
     kind: &'a str,
     submitted: u64,
     admitted: Option<u64>,
@@ -88,6 +89,28 @@ impl Scale {
 
 /// Draws `run` (the simulation of `jobs` under `policy`) with `title` on top.
 pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> Gantt {
+    gantt_labelled(policy, jobs, run, title, &Labels::default())
+}
+
+/// What a caller names in the picture beyond [`gantt`]'s defaults (the server's forecast
+/// card names jobs by their id and times from now).
+#[derive(Debug, Clone, Default)]
+pub struct Labels {
+    /// Each job's name, in workload order (default: `job N`, its 1-based position); drawn
+    /// on its bar where the bar is wide enough, and in its tooltip.
+    pub jobs: Vec<String>,
+    /// The time axis's caption (default: `time from start`).
+    pub axis: Option<String>,
+}
+
+/// [`gantt`] with the names of `labels`.
+pub fn gantt_labelled(
+    policy: &Policy,
+    jobs: &[WorkloadJob],
+    run: &Run,
+    title: &str,
+    labels: &Labels,
+) -> Gantt {
     let end = run
         .jobs
         .iter()
@@ -100,9 +123,9 @@ pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> G
     };
     // Lanes by submit-to-end span, so every wait shows, while that stays small;
     // otherwise by admitted span (as tall as the peak concurrency).
-    let mut groups = groups(jobs, run, true);
+    let mut groups = groups(jobs, run, &labels.jobs, true);
     if groups.iter().map(|(_, l)| l.len()).sum::<usize>() > MAX_WAIT_LANES {
-        groups = self::groups(jobs, run, false);
+        groups = self::groups(jobs, run, &labels.jobs, false);
     }
     let lanes_total: usize = groups.iter().map(|(_, l)| l.len().max(1)).sum();
     let lane_h = (JOB_AREA / lanes_total.max(1) as f64).clamp(1.5, 14.0);
@@ -138,7 +161,8 @@ pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> G
     let sub_x = (20.0 + 8.5 * title.chars().count() as f64).max(LEFT);
     svg.text(sub_x, 18.0, &[a("fill", "#555")], &sub);
     legend(&mut svg, &kinds);
-    axis(&mut svg, &scale, end, 62.0, height - 20.0);
+    let caption = labels.axis.as_deref().unwrap_or("time from start");
+    axis(&mut svg, &scale, end, 62.0, height - 20.0, caption);
     let tips = jobs.len() <= TOOLTIPS_UP_TO;
     let mut counts = Gantt {
         svg: String::new(),
@@ -248,6 +272,7 @@ fn kind_colours(jobs: &[WorkloadJob]) -> BTreeMap<String, &'static str> {
 fn groups<'a>(
     jobs: &'a [WorkloadJob],
     run: &Run,
+    labels: &'a [String],
     by_wait: bool,
 ) -> Vec<(String, Vec<Vec<Bar<'a>>>)> {
     let mut by_group: BTreeMap<usize, Vec<Bar<'a>>> = BTreeMap::new();
@@ -260,6 +285,7 @@ fn groups<'a>(
             .unwrap_or(names.len());
         by_group.entry(g).or_default().push(Bar {
             index: i,
+            label: labels.get(i).map(String::as_str),
             kind: &j.kind,
             submitted: r.submitted_ms,
             admitted: r.admitted_ms,
@@ -350,7 +376,9 @@ fn draw_job(
                 a("fill", "#9a9a9a"),
                 a("fill-opacity", "0.45"),
             ],
-            None,
+            b.label
+                .map(|l| format!("{l} ({}): waiting", b.kind))
+                .as_deref(),
         );
         return 1;
     }
@@ -359,10 +387,12 @@ fn draw_job(
     };
     let colour = kinds.get(b.kind).copied().unwrap_or(PALETTE[0]);
     let (x0, x1) = (scale.x(adm), scale.x(fin));
+    let name = b
+        .label
+        .map_or_else(|| format!("job {}", b.index + 1), str::to_string);
     let tip = tips.then(|| {
         format!(
-            "job {} ({}): waited {}, ran {}",
-            b.index + 1,
+            "{name} ({}): waited {}, ran {}",
             b.kind,
             clock(adm - b.submitted),
             clock(fin - b.started.unwrap_or(adm))
@@ -447,7 +477,7 @@ fn tick_step(span_ms: u64) -> u64 {
 }
 
 /// The time axis at `y`, grid lines down to `bottom`.
-fn axis(svg: &mut Svg, scale: &Scale, end: u64, y: f64, bottom: f64) {
+fn axis(svg: &mut Svg, scale: &Scale, end: u64, y: f64, bottom: f64, caption: &str) {
     let step = tick_step(end.max(1));
     svg.open("g", &[a("class", "axis"), a("stroke", "#dddddd")]);
     let mut t = 0;
@@ -476,7 +506,7 @@ fn axis(svg: &mut Svg, scale: &Scale, end: u64, y: f64, bottom: f64) {
         t += step;
     }
     svg.close();
-    svg.text(10.0, y - 4.0, &[a("fill", "#333")], "time from start");
+    svg.text(10.0, y - 4.0, &[a("fill", "#333")], caption);
 }
 
 /// `0`, `250ms`, `45s`, `12m30s`, `2h05m`.
