@@ -45,7 +45,9 @@ const DEFAULT_HOURS: f64 = 6.0;
 
 #[utoipa::path(get, path = "/v1/forecast/gantt", tag = "forecast", params(GanttQuery),
     responses((status = 200, description = "The cached forecast's p50 run as an SVG picture: one group of lanes per node, a bar per job named by its id, a time axis from the forecast's start, a legend by kind, and each limited scope's occupancy (admin, viewer)",
-        body = String, content_type = "image/svg+xml")))]
+        body = String, content_type = "image/svg+xml"),
+        (status = 422, description = "`invalid_field` naming `hours`: outside 0.1 to 168",
+            body = lockgate_api::ErrorBody)))]
 pub(super) async fn gantt_svg(
     State(st): State<AppState>,
     Auth(p): Auth,

@@ -190,5 +190,11 @@ fn the_gantt_picture_names_the_running_and_queued_jobs() {
     let bad = ureq::get(&format!("{}/v1/forecast/gantt?hours=0", s.url))
         .set("Authorization", &format!("Bearer {}", s.admin))
         .call();
-    assert!(matches!(bad, Err(ureq::Error::Status(400, _))), "{bad:?}");
+    // A bad field value is 422 `invalid_field` naming the field, as everywhere.
+    let Err(ureq::Error::Status(422, resp)) = bad else {
+        panic!("hours=0: expected 422, got {bad:?}");
+    };
+    let body: serde_json::Value = serde_json::from_str(&resp.into_string().unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "invalid_field", "{body}");
+    assert_eq!(body["error"]["field"], "hours", "{body}");
 }
