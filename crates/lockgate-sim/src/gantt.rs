@@ -82,8 +82,9 @@ struct Scale {
 }
 
 impl Scale {
+    /// A time past the picture's end (a wait that never ends) is drawn at the end.
     fn x(&self, ms: u64) -> f64 {
-        LEFT + (ms as f64 / self.span) * (WIDTH - LEFT - RIGHT)
+        LEFT + ((ms as f64).min(self.span) / self.span) * (WIDTH - LEFT - RIGHT)
     }
 }
 
@@ -101,6 +102,9 @@ pub struct Labels {
     pub jobs: Vec<String>,
     /// The time axis's caption (default: `time from start`).
     pub axis: Option<String>,
+    /// What the subtitle calls the jobs with no admission in the picture (default: `never
+    /// admitted`; a forecast cut at a horizon says `not started within 6 h`).
+    pub unadmitted: Option<String>,
 }
 
 /// [`gantt`] with the names of `labels`.
@@ -150,7 +154,10 @@ pub fn gantt_labelled(
     let never = run.jobs.iter().filter(|r| r.admitted_ms.is_none()).count();
     let sub = match never {
         0 => format!("{} jobs", jobs.len()),
-        n => format!("{} jobs, {n} never admitted", jobs.len()),
+        n => {
+            let what = labels.unadmitted.as_deref().unwrap_or("never admitted");
+            format!("{} jobs, {n} {what}", jobs.len())
+        }
     };
     svg.text(
         10.0,
@@ -230,7 +237,10 @@ fn draw_group(
         ],
         None,
     );
-    let label = format!("{} ({} lanes)", lanes.name, lanes.lanes.len());
+    let label = match lanes.lanes.len() {
+        1 => format!("{} (1 lane)", lanes.name),
+        n => format!("{} ({n} lanes)", lanes.name),
+    };
     svg.text(10.0, y + h.min(14.0) / 2.0 + 4.0, &[], &label);
     // Waits first, so every bar is drawn over every wait band.
     for waits in [true, false] {
@@ -296,21 +306,26 @@ fn groups<'a>(
     by_group
         .into_iter()
         .map(|(g, bars)| {
-            let name = names.get(g).map_or("(no node)".to_string(), |n| {
-                let slots = run.nodes[g].slots.map_or("-".into(), |s| s.to_string());
-                format!("{n} [{slots} slots]")
-            });
+            let name = names
+                .get(g)
+                .map_or("(no node)".to_string(), |n| match run.nodes[g].slots {
+                    Some(1) => format!("{n} [1 slot]"),
+                    Some(s) => format!("{n} [{s} slots]"),
+                    None => format!("{n} [unlimited]"),
+                });
             (name, pack(bars, by_wait))
         })
         .collect()
 }
 
 /// Greedy interval partitioning: each job goes to the first lane free at the start of its
-/// span (submit to end with `by_wait`, else admission to end); jobs never admitted share
-/// lane 0 (for their wait band only).
+/// span (submit to end with `by_wait`, else admission to end). A job never admitted whose
+/// wait has an end (the server's forecast cuts it at its horizon) is a span from submit
+/// like any other with `by_wait`, so its wait band shows; otherwise jobs never admitted
+/// share lane 0 (for their wait band only).
 fn pack(mut bars: Vec<Bar<'_>>, by_wait: bool) -> Vec<Vec<Bar<'_>>> {
     let start = |b: &Bar<'_>| match by_wait {
-        true => b.admitted.map(|_| b.submitted),
+        true => b.admitted.or(b.finished).map(|_| b.submitted),
         false => b.admitted,
     };
     bars.sort_by_key(|b| (start(b).unwrap_or(u64::MAX), b.index));
@@ -412,6 +427,7 @@ fn draw_job(
         ],
         tip.as_deref(),
     );
+    bar_label(svg, (x0, x1), Lane { y, h }, &name, colour);
     if let Some(st) = b.started.filter(|&s| s > adm) {
         let xs = scale.x(st);
         svg.leaf(
@@ -429,6 +445,54 @@ fn draw_job(
         );
     }
     1
+}
+
+/// The least lane height a bar's name is written in (smaller lanes keep it in the
+/// tooltip only).
+const LABEL_MIN_H: f64 = 10.0;
+
+/// `name` written on the bar from `x0` to `x1` when it fits (the lane is at least
+/// [`LABEL_MIN_H`] tall and the bar wide enough for the text): in white on a dark
+/// colour, in near-black on a light one ([`is_light`]). A picture shown as an `<img>` shows no
+/// tooltips, so this is where a reader finds which job a bar is.
+fn bar_label(svg: &mut Svg, (x0, x1): (f64, f64), Lane { y, h }: Lane, name: &str, colour: &str) {
+    let size = (h - 3.0).min(11.0);
+    // About 0.6 em a character in a sans-serif face, plus 3 px each side.
+    let width = 0.6 * size * name.chars().count() as f64 + 6.0;
+    if h < LABEL_MIN_H || x1 - x0 < width {
+        return;
+    }
+    let ink = if is_light(colour) {
+        "#1b1f24"
+    } else {
+        "#ffffff"
+    };
+    svg.text(
+        x0 + 3.0,
+        y + (h - 1.0) / 2.0 + size * 0.36,
+        &[
+            a("class", "bar-label"),
+            a("font-size", num(size)),
+            a("fill", ink),
+            a("pointer-events", "none"),
+        ],
+        name,
+    );
+}
+
+/// Whether near-black text on `#rrggbb` has more contrast than white (WCAG contrast:
+/// from a relative luminance of about 0.21 on).
+fn is_light(colour: &str) -> bool {
+    let hex = colour.trim_start_matches('#');
+    let channel = |i: usize| {
+        let c = u8::from_str_radix(hex.get(i..i + 2).unwrap_or("00"), 16).unwrap_or(0);
+        let c = f64::from(c) / 255.0;
+        match c <= 0.04045 {
+            true => c / 12.92,
+            false => ((c + 0.055) / 1.055).powf(2.4),
+        }
+    };
+    0.2126 * channel(0) + 0.7152 * channel(2) + 0.0722 * channel(4) > 0.21
 }
 
 /// The legend: kinds, then the wait and prepare shades.
@@ -698,6 +762,19 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bar_names_are_dark_on_light_colours() {
+        let light: Vec<&str> = PALETTE.iter().copied().filter(|c| is_light(c)).collect();
+        let dark = ["#4e79a7", "#9c755f"];
+        let expected: Vec<&str> = PALETTE
+            .iter()
+            .copied()
+            .filter(|c| !dark.contains(c))
+            .collect();
+        assert_eq!(light, expected);
+        assert!(!is_light("#4e79a7") && is_light("#ffffff") && !is_light("#000000"));
+    }
 
     #[test]
     fn clock_labels() {

@@ -90,7 +90,9 @@ pub(crate) fn draw(snap: &Snapshot, hours: f64) -> String {
     let mut labels = Labels {
         jobs: Vec::new(),
         axis: Some(format!("from {}", time::format(snap.computed_at))),
+        unadmitted: Some(format!("not started within {hours} h")),
     };
+    let policy = snap.input.state.policy();
     for (entry, id) in snap.entries() {
         let arrives = entry.arrives().map_or(0, |t| t.0.saturating_sub(origin));
         if arrives >= horizon {
@@ -111,7 +113,7 @@ pub(crate) fn draw(snap: &Snapshot, hours: f64) -> String {
             if !run.nodes.iter().any(|s| &s.name == n) {
                 run.nodes.push(NodeSlots {
                     name: n.clone(),
-                    slots: None,
+                    slots: slots_of(snap, n),
                 });
             }
         }
@@ -121,7 +123,9 @@ pub(crate) fn draw(snap: &Snapshot, hours: f64) -> String {
             submitted_ms: arrives,
             admitted_ms: admitted,
             started_ms: admitted,
-            finished_ms: finished.or(admitted.map(|_| horizon)),
+            // Still running, or still waiting, at the horizon: drawn up to it (a job that
+            // waits past it is a grey band across the whole picture).
+            finished_ms: finished.or(Some(horizon)),
             node,
             outcome: None,
             run_alone_ms: None,
@@ -131,9 +135,16 @@ pub(crate) fn draw(snap: &Snapshot, hours: f64) -> String {
         return empty(hours);
     }
     run.nodes.sort_by(|x, y| x.name.cmp(&y.name));
-    let policy = snap.input.state.policy();
     let title = "Forecast (p50)";
     gantt_labelled(policy, &jobs, &run, title, &labels).svg
+}
+
+/// A registered node's number (slots) under the snapshot's policy; `None` when it is
+/// unlimited or the node is not registered.
+fn slots_of(snap: &Snapshot, node: &str) -> Option<u32> {
+    let state = &snap.input.state;
+    let record = state.nodes().iter().find(|r| r.registration.name == node)?;
+    state.policy().node_number(&record.registration.labels).0
 }
 
 /// A job's name in the picture: its id, or its schedule for a run not yet submitted.

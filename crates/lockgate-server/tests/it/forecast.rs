@@ -171,20 +171,44 @@ fn the_gantt_picture_names_the_running_and_queued_jobs() {
 
     let c = s.admin();
     run_one(&c, "vm/1", 200);
-    let ids: Vec<u64> = (0..3)
+    let mut ids: Vec<u64> = (0..3)
         .map(|_| c.submit(&job("backup", &[("group", "vm/1")])).unwrap().0.id)
         .collect();
+    // A job pinned to a registered node: its own group of lanes, named with its number.
+    let (status, body) = s.raw(
+        "PUT",
+        "/v1/nodes/n-1",
+        Some(&s.admin),
+        Some((
+            "application/json",
+            r#"{"labels": {"disk": "ssd"}, "kinds": ["backup"]}"#,
+        )),
+    );
+    assert!(matches!(status, 200 | 201), "{status} {body}");
+    let mut pinned = job("backup", &[("group", "vm/1")]);
+    pinned.node = Some("n-1".into());
+    ids.push(c.submit(&pinned).unwrap().0.id);
     let text = get("/v1/forecast/gantt?hours=1&at=2")
         .into_string()
         .unwrap();
     assert_nested(&text);
     assert!(text.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
-    for id in ids {
+    for id in &ids {
         assert!(
             text.contains(&format!("job {id} (backup)")),
             "job {id}: {text}"
         );
     }
+    // Named on the bars too (an <img> shows no tooltips), and the node with its number.
+    for id in &ids {
+        assert!(
+            text.contains(&format!(">job {id}</text>")),
+            "job {id}: {text}"
+        );
+    }
+    assert!(text.contains("class=\"bar-label\""));
+    assert!(text.contains("n-1 [unlimited] (1 lane)"), "{text}");
+    assert!(text.contains("(no node) (3 lanes)"), "{text}");
     assert!(text.contains("Forecast (p50)") && text.contains("class=\"legend\""));
     assert!(text.contains("class=\"axis\""));
     let bad = ureq::get(&format!("{}/v1/forecast/gantt?hours=0", s.url))
