@@ -58,7 +58,7 @@ export function nodeCard(n, extra) {
       n.state !== "ready" ? pill(n.state) : null),
     h("div", { class: "slots", role: "img", "aria-label": `${n.running} running, ${n.prepared} prepared, ${n.preparing} preparing of ${slots ?? "unlimited"} slots` },
       squares.length > 40 ? h("span", { class: "small" }, `${n.running} running`) : squares),
-    h("div", { class: "small muted" }, `${n.running}/${slots ?? "∞"} · ${rule}`),
+    h("div", { class: "small muted" }, `${n.running}/${slots ?? "∞"} running · ${rule}`),
     extra || null);
 }
 
