@@ -27,6 +27,9 @@ test('the overview shows the forecast picture, naming the running jobs', async (
     // And on its bar: an <img> shows no tooltips.
     expect(svg, `job ${j.id}'s bar`).toContain(`>job ${j.id}</text>`);
   }
+  // The job waiting for node-c's one slot (held by a job of no known duration) does not
+  // start within the 6 hours: a wait band across the picture, named in its own lane.
+  expect(svg).toContain(`>job ${main.jobs.node_c_waiting} (waiting)</text>`);
   // The card alone (a full-page shot after scrolling would draw the sticky header over it).
   await page.locator('.card', { has: img }).screenshot({ path: join(screensDir, 'overview-gantt.png') });
 });

@@ -250,6 +250,7 @@ fn draw_group(
                 let lane = Lane {
                     y: ly,
                     h: lanes.lane_h,
+                    alone: bars.len() == 1,
                 };
                 let n = draw_job(svg, scale, b, lane, waits, kinds, tips);
                 match waits {
@@ -361,6 +362,8 @@ fn pack(mut bars: Vec<Bar<'_>>, by_wait: bool) -> Vec<Vec<Bar<'_>>> {
 struct Lane {
     y: f64,
     h: f64,
+    /// The lane holds this one job only.
+    alone: bool,
 }
 
 /// One job's wait band (`waits`) or bar; returns how many it drew (0 or 1).
@@ -368,11 +371,12 @@ fn draw_job(
     svg: &mut Svg,
     scale: &Scale,
     b: &Bar<'_>,
-    Lane { y, h }: Lane,
+    lane: Lane,
     waits: bool,
     kinds: &BTreeMap<String, &'static str>,
     tips: bool,
 ) -> usize {
+    let Lane { y, h, alone } = lane;
     let gap = if h >= 4.0 { 1.0 } else { 0.0 };
     let waited_to = b.admitted.or(b.finished).unwrap_or(b.submitted);
     if waits {
@@ -395,6 +399,10 @@ fn draw_job(
                 .map(|l| format!("{l} ({}): waiting", b.kind))
                 .as_deref(),
         );
+        // A job that only waits, alone in its lane: named there too.
+        if let (None, Some(l), true) = (b.admitted, b.label, alone) {
+            bar_label(svg, (x0, x1), lane, &format!("{l} (waiting)"), "#dddddd");
+        }
         return 1;
     }
     let (Some(adm), Some(fin)) = (b.admitted, b.finished) else {
@@ -427,7 +435,7 @@ fn draw_job(
         ],
         tip.as_deref(),
     );
-    bar_label(svg, (x0, x1), Lane { y, h }, &name, colour);
+    bar_label(svg, (x0, x1), lane, &name, colour);
     if let Some(st) = b.started.filter(|&s| s > adm) {
         let xs = scale.x(st);
         svg.leaf(
@@ -455,7 +463,8 @@ const LABEL_MIN_H: f64 = 10.0;
 /// [`LABEL_MIN_H`] tall and the bar wide enough for the text): in white on a dark
 /// colour, in near-black on a light one ([`is_light`]). A picture shown as an `<img>` shows no
 /// tooltips, so this is where a reader finds which job a bar is.
-fn bar_label(svg: &mut Svg, (x0, x1): (f64, f64), Lane { y, h }: Lane, name: &str, colour: &str) {
+fn bar_label(svg: &mut Svg, (x0, x1): (f64, f64), lane: Lane, name: &str, colour: &str) {
+    let Lane { y, h, .. } = lane;
     let size = (h - 3.0).min(11.0);
     // About 0.6 em a character in a sans-serif face, plus 3 px each side.
     let width = 0.6 * size * name.chars().count() as f64 + 6.0;
