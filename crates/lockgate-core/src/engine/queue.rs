@@ -98,6 +98,9 @@ pub(crate) struct ClassSig {
     pub agent_kind: Option<String>,
     /// The owner, when fair share is on.
     pub owner: Option<String>,
+    /// A job split off into a class of its own because something holds only it (a
+    /// preemptor waiting for its own victims: see [`Engine::split_head`]); `None` otherwise.
+    pub solo: Option<JobId>,
 }
 
 /// The queue index: classes, and where each is filed (see the module docs).
@@ -192,6 +195,7 @@ impl Engine {
             two_stage: e.job.two_stage,
             agent_kind: (e.job.executor == Executor::Agent).then(|| e.job.kind.clone()),
             owner: self.policy.queue.fair_share.then(|| e.job.owner.clone()),
+            solo: None,
         }
     }
 
@@ -283,6 +287,35 @@ impl Engine {
             }
         }
         self.clear_reservations(id);
+    }
+
+    /// Moves a detached class's head into a class of its own and files the rest ready;
+    /// returns the head's new class (detached). For a head held by something its
+    /// classmates do not share: a preemptor waiting for its own victims is blocked on room
+    /// held for itself, which a worse-ranked classmate may take around (the room beyond
+    /// the hold). Left in the class, it would keep them parked behind it. O(log n + log c).
+    pub(crate) fn split_head(&mut self, cid: ClassId) -> ClassId {
+        let class = &mut self.queue.classes[cid as usize];
+        let rank = class
+            .jobs
+            .pop_first()
+            .expect("a class being split has a head");
+        let sig = ClassSig {
+            solo: Some(rank.id),
+            ..class.sig.clone()
+        };
+        let solo = match self.queue.ids.get(&sig) {
+            Some(&c) => c,
+            None => self.new_class(sig),
+        };
+        self.queue.classes[solo as usize].jobs.insert(rank);
+        self.entries.get_mut(rank.id).class = Some(solo);
+        if self.queue.classes[cid as usize].jobs.is_empty() {
+            self.drop_class(cid);
+        } else {
+            self.file(cid, true);
+        }
+        solo
     }
 
     fn drop_class(&mut self, cid: ClassId) {
