@@ -21,6 +21,7 @@
 #[cfg(test)]
 mod conformance;
 mod location;
+mod log_bounds;
 pub mod postgres;
 mod sqlite;
 
@@ -30,8 +31,9 @@ use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 
 pub use location::{AnyStore, OutboxReader, StoreLocation};
+pub use log_bounds::LINE_OVERHEAD as LOG_LINE_OVERHEAD;
 pub use postgres::{Fence, PgOutboxReader, PgStore, PG_SCHEMA_VERSION};
-pub use sqlite::{SqliteOutboxReader, SqliteStore, LOG_LINE_OVERHEAD, SCHEMA_VERSION};
+pub use sqlite::{SqliteOutboxReader, SqliteStore, SCHEMA_VERSION};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -13,7 +13,7 @@ mod audit;
 mod backups;
 #[cfg(test)]
 mod golden;
-pub(crate) mod joblogs;
+mod joblogs;
 mod outbox;
 mod pauses;
 mod rpo;
@@ -27,8 +27,6 @@ pub use outbox::OutboxReader as SqliteOutboxReader;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: u32 = 8;
-
-pub use joblogs::LINE_OVERHEAD as LOG_LINE_OVERHEAD;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[

@@ -10,8 +10,8 @@
 
 use super::conn::{Conn, R};
 use super::{ms, ts};
-use crate::sqlite::joblogs::{bound_dropped_text, cost, fill_page, holder_dropped_text};
-use crate::{LogAppend, LogLimits, StoredLogLine, LOG_LINE_OVERHEAD};
+use crate::log_bounds::{bound_dropped_text, cost, fill_page, holder_dropped_text, LINE_OVERHEAD};
+use crate::{LogAppend, LogLimits, StoredLogLine};
 use lockgate_api::LogStream;
 use lockgate_core::job::JobId;
 use lockgate_core::Timestamp;
@@ -176,7 +176,7 @@ async fn trim(c: &mut Conn, job: JobId, m: &mut Meta, max: u64, now: Timestamp) 
                 break;
             }
             let len = r.get::<_, i32>(1) as u64;
-            m.bytes = m.bytes.saturating_sub(len + LOG_LINE_OVERHEAD);
+            m.bytes = m.bytes.saturating_sub(len + LINE_OVERHEAD);
             m.dropped += 1;
             cut = r.get::<_, i64>(0) as u64 + 1;
         }

@@ -9,7 +9,7 @@
 //! - **Line numbers never repeat within a job**: `next_seq` only grows, also when lines are
 //!   dropped; a reader's `after` stays valid across trims.
 //! - **Bounded per job**: after a commit a job keeps at most `per_job` bytes (a line counts
-//!   its text's bytes plus [`LINE_OVERHEAD`]); the oldest lines go first and the reader is
+//!   its text's bytes plus [`crate::LOG_LINE_OVERHEAD`]); the oldest lines go first and the reader is
 //!   given one marker line "N lines dropped" in their place ([`read`]).
 //! - **Bounded in total**: after a commit the sum stays at most `total`: the logs of the
 //!   oldest jobs (lowest id) are dropped whole first.
@@ -17,6 +17,7 @@
 //!   accepted it, and costs the event loop no extra fsync.
 
 use super::io;
+use crate::log_bounds::{bound_dropped_text, cost, fill_page, holder_dropped_text, LINE_OVERHEAD};
 use crate::{LogAppend, LogLimits, StoreError, StoredLogLine};
 use lockgate_api::LogStream;
 use lockgate_core::job::JobId;
@@ -41,10 +42,6 @@ pub(super) const MIGRATION: &str = "CREATE TABLE job_logs (
         dropped_at INTEGER NOT NULL
     );";
 
-/// What a line costs beyond its text's bytes (its number, time and stream), so a log of
-/// empty lines is bounded too.
-pub const LINE_OVERHEAD: u64 = 32;
-
 /// One job's log bookkeeping (a `job_log_meta` row).
 #[derive(Debug, Clone, Copy)]
 struct Meta {
@@ -63,45 +60,6 @@ impl Meta {
         dropped: 0,
         dropped_at: 0,
     };
-}
-
-/// The marker line for `n` lines a holder dropped before sending (both stores).
-pub(crate) fn holder_dropped_text(n: u64) -> String {
-    format!("{n} lines dropped by the holder (its buffer was full or the server did not answer)")
-}
-
-/// The marker line for `n` lines the bounds removed (both stores).
-pub(crate) fn bound_dropped_text(n: u64) -> String {
-    format!(
-        "{n} lines dropped (the server keeps the last [retention].job_log_bytes of a job's output, and job_logs_total_bytes of all jobs)"
-    )
-}
-
-/// What a line counts against the bounds: its text and the per-line overhead.
-pub(crate) fn cost(text: &str) -> u64 {
-    text.len() as u64 + LINE_OVERHEAD
-}
-
-/// Appends to `out` the lines of one read that fit `max_bytes` of text (at least one, so
-/// a reader always moves on), then cuts `out` to `limit` (at least one). Both stores read
-/// a page this way.
-pub(crate) fn fill_page(
-    out: &mut Vec<StoredLogLine>,
-    mut lines: Vec<StoredLogLine>,
-    limit: usize,
-    max_bytes: usize,
-) {
-    let mut bytes = 0;
-    let keep = lines
-        .iter()
-        .position(|l| {
-            bytes += l.text.len();
-            bytes > max_bytes
-        })
-        .map_or(lines.len(), |i| i.max(1));
-    lines.truncate(keep);
-    out.extend(lines);
-    out.truncate(limit.max(1));
 }
 
 fn meta(conn: &Connection, job: JobId) -> Result<Option<Meta>, rusqlite::Error> {
@@ -375,7 +333,7 @@ pub(super) fn total_bytes(conn: &Connection) -> Result<u64, StoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::LINE_OVERHEAD;
+    use crate::log_bounds::LINE_OVERHEAD;
     use crate::{Batch, LogAppend, LogLimits, SqliteStore, Store, StoredLogLine};
     use lockgate_api::LogStream;
     use lockgate_core::Timestamp;
