@@ -81,6 +81,8 @@ fn batched_holder(c: &Client, ids: &[u64]) -> anyhow::Result<usize> {
             })
             .collect();
         if fins.is_empty() {
+            // Not admitted yet: do not spin on the listing (it competes for the loop).
+            std::thread::sleep(std::time::Duration::from_millis(1));
             continue;
         }
         let done = c.finish_batch(fins)?;
