@@ -13,7 +13,7 @@ async function main() {
   await boss.createQueue(Q);
   if (mode === "fill" || mode === "drain") {
     for (let i = 0; i < N; i += 1000) {
-      await boss.insert(Q, [...Array(Math.min(1000, N - i))].map((_, k) => ({ data: { i: i + k } })));
+      await boss.insert([...Array(Math.min(1000, N - i))].map((_, k) => ({ name: Q, data: { i: i + k } })));
     }
   }
   if (mode === "fill") { console.log(JSON.stringify({ queued: N })); await boss.stop({ graceful: false }); return; }
