@@ -24,6 +24,8 @@
 //! - The lease and agent protocol and plain submits ([`is_protocol`]) are recorded only
 //!   when refused (401/403): their successes are the event log's job events, which name
 //!   the owner, and an audit row per heartbeat would double the store's writes.
+//! - A batch (`/v1/batch/*`) is audited in full: one row for the request, and one per
+//!   refused item (the loop writes those, as the single route's refusal would be).
 //! - Rows are pruned with the events, by `[retention] days`.
 
 mod ops;
