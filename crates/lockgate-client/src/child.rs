@@ -212,15 +212,15 @@ mod tests {
     /// started from a short-lived thread is killed as soon as that thread returns.
     #[test]
     fn a_child_dies_with_the_thread_that_started_it() {
-        let pid = std::thread::spawn(|| {
-            let child = Launcher::new()
+        let mut child = std::thread::spawn(|| {
+            Launcher::new()
                 .command(&sh("exec sleep 30"))
                 .spawn()
-                .unwrap();
-            child.id()
+                .unwrap()
         })
         .join()
         .unwrap();
+        let pid = child.id();
         let start = Instant::now();
         let dead = loop {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -238,11 +238,11 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        // Reap it (the Child handle was dropped without a wait).
-        let _ = rustix::process::waitpid(
-            rustix::process::Pid::from_raw(pid as i32),
-            rustix::process::WaitOptions::NOHANG,
-        );
+        if !dead {
+            let _ = child.kill();
+        }
+        // Reap it: it is dead (or was just killed), so this returns at once.
+        let _ = child.wait();
         assert!(dead, "the child outlived the thread that started it");
     }
 
