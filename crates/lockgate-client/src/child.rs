@@ -7,7 +7,7 @@
 //! - **Dies with its wrapper.** The forked child asks the kernel for `PR_SET_PDEATHSIG`
 //!   (SIGKILL) before it `exec`s the command, then checks that the wrapper is still its
 //!   parent (it may have died before the request: the man page's advice). This is the one
-//!   `unsafe` function of the workspace ([`die_with_parent`]): a `pre_exec` hook. It used
+//!   `unsafe` function of the workspace (`die_with_parent`): a `pre_exec` hook. It used
 //!   to be a re-exec of the `lockgate` binary (`lockgate __exec -- COMMAND`), which cost a
 //!   second start of the binary for every command. The signal is tied to the *thread* that
 //!   started the child: start children from a thread that lives until the child has exited
