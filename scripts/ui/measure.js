@@ -1,4 +1,5 @@
-// Times the dashboard (overview, queue paging) and takes screenshots: scripts/ui/load runs it.
+// Times the dashboard (overview, queue paging; 5 runs each and their medians) and takes
+// screenshots: scripts/ui/load runs it.
 const { chromium } = require('playwright');
 (async () => {
   const [url, token, out] = process.argv.slice(2);
@@ -10,7 +11,8 @@ const { chromium } = require('playwright');
     await page.fill('#token', token);
     await page.click('button[type=submit]');
     await page.waitForSelector('[data-testid=nav-overview]');
-    for (const run of [1, 2, 3]) {
+    const runs = { overview: [], queue: [], walk: [] };
+    for (const run of [1, 2, 3, 4, 5]) {
       let t = Date.now();
       await page.goto(url + '/ui/#/overview'); await page.reload();
       await page.waitForFunction(() => document.querySelectorAll('[data-testid=node-card]').length === 200 && document.querySelectorAll('[data-testid=scope-bar]').length > 0);
@@ -24,7 +26,10 @@ const { chromium } = require('playwright');
       while (!(await page.$eval('[data-testid=page-next]', b => b.disabled))) { await page.click('[data-testid=page-next]'); pages++; }
       const walk = Date.now() - t;
       console.log(`${w}px run ${run}: overview ${ov} ms, queue ${q} ms, ${pages} pages walked in ${walk} ms`);
+      runs.overview.push(ov); runs.queue.push(q); runs.walk.push(walk);
     }
+    const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    console.log(`${w}px medians of 5: overview ${median(runs.overview)} ms, queue ${median(runs.queue)} ms, walking the queue ${median(runs.walk)} ms`);
     await page.goto(url + '/ui/#/overview'); await page.waitForTimeout(2500);
     await page.screenshot({ path: `${out}/load-overview-${w}.png`, fullPage: false });
     await page.goto(url + '/ui/#/queue'); await page.waitForTimeout(2000);

@@ -17,7 +17,7 @@ test('the queue lists every active job in its state', async ({ page }) => {
   }).toPass({ timeout: 10_000 });
 });
 
-test('the queue filters by state, owner and attribute', async ({ page }) => {
+test('the queue filters by state, kind, owner, node and attribute', async ({ page }) => {
   await signIn(page, main);
   await page.getByTestId('nav-queue').click();
   await setFilter(page, 'filter-state', 'queued');
@@ -32,6 +32,17 @@ test('the queue filters by state, owner and attribute', async ({ page }) => {
     expect(rows[0].state).toBe('running');
   }).toPass();
   await setFilter(page, 'filter-owner', '');
+  // The one two-stage upload, held in its prepare step.
+  await setFilter(page, 'filter-kind', 'upload');
+  await expect(async () => expect(await dataOf(page, 'queue-row')).toEqual([
+    expect.objectContaining({ job: String(main.jobs.preparing), state: 'preparing' }),
+  ])).toPass();
+  await setFilter(page, 'filter-kind', '');
+  // node-c: the job on its one slot and the one waiting for it.
+  await setFilter(page, 'filter-node', 'node-c');
+  const nodeC = [main.jobs.node_c_running, main.jobs.node_c_waiting].sort((a, b) => a - b);
+  await expect(async () => expect(ids(await dataOf(page, 'queue-row'))).toEqual(nodeC)).toPass();
+  await setFilter(page, 'filter-node', '');
   await setFilter(page, 'filter-attr', 'datastore=ds1');
   const ds1 = [...main.jobs.ds1_running, ...main.jobs.ds1_waiting].sort((a, b) => a - b);
   await expect(async () => expect(ids(await dataOf(page, 'queue-row'))).toEqual(ds1)).toPass();

@@ -18,6 +18,16 @@ const pages = [
   ['backups', 'backups', 'nav-backups', 'shop'],
 ];
 
+/** The overview's history cards have their charts (not "Loading history…"), and its
+ * forecast picture has loaded; on any other page, nothing to wait for. */
+async function historyLoaded(page) {
+  await expect(page.getByText('Loading history…')).toHaveCount(0);
+  const gantt = page.getByTestId('forecast-gantt');
+  if (await gantt.count()) {
+    await expect.poll(() => gantt.evaluate((e) => e.complete && e.naturalWidth)).toBeGreaterThan(0);
+  }
+}
+
 async function expectReadable(page, name) {
   const { scroll, width, tiny } = await page.evaluate(() => {
     const tiny = [...document.querySelectorAll('body *')]
@@ -46,6 +56,7 @@ test('every page at 1280x800', async ({ page }) => {
     await expect(page.getByTestId(ready).first()).toBeVisible();
     await expect(page.locator('main, body').first()).toContainText(text);
     await page.waitForLoadState('networkidle').catch(() => {});
+    await historyLoaded(page);
     await expectReadable(page, name);
     await shot(page, `${name}-1280`);
   }
@@ -69,6 +80,7 @@ test.describe('at a phone width', () => {
     await signIn(page, main);
     await page.goto(`${main.url}/ui/#/overview`);
     await expect(page.getByTestId('scope-bar').first()).toBeVisible();
+    await historyLoaded(page);
     await expectReadable(page, 'overview (phone)');
     await shot(page, 'overview-390');
     await page.goto(`${main.url}/ui/#/queue`);

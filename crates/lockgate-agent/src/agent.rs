@@ -48,7 +48,7 @@ pub struct AgentOptions {
     pub resources: BTreeMap<String, u64>,
     /// The handlers.
     pub config: AgentConfig,
-    /// How handlers are started (normally through the `lockgate` binary, for
+    /// How handlers are started (normally [`Launcher::new`]: they die with the agent,
     /// `PR_SET_PDEATHSIG`).
     pub launcher: Launcher,
     /// How long one assignments long-poll may wait. Default 10 s.
@@ -56,26 +56,23 @@ pub struct AgentOptions {
 }
 
 impl AgentOptions {
-    /// Options with the defaults: no labels, no resources, the current binary as launcher.
-    ///
-    /// # Errors
-    /// When the running binary's path cannot be found.
+    /// Options with the defaults: no labels, no resources, handlers that die with the agent.
     pub fn new(
         server: &str,
         token: Option<String>,
         node: &str,
         config: AgentConfig,
-    ) -> std::io::Result<AgentOptions> {
-        Ok(AgentOptions {
+    ) -> AgentOptions {
+        AgentOptions {
             server: server.to_string(),
             token,
             node: node.to_string(),
             labels: BTreeMap::new(),
             resources: BTreeMap::new(),
             config,
-            launcher: Launcher::current_exe()?,
+            launcher: Launcher::new(),
             poll_timeout: Duration::from_secs(10),
-        })
+        }
     }
 }
 

@@ -111,6 +111,15 @@ pub struct JobView {
     /// Learned durations (`GET /v1/jobs/{id}` only; docs/forecasts.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<crate::ExpectedView>,
+    /// The policy sends this kind's output to the job's log (`[kinds.NAME].log`; shown
+    /// only when true): `lockgate run` learns it from the submit answer, without a second
+    /// request for the policy.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub log: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -158,6 +167,7 @@ impl JobView {
             after: job.after.clone(),
             after_ok: job.after_ok.clone(),
             expected: None,
+            log: false,
         }
     }
 

@@ -19,6 +19,7 @@
 
 mod audit;
 mod backup;
+mod batch;
 mod cluster;
 mod error;
 mod error_body;
@@ -40,6 +41,7 @@ mod ui;
 
 pub use audit::*;
 pub use backup::*;
+pub use batch::*;
 pub use cluster::*;
 pub use error::ErrorCode;
 pub use error_body::*;

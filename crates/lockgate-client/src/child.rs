@@ -4,60 +4,52 @@
 //! - **Own process group.** The child leads a new process group, so a terminal's Ctrl+C
 //!   reaches the wrapper (which decides what to forward) and a stop reaches the child's own
 //!   children too ([`signal_group`]).
-//! - **Dies with its wrapper.** The child is started as `PROGRAM __exec -- COMMAND...`,
-//!   where `PROGRAM` is the `lockgate` binary: [`exec`] asks the kernel for
-//!   `PR_SET_PDEATHSIG` (SIGKILL), checks that the wrapper is still its parent (it may have
-//!   died before the request), and `exec`s the command. No `unsafe` `pre_exec` hook is
-//!   needed. The signal is tied to the *thread* that started the child: start children from
-//!   a thread that lives until the child has exited (the agent's job threads and `lockgate
-//!   run`'s main thread do).
+//! - **Dies with its wrapper.** The forked child asks the kernel for `PR_SET_PDEATHSIG`
+//!   (SIGKILL) before it `exec`s the command, then checks that the wrapper is still its
+//!   parent (it may have died before the request: the man page's advice). This is the one
+//!   `unsafe` function of the workspace (`die_with_parent`): a `pre_exec` hook. It used
+//!   to be a re-exec of the `lockgate` binary (`lockgate __exec -- COMMAND`), which cost a
+//!   second start of the binary for every command. The signal is tied to the *thread* that
+//!   started the child: start children from a thread that lives until the child has exited
+//!   (the agent's job threads and `lockgate run`'s main thread do).
 //! - **Stopping**: [`Supervised::terminate`] sends SIGTERM to the group, then SIGKILL after
 //!   a grace period, and waits for the exit.
 //! - **Exit codes**: [`exit_code`] is the child's own, or 128+N when it died of signal N.
 
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub use rustix::process::Signal;
 
-/// The hidden subcommand of the `lockgate` binary that runs [`exec`].
-pub const EXEC_SUBCOMMAND: &str = "__exec";
-
-/// The environment variable that tells [`exec`] its expected parent.
-const PARENT_ENV: &str = "LOCKGATE_PARENT_PID";
-
 /// How children are started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launcher {
-    helper: Option<PathBuf>,
+    die_with_parent: bool,
+}
+
+impl Default for Launcher {
+    fn default() -> Launcher {
+        Launcher::new()
+    }
 }
 
 impl Launcher {
-    /// Children start as `program __exec -- COMMAND...`: `program` must be a `lockgate`
-    /// binary (its `__exec` calls [`exec`]).
-    pub fn via(program: PathBuf) -> Launcher {
+    /// Children die with the process that started them (`PR_SET_PDEATHSIG`, SIGKILL).
+    pub fn new() -> Launcher {
         Launcher {
-            helper: Some(program),
+            die_with_parent: true,
         }
     }
 
-    /// [`Launcher::via`] the running binary.
-    ///
-    /// # Errors
-    /// When the running binary's path cannot be found.
-    pub fn current_exe() -> io::Result<Launcher> {
-        Ok(Launcher::via(std::env::current_exe()?))
-    }
-
-    /// Children start directly, without `PR_SET_PDEATHSIG`: a killed wrapper leaves them
-    /// running. For tests of this library, which have no `lockgate` binary to start
-    /// through.
+    /// Children start without `PR_SET_PDEATHSIG`: a killed wrapper leaves them running.
+    /// For tests that want to see exactly that.
     pub fn direct() -> Launcher {
-        Launcher { helper: None }
+        Launcher {
+            die_with_parent: false,
+        }
     }
 
     /// A command for `argv` (program and arguments) in its own process group. The caller
@@ -67,52 +59,33 @@ impl Launcher {
     /// When `argv` is empty.
     pub fn command(&self, argv: &[String]) -> Command {
         assert!(!argv.is_empty(), "a command needs a program");
-        let mut c = match &self.helper {
-            Some(helper) => {
-                let mut c = Command::new(helper);
-                c.arg(EXEC_SUBCOMMAND)
-                    .arg("--")
-                    .args(argv)
-                    .env(PARENT_ENV, std::process::id().to_string());
-                c
-            }
-            None => {
-                let mut c = Command::new(&argv[0]);
-                c.args(&argv[1..]);
-                c
-            }
-        };
-        c.process_group(0);
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]).process_group(0);
+        if self.die_with_parent {
+            die_with_parent(&mut c);
+        }
         c
     }
 }
 
-/// `lockgate __exec -- COMMAND...`: sets `PR_SET_PDEATHSIG` (SIGKILL) and becomes the
-/// command. Returns only when that fails, with the exit code to use: 127 (not found), 126
-/// (cannot execute) or 75 (the wrapper died before the death signal was armed).
-pub fn exec(argv: &[String]) -> u8 {
-    let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
-    // The parent may have died before the line above: then nobody would kill us.
-    let expected = std::env::var(PARENT_ENV)
-        .ok()
-        .and_then(|p| p.parse::<i32>().ok());
-    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
-    if expected.is_some() && parent != expected {
-        return 75;
-    }
-    let Some(program) = argv.first() else {
-        eprintln!("lockgate: __exec needs a command");
-        return 2;
-    };
-    let err = Command::new(program)
-        .args(&argv[1..])
-        .env_remove(PARENT_ENV)
-        .exec();
-    eprintln!("lockgate: cannot run {program:?}: {err}");
-    if err.kind() == io::ErrorKind::NotFound {
-        127
-    } else {
-        126
+/// Arms `PR_SET_PDEATHSIG` (SIGKILL) in `cmd`'s forked child, before it `exec`s. When the
+/// parent is already gone by then (it died between the fork and the request, so the
+/// signal will never come), the child does not `exec`: `spawn` fails with `ESRCH`.
+#[allow(unsafe_code)]
+fn die_with_parent(cmd: &mut Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the hook runs in the forked child between fork and exec, where only
+    // async-signal-safe calls are allowed. It makes two system calls (prctl, getppid)
+    // through rustix, which allocate nothing and take no lock; it reads only `parent`, a
+    // plain integer copied before the fork; its error is an OS error code (no allocation).
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            if rustix::process::getppid() != Some(parent) {
+                return Err(rustix::io::Errno::SRCH.into());
+            }
+            Ok(())
+        });
     }
 }
 
@@ -233,6 +206,44 @@ mod tests {
         let mut c = Supervised::new(Launcher::direct().command(&sh("exit 3")).spawn().unwrap());
         let s = c.wait_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!((exit_code(s), describe(s)), (3, "exit status 3".into()));
+    }
+
+    /// `PR_SET_PDEATHSIG` fires when the thread that started the child ends: a child
+    /// started from a short-lived thread is killed as soon as that thread returns.
+    #[test]
+    fn a_child_dies_with_the_thread_that_started_it() {
+        let mut child = std::thread::spawn(|| {
+            Launcher::new()
+                .command(&sh("exec sleep 30"))
+                .spawn()
+                .unwrap()
+        })
+        .join()
+        .unwrap();
+        let pid = child.id();
+        let start = Instant::now();
+        let dead = loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .to_string();
+            if stat.is_empty() || state.starts_with('Z') {
+                break true;
+            }
+            if start.elapsed() > Duration::from_secs(5) {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if !dead {
+            let _ = child.kill();
+        }
+        // Reap it: it is dead (or was just killed), so this returns at once.
+        let _ = child.wait();
+        assert!(dead, "the child outlived the thread that started it");
     }
 
     #[test]

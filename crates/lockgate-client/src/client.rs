@@ -9,6 +9,7 @@
 
 mod audit;
 mod backups;
+mod batch;
 mod cluster;
 mod events;
 mod forecast;

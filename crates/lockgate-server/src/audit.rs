@@ -24,6 +24,8 @@
 //! - The lease and agent protocol and plain submits ([`is_protocol`]) are recorded only
 //!   when refused (401/403): their successes are the event log's job events, which name
 //!   the owner, and an audit row per heartbeat would double the store's writes.
+//! - A batch (`/v1/batch/*`) is audited in full: one row for the request (per-item
+//!   refusal rows are not written yet: the request's row overwrites them).
 //! - Rows are pruned with the events, by `[retention] days`.
 
 mod ops;

@@ -172,7 +172,10 @@ impl Loop {
     }
 
     pub(crate) fn view(&self, job: &Job) -> JobView {
-        JobView::from_job(job, self.engine.policy().leases.ttl)
+        let policy = self.engine.policy();
+        let mut view = JobView::from_job(job, policy.leases.ttl);
+        view.log = policy.kind_log(&job.kind);
+        view
     }
 
     /// Queues an answer; it is sent after this batch's commit.

@@ -24,6 +24,7 @@
 //!   taken after the engine's last change, then answers from it; another `until` replays
 //!   that snapshot's state off the loop: no request takes a copy of its own.
 
+mod gantt;
 mod ops;
 mod routes;
 pub(crate) mod snapshot;

@@ -10,6 +10,7 @@
 //! - A wait is answered by the commit that changes the job's state away from `from`, or,
 //!   when the poll times out, by a fresh read: never by a state the store could lose.
 
+mod batch;
 mod edit;
 mod list;
 mod ops;
@@ -67,6 +68,57 @@ pub enum JobOp {
     Set(JobId, lockgate_api::JobSetRequest, Reply<JobView>),
     /// `POST /v1/jobs/{id}/retry`: a failed agent job again.
     Retry(JobId, Reply<JobView>),
+    /// `POST /v1/batch/*`: many items in one turn of the loop (`batch.rs`).
+    Batch(BatchItems, Reply<lockgate_api::BatchAnswer>),
+}
+
+/// The items of one batch request, each applied as its single route would be.
+#[derive(Debug)]
+pub enum BatchItems {
+    /// `POST /v1/batch/submit`.
+    Submit(Vec<SubmitRequest>),
+    /// `POST /v1/batch/finish`.
+    Finish(Vec<lockgate_api::BatchFinishItem>),
+    /// `POST /v1/batch/heartbeat`.
+    Heartbeat(Vec<lockgate_api::BatchLease>),
+}
+
+impl BatchItems {
+    /// How many items.
+    pub fn len(&self) -> usize {
+        match self {
+            BatchItems::Submit(v) => v.len(),
+            BatchItems::Finish(v) => v.len(),
+            BatchItems::Heartbeat(v) => v.len(),
+        }
+    }
+
+    /// No items.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// 400 when the batch is longer than [`lockgate_api::MAX_BATCH_ITEMS`].
+    ///
+    /// # Errors
+    /// `invalid_field` naming the list.
+    pub(crate) fn check_len(&self) -> Result<(), ApiError> {
+        let field = match self {
+            BatchItems::Heartbeat(_) => "leases",
+            _ => "jobs",
+        };
+        let max = lockgate_api::MAX_BATCH_ITEMS;
+        if self.len() > max {
+            return Err(ApiError::invalid(
+                field,
+                format!(
+                    "{} items in one batch; at most {max}: split the batch",
+                    self.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Whether `p` may read `job`.

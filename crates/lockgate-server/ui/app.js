@@ -95,9 +95,9 @@ async function connect() {
 
 async function main() {
   await loadSession();
+  // The server renders the token into the form (sign-out works without JavaScript);
+  // set it again in case the session was renewed since the page was served.
   document.getElementById("signout-csrf").value = session.csrf;
-  // Enabled only now: a click before the CSRF token is in the form would be refused.
-  document.getElementById("signout-button").disabled = false;
   put(document.getElementById("whoami"), h("strong", {}, session.name),
     h("span", { class: `pill role` }, session.role));
   window.addEventListener("hashchange", () => {

@@ -39,8 +39,23 @@ function reasonLine(r) {
   const holders = r.holders && r.holders.length
     ? h("span", { class: "muted" }, " held by ", r.holders.slice(0, 10).flatMap((id, i) => [i ? ", " : "", jobLink(id)]), r.holders.length > 10 ? ` and ${r.holders.length - 10} more` : "")
     : null;
+  const rest = reasonRest(r);
   return h("li", { "data-scope": r.scope || "", "data-kind": r.kind },
-    r.scope ? h("code", {}, r.scope) : h("code", {}, r.kind), nums, " — ", r.text, holders);
+    r.scope ? h("code", {}, r.scope) : h("code", {}, r.kind), nums, rest ? [" — ", rest] : null, holders);
+}
+
+/**
+ * What a capacity reason's text says beyond the scope, its numbers and its holders, all
+ * shown beside it ("node:n1: 3/3 (rule "disk=ssd")" leaves `(rule "disk=ssd")`); any other
+ * reason's text whole.
+ */
+function reasonRest(r) {
+  if (r.kind !== "capacity" || !r.scope) return r.text;
+  let t = r.text;
+  if (t.startsWith(`${r.scope}: `)) t = t.slice(r.scope.length + 2);
+  t = t.replace(new RegExp(`^${r.count}\\s*/\\s*${r.limit ?? ""}\\s*`), "");
+  if (r.holders && r.holders.length) t = t.replace(/\((?:job|jobs) [\d, ]+\)/, "");
+  return t.trim();
 }
 
 function explainView(x, j) {

@@ -58,7 +58,7 @@ export function nodeCard(n, extra) {
       n.state !== "ready" ? pill(n.state) : null),
     h("div", { class: "slots", role: "img", "aria-label": `${n.running} running, ${n.prepared} prepared, ${n.preparing} preparing of ${slots ?? "unlimited"} slots` },
       squares.length > 40 ? h("span", { class: "small" }, `${n.running} running`) : squares),
-    h("div", { class: "small muted" }, `${n.running}/${slots ?? "∞"} · ${rule}`),
+    h("div", { class: "small muted" }, `${n.running}/${slots ?? "∞"} running · ${rule}`),
     extra || null);
 }
 
@@ -94,6 +94,32 @@ function depth(map) {
     rows.length > 12 ? h("li", { class: "muted" }, `and ${rows.length - 12} more`) : null);
 }
 
+/** Least milliseconds between two loads of the forecast picture (events come in bursts). */
+const GANTT_MS = 5000;
+
+/**
+ * The forecast's picture (`GET /v1/forecast/gantt`, drawn by the simulator's writer):
+ * an <img> whose `?at=` changes at most every GANTT_MS, so a burst of events loads it once.
+ */
+function ganttCard() {
+  const img = h("img", { alt: "Forecast of the queue: one lane group per node, one bar per job", "data-testid": "forecast-gantt" });
+  const link = h("a", { href: "/v1/forecast/gantt", target: "_blank", rel: "noopener", class: "small" }, "Open full size");
+  const el = h("div", { class: "gantt" }, h("div", { class: "gantt-scroll" }, img), link);
+  let last = 0;
+  let timer = null;
+  function load() {
+    timer = null;
+    last = Date.now();
+    img.src = `/v1/forecast/gantt?hours=6&at=${last}`;
+  }
+  function reload() {
+    if (timer) return;
+    const wait = Math.max(0, last + GANTT_MS - Date.now());
+    timer = setTimeout(load, wait);
+  }
+  return { el, reload };
+}
+
 export function render(root) {
   const stats = h("div", { class: "stats" });
   const scopes = h("div", { class: "scopes" });
@@ -103,6 +129,7 @@ export function render(root) {
   const stream = h("ul", { class: "events", "data-testid": "event-stream", "aria-live": "off" });
   const charts = h("div", {}, h("p", { class: "muted" }, "Loading history…"));
   const waits = h("div", {});
+  const gantt = ganttCard();
   const error = h("p", { class: "error", role: "alert" });
   put(root, h("h1", {}, "Overview"), error,
     h("div", { class: "grid" },
@@ -113,7 +140,8 @@ export function render(root) {
       card("Queued by kind", "span-6", byKind),
       card("Queued by owner", "span-6", byOwner),
       card("Scope occupancy, last 6 hours", "span-8", charts),
-      card("Waits by kind, last 6 hours", "span-4", waits)));
+      card("Waits by kind, last 6 hours", "span-4", waits),
+      card("Forecast, next 6 hours (p50)", "span-12", gantt.el)));
 
   async function refresh() {
     try {
@@ -133,6 +161,7 @@ export function render(root) {
       put(nodes, n.nodes.length ? n.nodes.map((x) => nodeCard(x)) : h("p", { class: "muted" }, "No nodes registered."));
       put(byKind, depth(o.queued_by_kind));
       put(byOwner, depth(o.queued_by_owner));
+      gantt.reload();
     } catch (e) {
       put(error, `Could not load the overview: ${e.message}`);
     }

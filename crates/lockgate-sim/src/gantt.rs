@@ -68,6 +68,7 @@ pub struct Gantt {
 /// One job as the picture needs it.
 struct Bar<'a> {
     index: usize,
+    label: Option<&'a str>,
     kind: &'a str,
     submitted: u64,
     admitted: Option<u64>,
@@ -81,13 +82,39 @@ struct Scale {
 }
 
 impl Scale {
+    /// A time past the picture's end (a wait that never ends) is drawn at the end.
     fn x(&self, ms: u64) -> f64 {
-        LEFT + (ms as f64 / self.span) * (WIDTH - LEFT - RIGHT)
+        LEFT + ((ms as f64).min(self.span) / self.span) * (WIDTH - LEFT - RIGHT)
     }
 }
 
 /// Draws `run` (the simulation of `jobs` under `policy`) with `title` on top.
 pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> Gantt {
+    gantt_labelled(policy, jobs, run, title, &Labels::default())
+}
+
+/// What a caller names in the picture beyond [`gantt`]'s defaults (the server's forecast
+/// card names jobs by their id and times from now).
+#[derive(Debug, Clone, Default)]
+pub struct Labels {
+    /// Each job's name, in workload order (default: `job N`, its 1-based position); drawn
+    /// on its bar where the bar is wide enough, and in its tooltip.
+    pub jobs: Vec<String>,
+    /// The time axis's caption (default: `time from start`).
+    pub axis: Option<String>,
+    /// What the subtitle calls the jobs with no admission in the picture (default: `never
+    /// admitted`; a forecast cut at a horizon says `not started within 6 h`).
+    pub unadmitted: Option<String>,
+}
+
+/// [`gantt`] with the names of `labels`.
+pub fn gantt_labelled(
+    policy: &Policy,
+    jobs: &[WorkloadJob],
+    run: &Run,
+    title: &str,
+    labels: &Labels,
+) -> Gantt {
     let end = run
         .jobs
         .iter()
@@ -100,9 +127,9 @@ pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> G
     };
     // Lanes by submit-to-end span, so every wait shows, while that stays small;
     // otherwise by admitted span (as tall as the peak concurrency).
-    let mut groups = groups(jobs, run, true);
+    let mut groups = groups(jobs, run, &labels.jobs, true);
     if groups.iter().map(|(_, l)| l.len()).sum::<usize>() > MAX_WAIT_LANES {
-        groups = self::groups(jobs, run, false);
+        groups = self::groups(jobs, run, &labels.jobs, false);
     }
     let lanes_total: usize = groups.iter().map(|(_, l)| l.len().max(1)).sum();
     let lane_h = (JOB_AREA / lanes_total.max(1) as f64).clamp(1.5, 14.0);
@@ -127,7 +154,10 @@ pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> G
     let never = run.jobs.iter().filter(|r| r.admitted_ms.is_none()).count();
     let sub = match never {
         0 => format!("{} jobs", jobs.len()),
-        n => format!("{} jobs, {n} never admitted", jobs.len()),
+        n => {
+            let what = labels.unadmitted.as_deref().unwrap_or("never admitted");
+            format!("{} jobs, {n} {what}", jobs.len())
+        }
     };
     svg.text(
         10.0,
@@ -138,7 +168,8 @@ pub fn gantt(policy: &Policy, jobs: &[WorkloadJob], run: &Run, title: &str) -> G
     let sub_x = (20.0 + 8.5 * title.chars().count() as f64).max(LEFT);
     svg.text(sub_x, 18.0, &[a("fill", "#555")], &sub);
     legend(&mut svg, &kinds);
-    axis(&mut svg, &scale, end, 62.0, height - 20.0);
+    let caption = labels.axis.as_deref().unwrap_or("time from start");
+    axis(&mut svg, &scale, end, 62.0, height - 20.0, caption);
     let tips = jobs.len() <= TOOLTIPS_UP_TO;
     let mut counts = Gantt {
         svg: String::new(),
@@ -206,7 +237,10 @@ fn draw_group(
         ],
         None,
     );
-    let label = format!("{} ({} lanes)", lanes.name, lanes.lanes.len());
+    let label = match lanes.lanes.len() {
+        1 => format!("{} (1 lane)", lanes.name),
+        n => format!("{} ({n} lanes)", lanes.name),
+    };
     svg.text(10.0, y + h.min(14.0) / 2.0 + 4.0, &[], &label);
     // Waits first, so every bar is drawn over every wait band.
     for waits in [true, false] {
@@ -216,6 +250,7 @@ fn draw_group(
                 let lane = Lane {
                     y: ly,
                     h: lanes.lane_h,
+                    alone: bars.len() == 1,
                 };
                 let n = draw_job(svg, scale, b, lane, waits, kinds, tips);
                 match waits {
@@ -248,6 +283,7 @@ fn kind_colours(jobs: &[WorkloadJob]) -> BTreeMap<String, &'static str> {
 fn groups<'a>(
     jobs: &'a [WorkloadJob],
     run: &Run,
+    labels: &'a [String],
     by_wait: bool,
 ) -> Vec<(String, Vec<Vec<Bar<'a>>>)> {
     let mut by_group: BTreeMap<usize, Vec<Bar<'a>>> = BTreeMap::new();
@@ -260,6 +296,7 @@ fn groups<'a>(
             .unwrap_or(names.len());
         by_group.entry(g).or_default().push(Bar {
             index: i,
+            label: labels.get(i).map(String::as_str),
             kind: &j.kind,
             submitted: r.submitted_ms,
             admitted: r.admitted_ms,
@@ -270,21 +307,26 @@ fn groups<'a>(
     by_group
         .into_iter()
         .map(|(g, bars)| {
-            let name = names.get(g).map_or("(no node)".to_string(), |n| {
-                let slots = run.nodes[g].slots.map_or("-".into(), |s| s.to_string());
-                format!("{n} [{slots} slots]")
-            });
+            let name = names
+                .get(g)
+                .map_or("(no node)".to_string(), |n| match run.nodes[g].slots {
+                    Some(1) => format!("{n} [1 slot]"),
+                    Some(s) => format!("{n} [{s} slots]"),
+                    None => format!("{n} [unlimited]"),
+                });
             (name, pack(bars, by_wait))
         })
         .collect()
 }
 
 /// Greedy interval partitioning: each job goes to the first lane free at the start of its
-/// span (submit to end with `by_wait`, else admission to end); jobs never admitted share
-/// lane 0 (for their wait band only).
+/// span (submit to end with `by_wait`, else admission to end). A job never admitted whose
+/// wait has an end (the server's forecast cuts it at its horizon) is a span from submit
+/// like any other with `by_wait`, so its wait band shows; otherwise jobs never admitted
+/// share lane 0 (for their wait band only).
 fn pack(mut bars: Vec<Bar<'_>>, by_wait: bool) -> Vec<Vec<Bar<'_>>> {
     let start = |b: &Bar<'_>| match by_wait {
-        true => b.admitted.map(|_| b.submitted),
+        true => b.admitted.or(b.finished).map(|_| b.submitted),
         false => b.admitted,
     };
     bars.sort_by_key(|b| (start(b).unwrap_or(u64::MAX), b.index));
@@ -320,6 +362,8 @@ fn pack(mut bars: Vec<Bar<'_>>, by_wait: bool) -> Vec<Vec<Bar<'_>>> {
 struct Lane {
     y: f64,
     h: f64,
+    /// The lane holds this one job only.
+    alone: bool,
 }
 
 /// One job's wait band (`waits`) or bar; returns how many it drew (0 or 1).
@@ -327,11 +371,12 @@ fn draw_job(
     svg: &mut Svg,
     scale: &Scale,
     b: &Bar<'_>,
-    Lane { y, h }: Lane,
+    lane: Lane,
     waits: bool,
     kinds: &BTreeMap<String, &'static str>,
     tips: bool,
 ) -> usize {
+    let Lane { y, h, alone } = lane;
     let gap = if h >= 4.0 { 1.0 } else { 0.0 };
     let waited_to = b.admitted.or(b.finished).unwrap_or(b.submitted);
     if waits {
@@ -350,8 +395,14 @@ fn draw_job(
                 a("fill", "#9a9a9a"),
                 a("fill-opacity", "0.45"),
             ],
-            None,
+            b.label
+                .map(|l| format!("{l} ({}): waiting", b.kind))
+                .as_deref(),
         );
+        // A job that only waits, alone in its lane: named there too.
+        if let (None, Some(l), true) = (b.admitted, b.label, alone) {
+            bar_label(svg, (x0, x1), lane, &format!("{l} (waiting)"), "#dddddd");
+        }
         return 1;
     }
     let (Some(adm), Some(fin)) = (b.admitted, b.finished) else {
@@ -359,10 +410,12 @@ fn draw_job(
     };
     let colour = kinds.get(b.kind).copied().unwrap_or(PALETTE[0]);
     let (x0, x1) = (scale.x(adm), scale.x(fin));
+    let name = b
+        .label
+        .map_or_else(|| format!("job {}", b.index + 1), str::to_string);
     let tip = tips.then(|| {
         format!(
-            "job {} ({}): waited {}, ran {}",
-            b.index + 1,
+            "{name} ({}): waited {}, ran {}",
             b.kind,
             clock(adm - b.submitted),
             clock(fin - b.started.unwrap_or(adm))
@@ -382,6 +435,7 @@ fn draw_job(
         ],
         tip.as_deref(),
     );
+    bar_label(svg, (x0, x1), lane, &name, colour);
     if let Some(st) = b.started.filter(|&s| s > adm) {
         let xs = scale.x(st);
         svg.leaf(
@@ -399,6 +453,55 @@ fn draw_job(
         );
     }
     1
+}
+
+/// The least lane height a bar's name is written in (smaller lanes keep it in the
+/// tooltip only).
+const LABEL_MIN_H: f64 = 10.0;
+
+/// `name` written on the bar from `x0` to `x1` when it fits (the lane is at least
+/// [`LABEL_MIN_H`] tall and the bar wide enough for the text): in white on a dark
+/// colour, in near-black on a light one ([`is_light`]). A picture shown as an `<img>` shows no
+/// tooltips, so this is where a reader finds which job a bar is.
+fn bar_label(svg: &mut Svg, (x0, x1): (f64, f64), lane: Lane, name: &str, colour: &str) {
+    let Lane { y, h, .. } = lane;
+    let size = (h - 3.0).min(11.0);
+    // About 0.6 em a character in a sans-serif face, plus 3 px each side.
+    let width = 0.6 * size * name.chars().count() as f64 + 6.0;
+    if h < LABEL_MIN_H || x1 - x0 < width {
+        return;
+    }
+    let ink = if is_light(colour) {
+        "#1b1f24"
+    } else {
+        "#ffffff"
+    };
+    svg.text(
+        x0 + 3.0,
+        y + (h - 1.0) / 2.0 + size * 0.36,
+        &[
+            a("class", "bar-label"),
+            a("font-size", num(size)),
+            a("fill", ink),
+            a("pointer-events", "none"),
+        ],
+        name,
+    );
+}
+
+/// Whether near-black text on `#rrggbb` has more contrast than white (WCAG contrast:
+/// from a relative luminance of about 0.21 on).
+fn is_light(colour: &str) -> bool {
+    let hex = colour.trim_start_matches('#');
+    let channel = |i: usize| {
+        let c = u8::from_str_radix(hex.get(i..i + 2).unwrap_or("00"), 16).unwrap_or(0);
+        let c = f64::from(c) / 255.0;
+        match c <= 0.04045 {
+            true => c / 12.92,
+            false => ((c + 0.055) / 1.055).powf(2.4),
+        }
+    };
+    0.2126 * channel(0) + 0.7152 * channel(2) + 0.0722 * channel(4) > 0.21
 }
 
 /// The legend: kinds, then the wait and prepare shades.
@@ -447,7 +550,7 @@ fn tick_step(span_ms: u64) -> u64 {
 }
 
 /// The time axis at `y`, grid lines down to `bottom`.
-fn axis(svg: &mut Svg, scale: &Scale, end: u64, y: f64, bottom: f64) {
+fn axis(svg: &mut Svg, scale: &Scale, end: u64, y: f64, bottom: f64, caption: &str) {
     let step = tick_step(end.max(1));
     svg.open("g", &[a("class", "axis"), a("stroke", "#dddddd")]);
     let mut t = 0;
@@ -476,7 +579,7 @@ fn axis(svg: &mut Svg, scale: &Scale, end: u64, y: f64, bottom: f64) {
         t += step;
     }
     svg.close();
-    svg.text(10.0, y - 4.0, &[a("fill", "#333")], "time from start");
+    svg.text(10.0, y - 4.0, &[a("fill", "#333")], caption);
 }
 
 /// `0`, `250ms`, `45s`, `12m30s`, `2h05m`.
@@ -666,30 +769,4 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clock_labels() {
-        assert_eq!(clock(0), "0");
-        assert_eq!(clock(250), "250ms");
-        assert_eq!(clock(45_000), "45s");
-        assert_eq!(clock(1_500), "1.5s");
-        assert_eq!(clock(750_000), "12m30s");
-        assert_eq!(clock(7_500_000), "2h05m");
-    }
-
-    #[test]
-    fn ticks_give_about_ten_labels() {
-        for span in [3, 900, 5_000, 61_000, 3_600_000, 86_400_000, 700_000_000] {
-            let n = span / tick_step(span);
-            assert!((1..=10).contains(&n), "span {span}: {n} ticks");
-        }
-    }
-
-    #[test]
-    fn steps_count_overlaps() {
-        let s = steps([(0, 10, 1), (5, 15, 2), (20, 20, 1)].into_iter());
-        assert_eq!(s, vec![(0, 1), (5, 3), (10, 2), (15, 0)]);
-    }
-}
+mod tests;

@@ -217,12 +217,19 @@ impl SqliteStore {
         args: &[&dyn rusqlite::ToSql],
     ) -> Result<Vec<Job>, StoreError> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(io("read jobs"))?;
-        let bodies = stmt
-            .query_map(args, |r| r.get::<_, String>(0))
-            .map_err(io("read jobs"))?
-            .collect::<Result<Vec<String>, _>>()
-            .map_err(io("read jobs"))?;
-        bodies.iter().map(|b| decode("job", b)).collect()
+        let mut rows = stmt.query(args).map_err(io("read jobs"))?;
+        let mut jobs = Vec::new();
+        // Each body is decoded as its row is read, straight from SQLite's buffer: holding
+        // every body as a String first doubled the peak of a restart (issue 17).
+        while let Some(row) = rows.next().map_err(io("read jobs"))? {
+            let body = row.get_ref(0).map_err(io("read jobs"))?;
+            let text = body.as_str().map_err(|e| StoreError::Corrupt {
+                what: "job",
+                message: e.to_string(),
+            })?;
+            jobs.push(decode("job", text)?);
+        }
+        Ok(jobs)
     }
 }
 

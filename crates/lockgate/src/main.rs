@@ -154,9 +154,6 @@ pub enum Command {
     Top(cmd::top::Args),
     /// The web dashboard at /ui/: `ui code` prints a one-time sign-in code (admin).
     Ui(cmd::ui::Args),
-    /// Internal: become COMMAND with PR_SET_PDEATHSIG set (used by `lockgate run`).
-    #[command(name = "__exec", hide = true)]
-    Exec(cmd::run::ExecArgs),
     /// Internal: the handler program of `lockgate demo` and the agent tests.
     #[command(name = "__demo-task", hide = true)]
     DemoTask(cmd::demo::task::TaskArgs),
@@ -182,7 +179,6 @@ fn main() -> std::process::ExitCode {
         Command::Events(args) => cmd::events::run(&cli.global, args),
         Command::Node(args) => cmd::node::run(&cli.global, args),
         Command::Schedule(args) => cmd::schedule::run(&cli.global, args),
-        Command::Exec(args) => cmd::run::exec(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Backup(args) => cmd::backup::run(&cli.global, args),
         Command::Agent(args) => cmd::agent::run(&cli.global, args),

@@ -687,7 +687,14 @@ impl Engine {
                     let scope = blocks[0]
                         .scope
                         .expect("queued jobs in classes are past not_before");
-                    self.park_on(cid, scope);
+                    // Held for itself (its victims still hold): its classmates are not.
+                    let own = blocks[0].kind == BlockKind::HeldFor(head);
+                    let parked = if own && self.queue.classes[cid as usize].jobs.len() > 1 {
+                        self.split_head(cid)
+                    } else {
+                        cid
+                    };
+                    self.park_on(parked, scope);
                     self.maybe_reserve(head, now);
                 }
             }

@@ -281,12 +281,14 @@ impl Engine {
     }
 
     /// Whether `p` may plan now: it heads its class (the others in it are interchangeable
-    /// and ranked after it), and under strict order it heads the queue.
+    /// and ranked after it) and no classmate split off into a class of its own ranks
+    /// before it (the rescanning oracle never splits: its classes are whole), and under
+    /// strict order it heads the queue.
     fn may_plan(&self, p: JobId) -> bool {
         let Some(cid) = self.entries.get(p).class else {
             return false;
         };
-        if self.queue.classes[cid as usize].head() != Some(p) {
+        if self.queue.classes[cid as usize].head() != Some(p) || self.outranked_by_split(p) {
             return false;
         }
         !self.policy.queue.strict

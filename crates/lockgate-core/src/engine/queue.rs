@@ -9,7 +9,12 @@
 //! - a non-empty class is in exactly one of: the `ready` set, the waiter set of the one
 //!   scope that blocked its head when last evaluated (`parked`), or neither while it is
 //!   being evaluated;
-//! - `heads` holds every non-empty class keyed by its head's effective rank.
+//! - `heads` holds every non-empty class keyed by its head's effective rank;
+//! - a class with `solo` set holds one job, split off its signature's class while that job
+//!   (a preemptor) waits for its own victims, and is listed in `solos` under that
+//!   signature until it empties; where the rank among classmates decides (who may plan a
+//!   preemption), the split-off jobs count as classmates, as they are in the rescanning
+//!   oracle, which never splits.
 //!
 //! Ranks: effective priority is `priority + wait / aging - fair_share_term`. Ordering by
 //! `queued_at - priority * aging + fair_term * aging` (ascending) is the same order at every
@@ -98,6 +103,9 @@ pub(crate) struct ClassSig {
     pub agent_kind: Option<String>,
     /// The owner, when fair share is on.
     pub owner: Option<String>,
+    /// A job split off into a class of its own because something holds only it (a
+    /// preemptor waiting for its own victims: see [`Engine::split_head`]); `None` otherwise.
+    pub solo: Option<JobId>,
 }
 
 /// The queue index: classes, and where each is filed (see the module docs).
@@ -115,6 +123,10 @@ pub(crate) struct QueueIndex {
     pub heads: BTreeSet<(Rank, ClassId)>,
     /// Classes per owner, when fair share is on (re-keyed when the owner's count changes).
     pub owner_classes: HashMap<String, BTreeSet<ClassId>>,
+    /// The classes split off each signature (`solo` unset) by [`Engine::split_head`]:
+    /// their jobs still count as its classmates where the rank among classmates decides
+    /// (who may plan a preemption), so both engine modes decide alike.
+    pub solos: HashMap<ClassSig, BTreeSet<ClassId>>,
 }
 
 /// One class.
@@ -192,6 +204,7 @@ impl Engine {
             two_stage: e.job.two_stage,
             agent_kind: (e.job.executor == Executor::Agent).then(|| e.job.kind.clone()),
             owner: self.policy.queue.fair_share.then(|| e.job.owner.clone()),
+            solo: None,
         }
     }
 
@@ -285,11 +298,89 @@ impl Engine {
         self.clear_reservations(id);
     }
 
+    /// Moves a detached class's head into a class of its own and files the rest ready;
+    /// returns the head's new class (detached). For a head held by something its
+    /// classmates do not share: a preemptor waiting for its own victims is blocked on room
+    /// held for itself, which a worse-ranked classmate may take around (the room beyond
+    /// the hold). Left in the class, it would keep them parked behind it. O(log n + log c).
+    pub(crate) fn split_head(&mut self, cid: ClassId) -> ClassId {
+        let class = &mut self.queue.classes[cid as usize];
+        let rank = class
+            .jobs
+            .pop_first()
+            .expect("a class being split has a head");
+        let sig = ClassSig {
+            solo: Some(rank.id),
+            ..class.sig.clone()
+        };
+        let base = class.sig.clone();
+        let solo = match self.queue.ids.get(&sig) {
+            Some(&c) => c,
+            None => self.new_class(sig),
+        };
+        self.queue.solos.entry(base).or_default().insert(solo);
+        self.queue.classes[solo as usize].jobs.insert(rank);
+        self.entries.get_mut(rank.id).class = Some(solo);
+        if self.queue.classes[cid as usize].jobs.is_empty() {
+            self.drop_class(cid);
+        } else {
+            self.file(cid, true);
+        }
+        solo
+    }
+
+    /// Whether a job of the same signature ranks before `id`, counting the classes split
+    /// off it: the head of `id`'s class is not the best of its signature when a better
+    /// classmate waits in a class of its own. O(1) when no class is split off, else
+    /// O(s + log c) for the s classes split off `id`'s signature.
+    pub(crate) fn outranked_by_split(&self, id: JobId) -> bool {
+        if self.queue.solos.is_empty() {
+            return false;
+        }
+        let Some(cid) = self.entries.get(id).class else {
+            return false;
+        };
+        let class = &self.queue.classes[cid as usize];
+        let Some(&rank) = class.jobs.first() else {
+            return false;
+        };
+        let base = ClassSig {
+            solo: None,
+            ..class.sig.clone()
+        };
+        let better = |c: ClassId| {
+            c != cid
+                && self.queue.classes[c as usize]
+                    .jobs
+                    .first()
+                    .is_some_and(|r| *r < rank)
+        };
+        let base_class = self.queue.ids.get(&base).copied();
+        base_class.is_some_and(better)
+            || self
+                .queue
+                .solos
+                .get(&base)
+                .is_some_and(|set| set.iter().any(|&c| better(c)))
+    }
+
     fn drop_class(&mut self, cid: ClassId) {
         let sig = self.queue.classes[cid as usize].sig.clone();
         if let Some(owner) = &sig.owner {
             if let Some(set) = self.queue.owner_classes.get_mut(owner) {
                 set.remove(&cid);
+            }
+        }
+        if sig.solo.is_some() {
+            let base = ClassSig {
+                solo: None,
+                ..sig.clone()
+            };
+            if let Some(set) = self.queue.solos.get_mut(&base) {
+                set.remove(&cid);
+                if set.is_empty() {
+                    self.queue.solos.remove(&base);
+                }
             }
         }
         self.queue.ids.remove(&sig);

@@ -95,6 +95,12 @@ impl Shared {
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
+
+    /// Every registered node, as registered (the server's forecast picture reads each
+    /// node's labels for its number).
+    pub fn nodes(&self) -> &[NodeRecord] {
+        &self.nodes
+    }
 }
 
 impl Engine {

@@ -22,6 +22,8 @@ use lockgate_core::{Policy, Timestamp};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
+mod regressions;
+
 const BASE: &str = r#"
 [leases]
 ttl = "1s"

@@ -14,12 +14,14 @@ use lockgate_api::{ForecastQuery, ForecastView};
 
 /// The forecast routes' part of the OpenAPI document (list every handler of [`routes`] here).
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(forecast))]
+#[openapi(paths(forecast, super::gantt::gantt_svg))]
 pub(crate) struct ApiDoc;
 
 /// The forecast routes.
 pub(crate) fn routes() -> Router<AppState> {
-    Router::new().route("/v1/forecast", get(forecast))
+    Router::new()
+        .route("/v1/forecast", get(forecast))
+        .route("/v1/forecast/gantt", get(super::gantt::gantt_svg))
 }
 
 #[utoipa::path(get, path = "/v1/forecast", tag = "forecast", params(ForecastQuery),
@@ -56,7 +58,7 @@ async fn forecast(
 
 /// The published forecast of at least the generation asked for, or after [`GET_WAIT`] the
 /// latest one (503 when there is none yet).
-async fn current(cached: Cached) -> Result<std::sync::Arc<Snapshot>, ApiError> {
+pub(super) async fn current(cached: Cached) -> Result<std::sync::Arc<Snapshot>, ApiError> {
     let Cached {
         mut rx, generation, ..
     } = cached;

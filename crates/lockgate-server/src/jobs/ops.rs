@@ -62,6 +62,7 @@ impl Loop {
                 let r = self.retry_job(p, id, now);
                 self.answer(reply, r);
             }
+            JobOp::Batch(items, reply) => self.job_batch(p, items, reply, now),
         }
     }
 
@@ -149,7 +150,7 @@ impl Loop {
         }
     }
 
-    fn submit(
+    pub(super) fn submit(
         &mut self,
         p: &Principal,
         req: SubmitRequest,
@@ -281,7 +282,7 @@ impl Loop {
     }
 
     /// A heartbeat or `prepared`: checks the caller, calls the engine, answers the job.
-    fn lease_call(
+    pub(super) fn lease_call(
         &mut self,
         p: &Principal,
         id: JobId,
@@ -295,7 +296,7 @@ impl Loop {
         }
     }
 
-    fn finish(
+    pub(super) fn finish(
         &mut self,
         p: &Principal,
         id: JobId,

@@ -1,6 +1,6 @@
 //! The `/v1/jobs` handlers.
 
-use super::JobOp;
+use super::{BatchItems, JobOp};
 use crate::error::ApiError;
 use crate::http::{ok, poll_timeout, ApiResult, AppState, Auth, JobIdPath, JsonBody, NoQuery, Q};
 use axum::extract::State;
@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use lockgate_api::{
-    ExplainView, FinishRequest, JobList, JobQuery, JobSetRequest, JobView, LeaseRequest,
-    SubmitRequest,
+    BatchAnswer, BatchFinishRequest, BatchHeartbeatRequest, BatchSubmitRequest, ExplainView,
+    FinishRequest, JobList, JobQuery, JobSetRequest, JobView, LeaseRequest, SubmitRequest,
 };
 use lockgate_core::job::JobState;
 use serde::Deserialize;
@@ -39,7 +39,20 @@ struct CancelQuery {
 /// The job routes' part of the OpenAPI document (list every handler of [`routes`] here).
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(
-    submit, list, show, wait, explain, heartbeat, prepared, finish, cancel, set, retry
+    submit,
+    list,
+    show,
+    wait,
+    explain,
+    heartbeat,
+    prepared,
+    finish,
+    cancel,
+    set,
+    retry,
+    batch_submit,
+    batch_finish,
+    batch_heartbeat
 ))]
 pub(crate) struct ApiDoc;
 
@@ -56,6 +69,52 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/set", post(set))
         .route("/v1/jobs/{id}/retry", post(retry))
+        .route("/v1/batch/submit", post(batch_submit))
+        .route("/v1/batch/finish", post(batch_finish))
+        .route("/v1/batch/heartbeat", post(batch_heartbeat))
+}
+
+/// Sends a batch to the loop once its length is within the limit.
+async fn batch(
+    st: AppState,
+    p: crate::auth::Principal,
+    items: BatchItems,
+) -> ApiResult<BatchAnswer> {
+    items.check_len()?;
+    ok(st.lp.ask(p, |r| JobOp::Batch(items, r)).await?)
+}
+
+#[utoipa::path(post, path = "/v1/batch/submit", tag = "jobs", request_body = BatchSubmitRequest,
+    responses((status = 200, description = "One answer per job, in order: each with the status and body `POST /v1/jobs` would have answered (one bad item does not fail the others)", body = BatchAnswer)))]
+async fn batch_submit(
+    State(st): State<AppState>,
+    _: NoQuery,
+    Auth(p): Auth,
+    JsonBody(req): JsonBody<BatchSubmitRequest>,
+) -> ApiResult<BatchAnswer> {
+    batch(st, p, BatchItems::Submit(req.jobs)).await
+}
+
+#[utoipa::path(post, path = "/v1/batch/finish", tag = "jobs", request_body = BatchFinishRequest,
+    responses((status = 200, description = "One answer per finish, in order, as `POST /v1/jobs/{id}/finish` would have answered", body = BatchAnswer)))]
+async fn batch_finish(
+    State(st): State<AppState>,
+    _: NoQuery,
+    Auth(p): Auth,
+    JsonBody(req): JsonBody<BatchFinishRequest>,
+) -> ApiResult<BatchAnswer> {
+    batch(st, p, BatchItems::Finish(req.jobs)).await
+}
+
+#[utoipa::path(post, path = "/v1/batch/heartbeat", tag = "jobs", request_body = BatchHeartbeatRequest,
+    responses((status = 200, description = "One answer per lease, in order, as `POST /v1/jobs/{id}/heartbeat` would have answered", body = BatchAnswer)))]
+async fn batch_heartbeat(
+    State(st): State<AppState>,
+    _: NoQuery,
+    Auth(p): Auth,
+    JsonBody(req): JsonBody<BatchHeartbeatRequest>,
+) -> ApiResult<BatchAnswer> {
+    batch(st, p, BatchItems::Heartbeat(req.leases)).await
 }
 
 #[utoipa::path(post, path = "/v1/jobs/{id}/set", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")), request_body = JobSetRequest,

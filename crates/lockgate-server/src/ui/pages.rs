@@ -4,7 +4,8 @@
 //! # Invariants
 //! - [`ASSETS`] lists every file the pages load, each with its content type; an asset
 //!   not listed is a 404 (the server test fetches every one).
-//! - The sign-in page's only substitution is the error text, HTML-escaped.
+//! - The sign-in page's only substitution is the error text, the app page's the
+//!   session's CSRF token; both HTML-escaped.
 
 use axum::http::{HeaderMap, HeaderValue};
 
@@ -52,9 +53,10 @@ pub fn asset(name: &str) -> Option<&'static Page> {
     ASSETS.iter().find(|a| a.name == name)
 }
 
-/// The app's page (shown with a live session).
-pub fn app() -> &'static str {
-    APP
+/// The app's page (shown with a live session), with the session's CSRF token in the
+/// sign-out form, so that signing out works without JavaScript.
+pub fn app(csrf: &str) -> String {
+    APP.replace("{{csrf}}", &escape(csrf))
 }
 
 /// The sign-in page, with `error` shown in `#login-error` when there is one.

@@ -92,7 +92,7 @@ fn live_session(st: &AppState, headers: &HeaderMap) -> Option<(String, session::
         body = String, content_type = "text/html")))]
 async fn index(State(st): State<AppState>, _: NoQuery, headers: HeaderMap) -> Response {
     match live_session(&st, &headers) {
-        Some(_) => html(StatusCode::OK, pages::app().to_string()),
+        Some((_, s)) => html(StatusCode::OK, pages::app(&s.csrf)),
         None => html(StatusCode::OK, pages::login(None)),
     }
 }

@@ -133,3 +133,92 @@ fn a_kind_without_history_has_null_times() {
     let f = c.forecast(&ForecastQuery::default()).unwrap();
     assert_eq!((f.unknown, f.done_p50), (2, None));
 }
+
+/// `text`'s tags nest and close by name (what an XML parser checks of the markup the
+/// simulator's writer produces), and every `<` starts a tag.
+fn assert_nested(text: &str) {
+    let mut open: Vec<&str> = Vec::new();
+    for part in text.split('<').skip(1) {
+        let tag = &part[..part.find('>').expect("a tag closes")];
+        if let Some(closing) = tag.strip_prefix('/') {
+            assert_eq!(
+                open.pop(),
+                Some(closing.trim()),
+                "</{closing}> closes another tag"
+            );
+        } else if !tag.ends_with('/') {
+            open.push(tag.split_whitespace().next().expect("a tag name"));
+        }
+    }
+    assert!(open.is_empty(), "left open: {open:?}");
+}
+
+#[test]
+fn the_gantt_picture_names_the_running_and_queued_jobs() {
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), POLICY);
+    let get = |path: &str| {
+        ureq::get(&format!("{}{path}", s.url))
+            .set("Authorization", &format!("Bearer {}", s.admin))
+            .call()
+            .unwrap()
+    };
+    let empty = get("/v1/forecast/gantt?at=1");
+    assert_eq!(empty.content_type(), "image/svg+xml");
+    let text = empty.into_string().unwrap();
+    assert_nested(&text);
+    assert!(text.contains("Nothing queued or running"), "{text}");
+
+    let c = s.admin();
+    run_one(&c, "vm/1", 200);
+    let mut ids: Vec<u64> = (0..3)
+        .map(|_| c.submit(&job("backup", &[("group", "vm/1")])).unwrap().0.id)
+        .collect();
+    // A job pinned to a registered node: its own group of lanes, named with its number.
+    let (status, body) = s.raw(
+        "PUT",
+        "/v1/nodes/n-1",
+        Some(&s.admin),
+        Some((
+            "application/json",
+            r#"{"labels": {"disk": "ssd"}, "kinds": ["backup"]}"#,
+        )),
+    );
+    assert!(matches!(status, 200 | 201), "{status} {body}");
+    let mut pinned = job("backup", &[("group", "vm/1")]);
+    pinned.node = Some("n-1".into());
+    ids.push(c.submit(&pinned).unwrap().0.id);
+    let text = get("/v1/forecast/gantt?hours=1&at=2")
+        .into_string()
+        .unwrap();
+    assert_nested(&text);
+    assert!(text.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    for id in &ids {
+        assert!(
+            text.contains(&format!("job {id} (backup)")),
+            "job {id}: {text}"
+        );
+    }
+    // Named on the bars too (an <img> shows no tooltips), and the node with its number.
+    for id in &ids {
+        assert!(
+            text.contains(&format!(">job {id}</text>")),
+            "job {id}: {text}"
+        );
+    }
+    assert!(text.contains("class=\"bar-label\""));
+    assert!(text.contains("n-1 [unlimited] (1 lane)"), "{text}");
+    assert!(text.contains("(no node) (3 lanes)"), "{text}");
+    assert!(text.contains("Forecast (p50)") && text.contains("class=\"legend\""));
+    assert!(text.contains("class=\"axis\""));
+    let bad = ureq::get(&format!("{}/v1/forecast/gantt?hours=0", s.url))
+        .set("Authorization", &format!("Bearer {}", s.admin))
+        .call();
+    // A bad field value is 422 `invalid_field` naming the field, as everywhere.
+    let Err(ureq::Error::Status(422, resp)) = bad else {
+        panic!("hours=0: expected 422, got {bad:?}");
+    };
+    let body: serde_json::Value = serde_json::from_str(&resp.into_string().unwrap()).unwrap();
+    assert_eq!(body["error"]["code"], "invalid_field", "{body}");
+    assert_eq!(body["error"]["field"], "hours", "{body}");
+}

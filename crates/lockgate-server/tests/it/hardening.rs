@@ -81,7 +81,7 @@ fn line_from(child: &mut Child, prefix: &str) -> String {
 }
 
 /// A server in a child process on `dir`; its URL.
-fn spawn_server(dir: &Path) -> (Child, String) {
+pub(crate) fn spawn_server(dir: &Path) -> (Child, String) {
     let mut c = child(
         "hardening::child_server",
         &[("LOCKGATE_IT_CHILD_DATA_DIR", dir.display().to_string())],
@@ -103,7 +103,7 @@ fn child_server() {
     rt.block_on(server.run(std::future::pending())).unwrap();
 }
 
-fn admin_of(dir: &Path, url: &str) -> Client {
+pub(crate) fn admin_of(dir: &Path, url: &str) -> Client {
     let token = std::fs::read_to_string(dir.join("admin.token")).unwrap();
     Client::new(url, Some(token.trim().to_string())).unwrap()
 }

@@ -4,6 +4,7 @@
 mod api;
 mod audit;
 mod backups;
+mod batch;
 mod cluster;
 mod confinement;
 mod database;

@@ -423,7 +423,7 @@ fn every_embedded_asset_is_served_with_its_content_type() {
     let dir = tempdir();
     let s = TestServer::open(dir.path(), None);
     let mut referenced: Vec<String> = Vec::new();
-    let app = lockgate_server::ui::pages::app();
+    let app = lockgate_server::ui::pages::app("");
     for part in app.split("/ui/assets/").skip(1) {
         referenced.push(part.split('"').next().unwrap().to_string());
     }

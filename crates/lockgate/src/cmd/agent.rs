@@ -10,7 +10,6 @@
 
 use super::{flags, session};
 use crate::GlobalArgs;
-use anyhow::Context as _;
 use lockgate_agent::{Agent, AgentConfig, AgentOptions, Shutdown};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,8 +47,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             AgentConfig::default()
         }
     };
-    let mut opts = AgentOptions::new(&global.server, session::token(global), &args.node, config)
-        .context("cannot find the lockgate binary to start handlers through")?;
+    let mut opts = AgentOptions::new(&global.server, session::token(global), &args.node, config);
     opts.labels = args.labels.into_iter().collect();
     opts.resources = args.resources.into_iter().collect();
     let shutdown = Shutdown::new();

@@ -10,6 +10,8 @@
 //! on the same machine under the same load.
 //! Nothing here is asserted; the numbers go into `crates/lockgate-server/README.md`.
 
+mod drain;
+
 use lockgate_api::SubmitRequest;
 use lockgate_client::Client;
 use lockgate_core::{JobState, Outcome};
@@ -33,6 +35,10 @@ pub struct Args {
     /// Repetitions of `lockgate run -- true` and `flock FILE true`.
     #[arg(long, default_value_t = 50)]
     pub runs: usize,
+    /// Queued jobs for the drain measure (batched and single-request holders, 3 rounds
+    /// each, interleaved); 0 skips it.
+    #[arg(long, default_value_t = 20_000)]
+    pub drain: usize,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -316,11 +322,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::ensure!(st.success(), "flock failed: {st}");
         Ok(())
     })?;
+    let (drain_b, drain_s) = match args.drain {
+        0 => (0.0, 0.0),
+        n => drain::measure(&b, n, 3)?,
+    };
     let mut summary = serde_json::json!({
         "throughput": sqlite["throughput"],
         "release_to_admission_ms": sqlite["release_to_admission_ms"],
         "run_vs_flock": {"runs": args.runs, "lockgate_run_ms": run_ms, "flock_ms": flock_ms, "ratio": run_ms / flock_ms},
     });
+    if args.drain > 0 {
+        summary["drain_jobs"] = args.drain.into();
+        summary["drain_jobs_per_s"] = drain_b.into();
+        summary["drain_single_jobs_per_s"] = drain_s.into();
+    }
     if let Some((pg, _)) = &postgres {
         summary["postgresql"] = pg.clone();
     }
@@ -332,6 +347,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("{text}");
         }
         println!("uncontended `lockgate run -- true`: {run_ms:.2} ms; `flock FILE true`: {flock_ms:.2} ms; ratio {:.1}x", run_ms / flock_ms);
+        if args.drain > 0 {
+            println!("drain of {} queued jobs: batched {drain_b:.0} jobs/s, single requests {drain_s:.0} jobs/s (ratio {:.1}x; medians of 3)", args.drain, drain_b / drain_s);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -118,7 +118,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         .context("cannot create a temporary directory")?;
     let exe = std::env::current_exe().context("cannot find the lockgate binary")?;
     let mut demo = Demo {
-        launcher: Launcher::via(exe.clone()),
+        launcher: Launcher::new(),
         exe,
         paths: Paths::new(dir.path()),
         procs: Procs::default(),

@@ -11,10 +11,10 @@
 //!
 //! The job flags are those of `job submit` ([`flags::JobFlags`]).
 //!
-//! The child is started through `lockgate __exec`, which asks the kernel for
-//! `PR_SET_PDEATHSIG` (SIGKILL) and then `exec`s the command: a killed wrapper takes its
-//! command with it, so no work runs on a slot the server hands to someone else. The child
-//! gets its own process group, so a terminal's Ctrl+C reaches lockgate, which forwards it.
+//! The forked child asks the kernel for `PR_SET_PDEATHSIG` (SIGKILL) before it `exec`s the
+//! command ([`child::Launcher`]): a killed wrapper takes its command with it, so no work
+//! runs on a slot the server hands to someone else. The child gets its own process group,
+//! so a terminal's Ctrl+C reaches lockgate, which forwards it.
 
 mod log;
 
@@ -86,20 +86,6 @@ pub struct Args {
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
-}
-
-/// Arguments of the hidden `lockgate __exec`.
-#[derive(Debug, clap::Args)]
-pub struct ExecArgs {
-    /// The command and its arguments.
-    #[arg(required = true, last = true)]
-    pub command: Vec<String>,
-}
-
-/// `lockgate __exec -- CMD...`: sets `PR_SET_PDEATHSIG` and becomes the command.
-/// (Shared with the agent: [`child::exec`].)
-pub fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
-    Ok(ExitCode::from(child::exec(&args.command)))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,7 +235,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             return Ok(exit(code));
         }
     };
-    let log = log::wanted(&client, &args.kind, args.log, args.no_log);
+    let log = log::wanted(&job, args.log, args.no_log);
     shared.log.store(log, std::sync::atomic::Ordering::Relaxed);
     {
         let mut phase = shared.phase.lock().expect("phase lock");
@@ -429,7 +415,7 @@ fn start_child(
         drop(phase);
         park_forever();
     }
-    let mut cmd = child::Launcher::current_exe()?.command(&args.command);
+    let mut cmd = child::Launcher::new().command(&args.command);
     cmd.env("LOCKGATE_JOB_ID", id.to_string());
     if shared.log.load(std::sync::atomic::Ordering::Relaxed) {
         cmd.stdout(std::process::Stdio::piped())
@@ -451,8 +437,18 @@ fn start_child(
                 Some(format!("cannot start: {e}")),
             );
             shared.final_report(id);
-            Ok(Err(exit(EXIT_NOT_RUN)))
+            Ok(Err(exit(cannot_start_code(&e))))
         }
+    }
+}
+
+/// The shell's exit code for a command that could not be started: 127 when it was not
+/// found, 126 when it could not be executed.
+fn cannot_start_code(e: &std::io::Error) -> u8 {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
     }
 }
 

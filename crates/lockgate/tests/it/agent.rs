@@ -147,6 +147,20 @@ pub fn all_jobs(c: &Client) -> Vec<JobView> {
 }
 
 /// Waits until `n` jobs have ended; panics (with the agents' logs) after `limit`.
+/// Every job succeeded; a failure names each job that did not, with its state and reason.
+pub fn assert_all_succeeded(jobs: &[JobView]) {
+    let bad: Vec<String> = jobs
+        .iter()
+        .filter(|j| j.state != lockgate_core::JobState::Succeeded)
+        .map(|j| format!("{j:?}"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} job(s) did not succeed: {bad:#?}",
+        bad.len()
+    );
+}
+
 pub fn wait_all_final(srv: &Srv, n: usize, limit: Duration) -> Vec<JobView> {
     let c = srv.admin();
     let start = Instant::now();

@@ -154,6 +154,8 @@ fn bench_runs_every_phase_with_its_own_policies() {
             "5",
             "--runs",
             "2",
+            "--drain",
+            "40",
         ])
         .output()
         .unwrap();
@@ -168,4 +170,7 @@ fn bench_runs_every_phase_with_its_own_policies() {
     assert_eq!(v["release_to_admission_ms"]["samples"].as_u64(), Some(5));
     assert_eq!(v["run_vs_flock"]["runs"].as_u64(), Some(2));
     assert!(v["run_vs_flock"]["lockgate_run_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["drain_jobs"].as_u64(), Some(40));
+    assert!(v["drain_jobs_per_s"].as_f64().unwrap() > 0.0);
+    assert!(v["drain_single_jobs_per_s"].as_f64().unwrap() > 0.0);
 }

@@ -60,6 +60,22 @@ fn kill_9_of_a_run_client_kills_its_command_and_frees_the_slot_after_the_ttl() {
 }
 
 #[test]
+fn sigterm_while_running_reaches_the_commands_whole_process_group() {
+    let s = Srv::start(ONE_SLOT);
+    let pidfile = s.path("grandchild");
+    let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+    let mut holder = s.run(&["--", "sh", "-c", &script]).spawn().unwrap();
+    assert!(eventually(Duration::from_secs(10), || read_pid(&pidfile).is_some()));
+    let grandchild = read_pid(&pidfile).unwrap();
+    signal(holder.id(), Signal::TERM);
+    assert_eq!(holder.wait().unwrap().code(), Some(128 + 15));
+    assert!(
+        eventually(Duration::from_secs(5), || gone(grandchild)),
+        "the command's own child got the forwarded SIGTERM"
+    );
+}
+
+#[test]
 fn sigint_while_waiting_cancels_the_job_and_exits_130() {
     let s = Srv::start(ONE_SLOT);
     let mut holder = s.run(&["--", "sleep", "30"]).spawn().unwrap();

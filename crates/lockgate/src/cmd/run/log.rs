@@ -6,7 +6,7 @@
 //! the job's current holder), waiting at most [`FINAL_FLUSH`]: a slow server costs at
 //! most that much of the slot, and the lines it did not take are reported on stderr.
 
-use lockgate_api::LogStream;
+use lockgate_api::{JobView, LogStream};
 use lockgate_client::logs::spawn_copy;
 use lockgate_client::{Client, LogShipper};
 use std::process::Child;
@@ -21,16 +21,13 @@ pub const FINAL_FLUSH: Duration = Duration::from_secs(2);
 const READERS_GRACE: Duration = Duration::from_millis(500);
 
 /// Whether `lockgate run` sends the output: `--log`, `--no-log`, else the kind's
-/// `[kinds.NAME].log` in the policy (false when the policy cannot be read).
-pub fn wanted(client: &Client, kind: &str, log: bool, no_log: bool) -> bool {
+/// `[kinds.NAME].log` in the policy, as the submit answer says (`job.log`; a server older
+/// than that field says false).
+pub fn wanted(job: &JobView, log: bool, no_log: bool) -> bool {
     if log || no_log {
         return log;
     }
-    client
-        .policy()
-        .ok()
-        .and_then(|p| p.policy.get("kinds")?.get(kind)?.get("log")?.as_bool())
-        .unwrap_or(false)
+    job.log
 }
 
 /// The readers and the shipper of one run of the command.
