@@ -8,10 +8,12 @@
 //!   `UNNEST` arrays of prepared statements (`write.rs`); rows with one key are merged
 //!   first (the last write wins, as SQLite's `INSERT OR REPLACE` one after the other).
 //! - **Fenced commits**: with a [`Fence`] set ([`PgStore::set_fence`]), every commit
-//!   first takes `lockgate_leader` `FOR SHARE` where `holder` and `term` are the fence's,
-//!   and fails with [`StoreError::Fenced`] when that row is not there: a leader that lost
-//!   its lease cannot commit, and a takeover's `UPDATE` of the row waits for a commit in
-//!   flight, so no commit lands under a stale term.
+//!   first takes `lockgate_leader` `FOR KEY SHARE` where `holder` and `term` are the
+//!   fence's, and fails with [`StoreError::Fenced`] when that row is not there: a leader
+//!   that lost its lease cannot commit, and a takeover (which locks the row `FOR UPDATE`)
+//!   waits for a commit in flight, so no commit lands under a stale term. The leader's
+//!   renewal does not wait for its commits (`FOR NO KEY UPDATE` and `FOR KEY SHARE` do
+//!   not conflict).
 //! - The same data and the same answers as [`crate::SqliteStore`]: the store tests run one
 //!   table of operations on both (`conformance.rs`).
 //! - Schema versions and forward migrations in `schema.rs`; a newer schema than this build

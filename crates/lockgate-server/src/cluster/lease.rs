@@ -20,9 +20,17 @@ use std::time::{Duration, Instant};
 use tokio_postgres::{Client, NoTls};
 
 /// Acquire: only a free row (never held, or its lease ran out on the database's clock).
-const ACQUIRE: &str = "UPDATE lockgate_leader SET holder = $1, url = $2, term = term + 1, \
+/// A free row is locked `FOR UPDATE` first, which waits for every commit in flight (each
+/// holds it `FOR KEY SHARE`, the fence); the `UPDATE` alone would not (its lock is `FOR NO
+/// KEY UPDATE`, which is what lets the leader's renewal pass its own commits). A live row
+/// is not locked at all (the condition is in the locking `SELECT`): a standby's try never
+/// queues in front of the leader's renewal.
+const ACQUIRE: &str = "WITH free AS (SELECT id FROM lockgate_leader \
+     WHERE id = 1 AND (expires_at IS NULL OR expires_at < now()) FOR UPDATE) \
+     UPDATE lockgate_leader SET holder = $1, url = $2, term = term + 1, \
      acquired_at = now(), expires_at = now() + make_interval(secs => $3) \
-     WHERE id = 1 AND (expires_at IS NULL OR expires_at < now()) RETURNING term";
+     WHERE id IN (SELECT id FROM free) AND (expires_at IS NULL OR expires_at < now()) \
+     RETURNING term";
 /// Renew: only our own row under our own term.
 const RENEW: &str = "UPDATE lockgate_leader SET expires_at = now() + make_interval(secs => $3) \
      WHERE id = 1 AND holder = $1 AND term = $2";

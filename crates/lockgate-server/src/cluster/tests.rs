@@ -117,3 +117,62 @@ fn a_failed_takeover_releases_the_row_at_once_and_holds_off_the_next_try() {
     b.resign_and_wait(LEASE);
     l.resign_and_wait(LEASE);
 }
+
+/// A commit in flight holds the leader row as the store's fence does (`FOR KEY SHARE`
+/// until its commit). The leader's renewals pass it, so a slow commit never costs the
+/// leader its lead; a takeover would wait for it (the row is held for 3 leases here and a
+/// second replica gets nothing, because the lease never runs out).
+#[test]
+fn a_slow_commit_holding_the_fence_never_blocks_the_leader_s_renewal() {
+    let (l, rx, url) = replica("a");
+    let term = won(&rx);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (tx, b_rx) = channel();
+    let b = rt.block_on(async {
+        let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        db.batch_execute("BEGIN").await.unwrap();
+        let fenced = db
+            .query_opt(
+                "SELECT 1 FROM lockgate_leader WHERE id = 1 AND holder = 'a' AND term = $1 \
+                 FOR KEY SHARE",
+                &[&term],
+            )
+            .await
+            .unwrap();
+        assert!(fenced.is_some(), "the fence names a under term {term}");
+        let b = spawn(
+            ClusterConfig {
+                database_url: url.clone(),
+                holder: "b".into(),
+                url: "http://b:7400".into(),
+                lease: LEASE,
+            },
+            tx,
+        );
+        let held = Instant::now();
+        while held.elapsed() < LEASE * 3 {
+            assert_eq!(
+                l.leading(),
+                Some(term),
+                "a lost the lead {:?} into a commit it made itself",
+                held.elapsed()
+            );
+            tokio::time::sleep(LEASE / 20).await;
+        }
+        db.batch_execute("COMMIT").await.unwrap();
+        b
+    });
+    assert!(
+        b_rx.try_recv().is_err(),
+        "b took over while a's lease was being renewed"
+    );
+    assert_eq!(l.leading(), Some(term));
+    b.resign_and_wait(LEASE);
+    l.resign_and_wait(LEASE);
+}

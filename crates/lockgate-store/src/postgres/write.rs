@@ -35,11 +35,14 @@ fn last<T, K: Eq + Hash>(rows: &[T], key: impl Fn(&T) -> K) -> Vec<&T> {
 }
 
 /// Fails with [`StoreError::Fenced`] unless `lockgate_leader` still names the fence's
-/// holder and term; the row stays share-locked until the commit.
+/// holder and term; the row stays locked `FOR KEY SHARE` until the commit. That lock
+/// holds off a takeover (its `SELECT ... FOR UPDATE`) and lets the leader's own renewal
+/// (a plain `UPDATE` of `expires_at`, a `FOR NO KEY UPDATE` lock) through: a slow
+/// commit must never make the leader miss its renewal.
 pub(super) async fn check_fence(c: &mut Conn, f: &Fence) -> R<()> {
     let row = c
         .opt(
-            "SELECT 1 FROM lockgate_leader WHERE id = 1 AND holder = $1 AND term = $2 FOR SHARE",
+            "SELECT 1 FROM lockgate_leader WHERE id = 1 AND holder = $1 AND term = $2 FOR KEY SHARE",
             &[&f.holder, &f.term],
         )
         .await?;
