@@ -131,7 +131,12 @@ impl IntoResponse for ApiError {
 
 impl From<lockgate_store::StoreError> for ApiError {
     fn from(e: lockgate_store::StoreError) -> Self {
-        ApiError::internal(e.to_string())
+        match e {
+            // Nothing was committed and the database may come back: the client may ask
+            // again (503), unlike a fault of the server (500).
+            lockgate_store::StoreError::Unreachable { .. } => ApiError::unavailable(e.to_string()),
+            e => ApiError::internal(e.to_string()),
+        }
     }
 }
 

@@ -82,6 +82,18 @@ pub enum StoreError {
         /// The term the commit was fenced with.
         term: i64,
     },
+    /// The database could not be reached (refused, the connection lost, the server
+    /// shutting down): the operation is not known to be durable, so nothing that waited
+    /// for it is acknowledged; asking again once the database is back is safe (a submit
+    /// with its idempotency key finds its job). The API answers 503 `unavailable`, never
+    /// 500.
+    #[error("the database cannot be reached ({operation}): {message}; not acknowledged, ask again once it is back")]
+    Unreachable {
+        /// What was being done.
+        operation: &'static str,
+        /// Cause.
+        message: String,
+    },
 }
 
 /// A token as stored (the secret itself never is).

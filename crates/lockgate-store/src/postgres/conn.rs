@@ -28,7 +28,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// `idle_in_transaction_session_timeout` of every store session, in ms. A commit sends
 /// its statements back to back, so a transaction idle this long belongs to a stopped or
 /// stalled process. It must stay well below the takeover budget (TTL/9, docs/cluster.md):
-/// a paused leader's open transaction holds the leader row FOR SHARE until the server
+/// a paused leader's open transaction holds the leader row FOR KEY SHARE until the server
 /// ends it. A stall this long on a live leader fails one commit, which is retried.
 const IDLE_IN_TRANSACTION_MS: u64 = 500;
 
@@ -263,7 +263,7 @@ impl Pg {
             });
             // Durable on return, whatever the server's default (docs/postgresql.md). A
             // session idle inside a transaction (a paused or stalled process) is ended
-            // by the server: its fence check holds the leader row FOR SHARE, which
+            // by the server: its fence check holds the leader row FOR KEY SHARE, which
             // would else keep every standby's takeover waiting for as long as it is
             // paused.
             client
@@ -279,7 +279,7 @@ impl Pg {
                 operation: "connect",
                 message: e.to_string(),
             })?
-            .map_err(|e| StoreError::Io {
+            .map_err(|e| StoreError::Unreachable {
                 operation: "connect",
                 message: format!(
                     "cannot connect to PostgreSQL at {}: {}",
@@ -306,21 +306,47 @@ impl Pg {
         if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
             self.reconnect().map_err(|e| match e {
                 StoreError::Io { message, .. } => StoreError::Io { operation, message },
+                StoreError::Unreachable { message, .. } => {
+                    StoreError::Unreachable { operation, message }
+                }
                 e => e,
             })?;
         }
         let conn = self.conn.as_mut().expect("connected above");
         let result = futures_executor::block_on(f(conn));
-        if conn.client.is_closed() {
+        let lost = conn.client.is_closed();
+        if lost {
             self.conn = None;
         }
         result.map_err(|e| match e {
+            PgError::Pg(e) if lost || unreachable(&e) => StoreError::Unreachable {
+                operation,
+                message: message(&e),
+            },
             PgError::Pg(e) => StoreError::Io {
                 operation,
                 message: message(&e),
             },
             PgError::Store(e) => e,
         })
+    }
+}
+
+/// Whether `e` says the database is away rather than that the statement was wrong: no
+/// answer came (an I/O error, a closed connection), or the server is going down or refused
+/// the session (SQLSTATE classes 08, connection exception, and 57, operator intervention:
+/// `admin_shutdown`, `cannot_connect_now`...).
+fn unreachable(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.as_db_error() {
+        Some(db) => {
+            let code = db.code().code();
+            code.starts_with("08") || code.starts_with("57")
+        }
+        // No answer from the server at all (an I/O error, a timeout).
+        None => std::error::Error::source(e).is_some_and(|c| c.is::<std::io::Error>()),
     }
 }
 

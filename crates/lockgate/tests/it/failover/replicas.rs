@@ -179,16 +179,25 @@ impl Replicas {
         signal(self.reps[i].pid(), sig);
     }
 
-    /// The last lines of every log in the work dir, for failure messages.
-    pub fn logs(&self) -> String {
-        let mut out = String::new();
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
+    /// The work dir's files ending in `.ext`.
+    fn files(&self, ext: &str) -> Vec<PathBuf> {
+        std::fs::read_dir(self.dir.path())
             .unwrap()
             .flatten()
             .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "log"))
-            .collect();
+            .filter(|p| p.extension().is_some_and(|x| x == ext))
+            .collect()
+    }
+
+    /// The last lines of every server log in the work dir and of the last three wrappers
+    /// started (the likeliest to be stuck), for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        let mut paths = self.files("log");
         paths.sort();
+        let mut wrappers = self.files("err");
+        wrappers.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.created()).ok());
+        paths.extend(wrappers.into_iter().rev().take(3));
         for p in paths {
             let text = std::fs::read_to_string(&p).unwrap_or_default();
             let tail: Vec<&str> = text.lines().rev().take(25).collect();
