@@ -3,7 +3,7 @@
 //!
 //! # Invariants
 //! - **One loop per term, built from the database**: on [`Change::Won`] the store is
-//!   opened fenced with (holder, term) and the engine rebuilt by [`crate::load_loop`], the
+//!   opened fenced with (holder, term) and the engine rebuilt by `load_loop` (lib.rs), the
 //!   path of a start (every lease gets a fresh TTL); only then is the loop put behind the
 //!   shared [`LoopHandle`], so nothing is admitted before the rebuild.
 //! - **A term's loop ends with the term**: on [`Change::Lost`] the handle is cleared
