@@ -99,6 +99,26 @@ pub fn signal_group(pid: u32, sig: Signal) {
     }
 }
 
+/// Whether any process of `pid`'s process group is still there (an exited leader's
+/// children keep the group alive).
+pub fn group_alive(pid: u32) -> bool {
+    let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    // EPERM: there, but not ours to signal.
+    !matches!(
+        rustix::process::test_kill_process_group(p),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
+/// How long a group is waited for after its SIGKILL (a zombie that nobody reaps would keep
+/// it alive for ever).
+const AFTER_KILL: Duration = Duration::from_secs(1);
+
 /// The exit code a wrapper passes on: the child's own, 128+N when it died of signal N.
 pub fn exit_code(status: ExitStatus) -> i32 {
     match (status.code(), status.signal()) {
@@ -168,6 +188,26 @@ impl Supervised {
     pub fn signal(&self, sig: Signal) {
         if self.status.is_none() {
             signal_group(self.pid, sig);
+        }
+    }
+
+    /// After a stop, once the command itself has exited: waits until the rest of its
+    /// group has gone too (a backup tool's own children finish their cleanup after it:
+    /// `sh -c 'restic ...'` exits at SIGINT before restic has removed its lock), sends
+    /// SIGKILL to what is left at `kill_at`, and stops waiting [`AFTER_KILL`] later.
+    /// A wrapper that returns after this leaves nothing of the stopped command running.
+    pub fn wait_group(&self, kill_at: Instant) {
+        let mut killed = false;
+        while group_alive(self.pid) {
+            let now = Instant::now();
+            if !killed && now >= kill_at {
+                signal_group(self.pid, Signal::KILL);
+                killed = true;
+            }
+            if now >= kill_at + AFTER_KILL {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -267,32 +307,97 @@ mod tests {
         let pidfile = dir.path().join("pid");
         let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
         let mut c = Supervised::new(Launcher::direct().command(&sh(&script)).spawn().unwrap());
+        let grandchild = read_pid(&pidfile);
+        let s = c.terminate(Duration::from_secs(5));
+        assert_eq!(exit_code(s), 128 + 15);
         let start = Instant::now();
-        let grandchild: u32 = loop {
-            if let Some(p) = std::fs::read_to_string(&pidfile)
+        while !gone(grandchild) && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            gone(grandchild),
+            "the grandchild survived the group's SIGTERM"
+        );
+    }
+
+    /// Whether `pid` has exited (gone, or a zombie not yet reaped).
+    fn gone(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// Waits until `path` holds a pid.
+    fn read_pid(path: &std::path::Path) -> u32 {
+        let start = Instant::now();
+        loop {
+            if let Some(p) = std::fs::read_to_string(path)
                 .ok()
                 .and_then(|t| t.trim().parse().ok())
             {
-                break p;
+                return p;
             }
-            assert!(start.elapsed() < Duration::from_secs(5));
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "no pid in {path:?}"
+            );
             std::thread::sleep(Duration::from_millis(5));
-        };
-        let s = c.terminate(Duration::from_secs(5));
-        assert_eq!(exit_code(s), 128 + 15);
-        let gone = || {
-            std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
-                .map(|s| {
-                    s.rsplit(')')
-                        .next()
-                        .is_some_and(|r| r.trim_start().starts_with('Z'))
-                })
-                .unwrap_or(true)
-        };
-        let start = Instant::now();
-        while !gone() && start.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(gone(), "the grandchild survived the group's SIGTERM");
+    }
+
+    #[test]
+    fn wait_group_lets_a_grandchild_finish_its_cleanup_after_the_command_exited() {
+        let dir = tempfile::tempdir().unwrap();
+        let (pidfile, done) = (dir.path().join("pid"), dir.path().join("done"));
+        // The leader dies of SIGTERM at once; its child cleans up for 300 ms first, as
+        // restic does under `sh -c` when it removes its lock.
+        let script = format!(
+            "(trap 'sleep 0.3; echo cleaned > {}; exit 0' TERM; echo $$ > /dev/null; \
+             while :; do sleep 0.05; done) & echo $! > {}; wait",
+            done.display(),
+            pidfile.display()
+        );
+        let mut c = Supervised::new(Launcher::direct().command(&sh(&script)).spawn().unwrap());
+        read_pid(&pidfile);
+        c.signal(Signal::TERM);
+        let s = c
+            .wait_timeout(Duration::from_secs(5))
+            .expect("the leader exits");
+        assert_eq!(exit_code(s), 128 + 15);
+        c.wait_group(Instant::now() + Duration::from_secs(10));
+        assert_eq!(
+            std::fs::read_to_string(&done).ok().as_deref(),
+            Some("cleaned\n"),
+            "wait_group returned before the grandchild's cleanup"
+        );
+    }
+
+    #[test]
+    fn wait_group_kills_what_is_left_at_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let script = format!(
+            "(trap '' TERM; sleep 30) & echo $! > {}; wait",
+            pidfile.display()
+        );
+        let mut c = Supervised::new(Launcher::direct().command(&sh(&script)).spawn().unwrap());
+        let left = read_pid(&pidfile);
+        std::thread::sleep(Duration::from_millis(50));
+        c.signal(Signal::TERM);
+        c.wait_timeout(Duration::from_secs(5))
+            .expect("the leader exits");
+        let start = Instant::now();
+        c.wait_group(Instant::now() + Duration::from_millis(200));
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(
+            gone(left),
+            "the process that ignored SIGTERM was not killed"
+        );
     }
 }

@@ -177,6 +177,10 @@ pub fn hold_with(
             until = until.min(k);
         }
         if let Some(status) = h.child.wait_timeout(until.saturating_duration_since(now)) {
+            if h.stopping {
+                // Its SIGKILL already sent when `kill_at` is gone.
+                h.child.wait_group(h.kill_at.unwrap_or_else(Instant::now));
+            }
             return Held {
                 status,
                 ending: h.ending,
