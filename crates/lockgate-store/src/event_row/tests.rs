@@ -195,3 +195,28 @@ pub(crate) fn assert_reads_back(old: &[OldEvent], read: &[StoredEvent]) {
         assert_eq!(got, want, "event {seq}");
     }
 }
+
+#[test]
+fn the_fields_a_view_leaves_out_when_empty_are_the_ones_named() {
+    let (_, last) = a_life();
+    let job = last.values().next().unwrap();
+    let keys = |v: &JobView| match serde_json::to_value(v).unwrap() {
+        Value::Object(m) => m.keys().cloned().collect::<std::collections::BTreeSet<_>>(),
+        _ => unreachable!(),
+    };
+    let mut empty = JobView::from_job(job, std::time::Duration::ZERO);
+    (empty.after, empty.after_ok, empty.cancel_reason) = (vec![], vec![], None);
+    (empty.preemptions, empty.expected, empty.log) = (0, None, false);
+    let mut full = empty.clone();
+    (full.after, full.after_ok) = (vec![1], vec![2]);
+    full.cancel_reason = Some(lockgate_core::job::CancelReason::Cancel);
+    (full.preemptions, full.log) = (1, true);
+    full.expected = Some(Default::default());
+    let left_out: Vec<String> = keys(&full).difference(&keys(&empty)).cloned().collect();
+    let mut named: Vec<String> = JOB_OMITTED_WHEN_EMPTY
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    named.sort();
+    assert_eq!(left_out, named);
+}
