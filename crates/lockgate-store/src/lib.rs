@@ -2,7 +2,8 @@
 //!
 //! What is kept: every job (live and finished, as the engine's [`Job`]), registered nodes
 //! (the engine's [`NodeRecord`]),
-//! tokens (SHA-256 hashes only), the event log (sequence-numbered), the policy document
+//! tokens (SHA-256 hashes only), the event log (sequence-numbered; a `job` event's row
+//! refers to its job's row and holds only what changed, `event_row`), the policy document
 //! (when the server has no `--config` file), schedules with their run history, active
 //! pauses, the RPO values (`[[rpo]]`: each value's last success), the output lines of
 //! jobs' commands (bounded per job and in total, deleted with their job), and a few

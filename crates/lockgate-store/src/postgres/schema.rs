@@ -152,7 +152,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 1 -> 2: a `job` event names its job and holds only what changes over the job's life
     // (`crate::event_row`), as SQLite schema version 9: existing `job` events whose job
     // row is there are rewritten so (their fixed fields and null ones left out); one whose
-    // job row is gone keeps its whole text.
+    // job row is gone keeps its whole text. Every row is JSON lockgate wrote; one that is not
+    // would fail the migration, which then changes nothing (PostgreSQL 15 has no `IS JSON`).
     "ALTER TABLE lockgate_events ADD COLUMN job bigint;
     UPDATE lockgate_events e SET
         job = (e.data::jsonb #>> '{job,id}')::bigint,
