@@ -479,6 +479,7 @@ mod tests {
                 seq: 5,
                 at: Timestamp(1),
                 data: "{}".into(),
+                job: None,
             }],
             ..Batch::default()
         };

@@ -372,11 +372,9 @@ impl Loop {
     /// selects the event gets its outbox row in the same batch.
     pub(crate) fn record_event(&mut self, data: serde_json::Map<String, Value>, now: Timestamp) {
         self.seq += 1;
-        self.batch.events.push(StoredEvent {
-            seq: self.seq,
-            at: now,
-            data: serde_json::to_string(&data).expect("serializes"),
-        });
+        self.batch
+            .events
+            .push(StoredEvent::new(self.seq, now, &data));
         let view = Arc::new(EventView {
             seq: self.seq,
             at: lockgate_api::time::format(now),

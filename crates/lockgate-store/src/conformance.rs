@@ -49,6 +49,7 @@ fn jobs_events_tokens_and_counters(open: Open) {
                 seq,
                 at: Timestamp(seq * 10),
                 data: format!("{{\"n\":{seq}}}"),
+                job: None,
             })
             .collect(),
         tokens: vec![tok("a", Role::Admin), tok("b", Role::Viewer)],
@@ -103,6 +104,65 @@ fn jobs_events_tokens_and_counters(open: Open) {
     let p = s.prune(Timestamp(15)).unwrap();
     assert_eq!((p.jobs, p.events), (0, 1), "job 2 finished at 20");
     assert_eq!(s.prune(Timestamp(25)).unwrap().jobs, 1);
+}
+
+/// A `job` event's row refers to its job: read back (after a restart) it is whole again,
+/// in order with the other events; one whose job row is gone reads with what its row holds.
+fn job_events_refer_to_their_jobs(open: Open) {
+    let (served, last) = crate::event_row::tests::a_life();
+    let mut s = open();
+    let rows: Vec<StoredEvent> = served
+        .iter()
+        .enumerate()
+        .map(|(i, d)| StoredEvent::new(i as u64 + 1, Timestamp(i as u64 + 1), d))
+        .collect();
+    let (first, rest) = rows.split_at(3);
+    let mut jobs: Vec<(Job, bool)> = last.into_values().map(|j| (j, false)).collect();
+    jobs.sort_by_key(|(j, _)| j.id);
+    s.commit(&Batch {
+        jobs: jobs.clone(),
+        events: first.to_vec(),
+        ..Batch::default()
+    })
+    .unwrap();
+    let mut orphan = served[0].clone();
+    orphan["job"]["id"] = serde_json::json!(42);
+    let mut tail = rest.to_vec();
+    tail.push(StoredEvent::new(
+        rows.len() as u64 + 1,
+        Timestamp(99),
+        &orphan,
+    ));
+    s.commit(&Batch {
+        jobs,
+        events: tail,
+        ..Batch::default()
+    })
+    .unwrap();
+    drop(s);
+    let mut s = open();
+    let read = s.events_after(0, 100).unwrap();
+    assert_eq!(read.len(), served.len() + 1);
+    for (i, want) in served.iter().enumerate() {
+        let got: serde_json::Value = serde_json::from_str(&read[i].data).unwrap();
+        assert_eq!(
+            got,
+            serde_json::Value::Object(want.clone()),
+            "event {}",
+            i + 1
+        );
+        assert_eq!(read[i].job, want["job"]["id"].as_u64());
+    }
+    let gone: serde_json::Value = serde_json::from_str(&read[served.len()].data).unwrap();
+    assert_eq!(
+        (
+            &gone["job"]["id"],
+            &gone["job"]["state"],
+            gone["job"].get("owner")
+        ),
+        (&serde_json::json!(42), &served[0]["job"]["state"], None)
+    );
+    assert_eq!(s.events_after(2, 1).unwrap()[0].seq, 3);
 }
 
 fn schedules_backups_pauses_and_rpo(open: Open) {
@@ -412,6 +472,7 @@ fn outbox_rows(open: Open, reader: &dyn Fn() -> OutboxReader) {
 fn run_all(location: &dyn Fn() -> StoreLocation) {
     for case in [
         jobs_events_tokens_and_counters as fn(Open),
+        job_events_refer_to_their_jobs,
         schedules_backups_pauses_and_rpo,
         audit_entries,
         job_logs_and_their_bounds,

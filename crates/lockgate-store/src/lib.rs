@@ -2,7 +2,8 @@
 //!
 //! What is kept: every job (live and finished, as the engine's [`Job`]), registered nodes
 //! (the engine's [`NodeRecord`]),
-//! tokens (SHA-256 hashes only), the event log (sequence-numbered), the policy document
+//! tokens (SHA-256 hashes only), the event log (sequence-numbered; a `job` event's row
+//! refers to its job's row and holds only what changed, `event_row`), the policy document
 //! (when the server has no `--config` file), schedules with their run history, active
 //! pauses, the RPO values (`[[rpo]]`: each value's last success), the output lines of
 //! jobs' commands (bounded per job and in total, deleted with their job), and a few
@@ -20,6 +21,7 @@
 
 #[cfg(test)]
 mod conformance;
+mod event_row;
 mod location;
 mod log_bounds;
 pub mod postgres;
@@ -30,6 +32,7 @@ use lockgate_core::engine::{NodeRecord, Pause};
 use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::Timestamp;
 
+pub use event_row::JOB_FIXED_FIELDS;
 pub use location::{AnyStore, OutboxReader, StoreLocation};
 pub use log_bounds::LINE_OVERHEAD as LOG_LINE_OVERHEAD;
 pub use postgres::{Fence, PgOutboxReader, PgStore, PG_SCHEMA_VERSION};
@@ -119,8 +122,13 @@ pub struct StoredEvent {
     pub seq: u64,
     /// When it happened.
     pub at: Timestamp,
-    /// The event as JSON (`{"type": ..., ...}`).
+    /// The event as JSON (`{"type": ..., ...}`). As written: whole, or, with `job`, the
+    /// fields of its `job` that change over the job's life ([`StoredEvent::new`] builds
+    /// that). As read: always whole (the rest taken from the job's row).
     pub data: String,
+    /// The job a `job` event reports (its row supplies the fields `data` leaves out);
+    /// `None` for every other event.
+    pub job: Option<JobId>,
 }
 
 /// A schedule's durable state (design `schedules.md`). Policy-file schedules have a record

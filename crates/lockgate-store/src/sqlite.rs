@@ -5,12 +5,14 @@
 //!   returned is on disk. Group commit is the caller's business (one [`Batch`] per
 //!   transaction); a batch of a thousand job changes costs one fsync.
 //! - Jobs are stored whole, as the engine's JSON, with the columns that listings filter on
-//!   (`state`, `kind`, `owner`, `node`) and a `live` flag for the restart.
+//!   (`state`, `kind`, `owner`, `node`) and a `live` flag for the restart. A `job` event
+//!   refers to its job's row and holds only what changed (`events.rs`).
 //! - Schema versions are `PRAGMA user_version`; [`MIGRATIONS`] are applied in order, each in
 //!   its own transaction, so an interrupted upgrade resumes where it stopped.
 
 mod audit;
 mod backups;
+mod events;
 #[cfg(test)]
 mod golden;
 mod joblogs;
@@ -26,7 +28,7 @@ use std::path::Path;
 pub use outbox::OutboxReader as SqliteOutboxReader;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -70,6 +72,8 @@ const MIGRATIONS: &[&str] = &[
     joblogs::MIGRATION,
     // 7 -> 8
     outbox::MIGRATION,
+    // 8 -> 9
+    events::MIGRATION,
 ];
 
 /// The job listing, oldest first: a fixed text (and [`JOBS_DESC`]), so both statements
@@ -245,7 +249,7 @@ fn bump(tx: &rusqlite::Transaction<'_>, key: &str, value: u64) -> Result<(), rus
 /// Writes every part of `batch` inside `tx` (the caller commits).
 fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusqlite::Error> {
     write_jobs(tx, batch)?;
-    write_events(tx, batch)?;
+    events::write(tx, batch)?;
     write_nodes(tx, batch)?;
     write_tokens(tx, batch)?;
     write_meta(tx, batch)?;
@@ -287,18 +291,6 @@ fn write_jobs(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusql
     }
     if max_id > 0 {
         bump(tx, "max_job_id", max_id)?;
-    }
-    Ok(())
-}
-
-/// Appends the batch's events, and raises `event_seq` to the last one.
-fn write_events(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusqlite::Error> {
-    let mut ev = tx.prepare_cached("INSERT INTO events (seq, at, data) VALUES (?1, ?2, ?3)")?;
-    for e in &batch.events {
-        ev.execute(params![e.seq as i64, e.at.0 as i64, e.data])?;
-    }
-    if let Some(last) = batch.events.last() {
-        bump(tx, "event_seq", last.seq)?;
     }
     Ok(())
 }
@@ -458,22 +450,7 @@ impl Store for SqliteStore {
     }
 
     fn events_after(&mut self, after: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT seq, at, data FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2")
-            .map_err(io("read events"))?;
-        let rows = stmt
-            .query_map(params![after as i64, limit as i64], |r| {
-                Ok(StoredEvent {
-                    seq: r.get::<_, i64>(0)? as u64,
-                    at: Timestamp(r.get::<_, i64>(1)? as u64),
-                    data: r.get(2)?,
-                })
-            })
-            .map_err(io("read events"))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(io("read events"));
-        rows
+        events::after(&self.conn, after, limit)
     }
 
     fn prune(&mut self, cutoff: Timestamp) -> Result<Pruned, StoreError> {

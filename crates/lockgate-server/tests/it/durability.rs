@@ -61,6 +61,66 @@ fn a_restart_keeps_jobs_leases_tokens_events_and_the_policy() {
     assert_eq!(events.first().map(|e| e.seq), Some(last + 1));
 }
 
+/// A `job` event's row holds only what changed (issue 17: the job's row holds the rest):
+/// the events a live stream got are read back the same from the log, after a restart.
+#[test]
+fn events_read_from_the_log_after_a_restart_are_the_ones_the_stream_sent() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), "[global]\nmax_running = 1\n");
+    let admin = s.admin();
+    let until = Arc::new(AtomicU64::new(u64::MAX));
+    let (url, token, stop) = (s.url.clone(), s.admin.clone(), until.clone());
+    let follower = std::thread::spawn(move || {
+        let c = lockgate_client::Client::new(&url, Some(token)).unwrap();
+        let mut got = Vec::new();
+        c.follow_events(0, |ev| {
+            let seq = ev.seq;
+            got.push(ev);
+            seq < stop.load(Ordering::SeqCst)
+        })
+        .unwrap();
+        got
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let a = admin
+        .submit(&job("backup", &[("group", "vm/1")]))
+        .unwrap()
+        .0;
+    let b = admin
+        .submit(&job("backup", &[("group", "vm/2")]))
+        .unwrap()
+        .0;
+    admin.set_job(b.id, 5).unwrap();
+    admin.cancel(a.id, false).unwrap();
+    let token = a.lease.unwrap().token;
+    admin
+        .finish_job(a.id, token, Outcome::Cancelled, Some("asked".into()))
+        .unwrap();
+    let last = admin.events(0).unwrap().events.last().unwrap().seq;
+    until.store(last + 1, Ordering::SeqCst);
+    admin.submit(&job("backup", &[])).unwrap();
+    let live = follower.join().unwrap();
+    assert!(live.len() >= 8, "{live:?}");
+    s.stop();
+
+    let s = TestServer::open(dir.path(), None);
+    let logged = s.admin().events(0).unwrap().events;
+    assert_eq!(logged[..live.len()], live[..]);
+    let b_events: Vec<_> = logged
+        .iter()
+        .map(|e| serde_json::Value::Object(e.data.clone()))
+        .filter(|d| d["job"]["id"] == b.id)
+        .map(|d| (d["change"].clone(), d["job"]["priority"].clone()))
+        .collect();
+    assert_eq!(
+        b_events[0].1, 0,
+        "the submitted event keeps the priority of its moment"
+    );
+    assert!(b_events.iter().any(|(_, p)| *p == 5), "{b_events:?}");
+}
+
 fn finished_job(id: u64, at: Timestamp) -> Job {
     let mut j: Job = serde_json::from_value(serde_json::json!({
         "id": id, "kind": "backup", "attrs": {}, "owner": "admin", "priority": 0, "executor": "client",
@@ -95,11 +155,13 @@ fn retention_deletes_old_finished_jobs_events_and_keys() {
             seq: 1,
             at: old,
             data: "{\"type\":\"x\"}".into(),
+            job: None,
         });
         b.events.push(StoredEvent {
             seq: 2,
             at: recent,
             data: "{\"type\":\"x\"}".into(),
+            job: None,
         });
         store.commit(&b).unwrap();
         let newest = match crate::harness::on_postgres() {

@@ -212,23 +212,31 @@ pub(super) async fn jobs(c: &mut Conn, f: &JobFilter) -> R<Vec<Job>> {
     bodies("job", &rows)
 }
 
-/// Events after `after`, oldest first.
+/// Events after `after`, oldest first, whole: each `job` event joined to its job's row
+/// (`crate::event_row`).
 pub(super) async fn events_after(c: &mut Conn, after: u64, limit: usize) -> R<Vec<StoredEvent>> {
     let rows = c
         .query(
-            "SELECT seq, at, data FROM lockgate_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+            "SELECT e.seq, e.at, e.data, e.job, j.body FROM lockgate_events e
+             LEFT JOIN lockgate_jobs j ON j.id = e.job
+             WHERE e.seq > $1 ORDER BY e.seq LIMIT $2",
             &[
                 &(after.min(i64::MAX as u64) as i64),
                 &(limit.min(i64::MAX as usize) as i64),
             ],
         )
         .await?;
+    let mut x = crate::event_row::Expander::default();
     Ok(rows
         .iter()
-        .map(|r| StoredEvent {
-            seq: r.get::<_, i64>(0) as u64,
-            at: ts(r.get(1)),
-            data: r.get(2),
+        .map(|r| {
+            let job = r.get::<_, Option<i64>>(3).map(|j| j as u64);
+            StoredEvent {
+                seq: r.get::<_, i64>(0) as u64,
+                at: ts(r.get(1)),
+                data: x.expand(r.get(2), job, r.get(4)),
+                job,
+            }
         })
         .collect())
 }

@@ -149,4 +149,25 @@ pub(super) const MIGRATIONS: &[&str] = &[
         seen_at timestamptz NOT NULL,
         version text
     );",
+    // 1 -> 2: a `job` event names its job and holds only what changes over the job's life
+    // (`crate::event_row`), as SQLite schema version 9: existing `job` events whose job
+    // row is there are rewritten so (their fixed fields and null ones left out); one whose
+    // job row is gone keeps its whole text. Every row is JSON lockgate wrote; one that is not
+    // would fail the migration, which then changes nothing (PostgreSQL 15 has no `IS JSON`).
+    "ALTER TABLE lockgate_events ADD COLUMN job bigint;
+    UPDATE lockgate_events e SET
+        job = (e.data::jsonb #>> '{job,id}')::bigint,
+        data = jsonb_strip_nulls(e.data::jsonb
+            #- '{job,id}' #- '{job,kind}' #- '{job,attrs}' #- '{job,owner}'
+            #- '{job,executor}' #- '{job,submitted_at}' #- '{job,node_selector}'
+            #- '{job,pinned}' #- '{job,two_stage}' #- '{job,cost}' #- '{job,not_before}'
+            #- '{job,max_wait_s}' #- '{job,max_run_s}' #- '{job,idempotency_key}'
+            #- '{job,after}' #- '{job,after_ok}')::text
+    WHERE e.data::jsonb ->> 'type' = 'job'
+        AND jsonb_typeof(e.data::jsonb #> '{job,id}') = 'number'
+        AND EXISTS (SELECT 1 FROM lockgate_jobs j
+                    WHERE j.id = (e.data::jsonb #>> '{job,id}')::bigint);",
 ];
+
+#[cfg(test)]
+mod tests;

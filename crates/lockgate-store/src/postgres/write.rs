@@ -146,10 +146,11 @@ async fn events(c: &mut Conn, b: &Batch, counters: &mut Vec<(&str, i64)>) -> R<(
     let seq: Vec<i64> = b.events.iter().map(|e| e.seq as i64).collect();
     let at: Vec<i64> = b.events.iter().map(|e| ms(e.at)).collect();
     let data: Vec<&str> = b.events.iter().map(|e| e.data.as_str()).collect();
+    let job: Vec<Option<i64>> = b.events.iter().map(|e| e.job.map(|j| j as i64)).collect();
     c.exec(
-        "INSERT INTO lockgate_events (seq, at, data)
-         SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[])",
-        &[&seq, &at, &data],
+        "INSERT INTO lockgate_events (seq, at, data, job)
+         SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[])",
+        &[&seq, &at, &data, &job],
     )
     .await?;
     counters.push(("event_seq", last_seq as i64));
