@@ -194,7 +194,8 @@ impl Supervised {
     /// After a stop, once the command itself has exited: waits until the rest of its
     /// group has gone too (a backup tool's own children finish their cleanup after it:
     /// `sh -c 'restic ...'` exits at SIGINT before restic has removed its lock), sends
-    /// SIGKILL to what is left at `kill_at`, and stops waiting [`AFTER_KILL`] later.
+    /// SIGKILL to what is left at `kill_at`, and stops waiting a second later (a zombie
+    /// that nobody reaps would keep the group alive for ever).
     /// A wrapper that returns after this leaves nothing of the stopped command running.
     pub fn wait_group(&self, kill_at: Instant) {
         let mut killed = false;
