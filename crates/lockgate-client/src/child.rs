@@ -99,16 +99,44 @@ pub fn signal_group(pid: u32, sig: Signal) {
     }
 }
 
-/// Whether any process of `pid`'s process group is still there (an exited leader's
-/// children keep the group alive).
+/// Whether any live process of `pid`'s process group is still there (an exited leader's
+/// children keep the group alive). Zombies do not count: a process reparented to an init
+/// that does not reap (a container's) stays a zombie member of the group for ever. Read
+/// from `/proc/*/stat`; where `/proc` cannot be read, any member counts (`kill(-pgid, 0)`).
 pub fn group_alive(pid: u32) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return signal_test(pid);
+    };
+    procs.flatten().any(|e| {
+        e.file_name()
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            && std::fs::read_to_string(e.path().join("stat"))
+                .is_ok_and(|stat| live_member(&stat, pid))
+    })
+}
+
+/// Whether a `/proc/N/stat` line is of a live (not zombie, not dead) process in group
+/// `pgid`. Its fields after the command's closing parenthesis: state, ppid, pgrp, ...
+fn live_member(stat: &str, pgid: u32) -> bool {
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next().unwrap_or("Z");
+    let pgrp = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
+    pgrp == Some(pgid) && !matches!(state, "Z" | "X" | "x")
+}
+
+/// `kill(-pgid, 0)`: whether the group has any member, zombies included (EPERM: there,
+/// but not ours to signal).
+fn signal_test(pid: u32) -> bool {
     let Some(p) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
     else {
         return false;
     };
-    // EPERM: there, but not ours to signal.
     !matches!(
         rustix::process::test_kill_process_group(p),
         Err(rustix::io::Errno::SRCH)
@@ -208,7 +236,7 @@ impl Supervised {
             if now >= kill_at + AFTER_KILL {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -400,5 +428,15 @@ mod tests {
             gone(left),
             "the process that ignored SIGTERM was not killed"
         );
+    }
+
+    #[test]
+    fn a_stat_line_counts_only_live_members_of_the_group() {
+        // pid (comm) state ppid pgrp ...; a comm may hold spaces and parentheses.
+        assert!(live_member("42 (sleep) S 1 40 40 0 -1", 40));
+        assert!(live_member("42 (a b) c)) R 1 40 40 0 -1", 40));
+        assert!(!live_member("42 (sleep) Z 1 40 40 0 -1", 40));
+        assert!(!live_member("42 (sleep) S 1 41 41 0 -1", 40));
+        assert!(!live_member("garbage", 40));
     }
 }
