@@ -9,7 +9,7 @@ mod placement;
 mod preempt;
 
 use crate::harness::{Srv, BIN};
-use lockgate_api::{JobQuery, JobView, Role, SubmitRequest, TokenCreate};
+use lockgate_api::{JobQuery, JobView, SubmitRequest};
 use lockgate_client::Client;
 use lockgate_core::policy::Executor;
 use std::collections::BTreeMap;
@@ -71,15 +71,7 @@ pub fn handlers(srv: &Srv) -> String {
 
 /// Starts an agent for `node` with its own bound token and waits until the node is ready.
 pub fn start_agent(srv: &Srv, node: &str, labels: &[&str], config: &str) -> AgentProc {
-    let token = srv
-        .admin()
-        .create_token(&TokenCreate {
-            name: format!("agent-{node}"),
-            role: Role::Agent,
-            node: Some(node.into()),
-        })
-        .unwrap()
-        .token;
+    let token = crate::harness::agent_token(&srv.admin(), node);
     let cfg = srv.path(&format!("agent-{node}.toml"));
     std::fs::write(&cfg, config).unwrap();
     let mut a = AgentProc {
@@ -190,13 +182,7 @@ pub fn logs(srv: &Srv) -> String {
     for e in std::fs::read_dir(srv.dir.path()).unwrap().flatten() {
         let p = e.path();
         if p.extension().is_some_and(|x| x == "log") {
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(30).collect();
-            out.push_str(&format!("--- {} (last lines)\n", p.display()));
-            for l in tail.into_iter().rev() {
-                out.push_str(l);
-                out.push('\n');
-            }
+            out.push_str(&crate::harness::tail(&p, 30));
         }
     }
     out

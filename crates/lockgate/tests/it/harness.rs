@@ -233,3 +233,28 @@ pub fn gone(pid: u32) -> bool {
 pub fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
+
+/// The last `n` lines of the file at `path` under a `--- PATH` heading, for failure
+/// messages (an unreadable file shows only the heading).
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = format!("--- {} (last lines)\n", path.display());
+    for l in &lines[lines.len().saturating_sub(n)..] {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
+/// A new agent token bound to `node` (`agent-NODE`), made with the admin client.
+pub fn agent_token(admin: &Client, node: &str) -> String {
+    admin
+        .create_token(&lockgate_api::TokenCreate {
+            name: format!("agent-{node}"),
+            role: lockgate_api::Role::Agent,
+            node: Some(node.into()),
+        })
+        .unwrap()
+        .token
+}

@@ -3,7 +3,7 @@
 
 use super::records;
 use crate::harness::{eventually, BIN};
-use lockgate_api::{JobQuery, JobView, Role, TokenCreate};
+use lockgate_api::{JobQuery, JobView};
 use lockgate_client::Client;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -95,14 +95,7 @@ pub struct Agent {
 impl Agent {
     /// Starts the agent for `node` with its own bound token; waits until it is ready.
     pub fn start(admin: &Client, servers: &str, dir: &Path, node: &str) -> Agent {
-        let token = admin
-            .create_token(&TokenCreate {
-                name: format!("agent-{node}"),
-                role: Role::Agent,
-                node: Some(node.into()),
-            })
-            .unwrap()
-            .token;
+        let token = crate::harness::agent_token(admin, node);
         let script = records::script(
             &dir.join("records"),
             "a{job.id}",

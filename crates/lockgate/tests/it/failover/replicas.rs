@@ -199,13 +199,7 @@ impl Replicas {
         wrappers.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.created()).ok());
         paths.extend(wrappers.into_iter().rev().take(3));
         for p in paths {
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(25).collect();
-            out.push_str(&format!("--- {}\n", p.display()));
-            for l in tail.into_iter().rev() {
-                out.push_str(l);
-                out.push('\n');
-            }
+            out.push_str(&crate::harness::tail(&p, 25));
         }
         out
     }
