@@ -128,18 +128,7 @@ impl TestServer {
             .expect("admin token")
             .trim()
             .to_string();
-        let (tx, rx) = oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(server.run(async move {
-                let _ = rx.await;
-            }))
-            .unwrap();
-        });
+        let (tx, thread) = serve(server);
         let s = TestServer {
             url,
             admin,
@@ -240,4 +229,22 @@ pub fn job(kind: &str, attrs: &[(&str, &str)]) -> lockgate_api::SubmitRequest {
             .collect(),
         ..Default::default()
     }
+}
+
+/// Runs `server` on a thread of its own (a 2-worker runtime) until the sender is used or
+/// dropped; the thread ends when the server has stopped.
+pub fn serve(server: Server) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let (tx, rx) = oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(server.run(async move {
+            let _ = rx.await;
+        }))
+        .unwrap();
+    });
+    (tx, thread)
 }

@@ -40,18 +40,7 @@ impl Replica {
         };
         let server = Server::open_replica(config, options).expect("replica opens");
         let url = format!("http://{}", server.local_addr());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(server.run(async move {
-                let _ = rx.await;
-            }))
-            .unwrap();
-        });
+        let (tx, thread) = crate::harness::serve(server);
         Replica {
             url,
             stop: Some(tx),
