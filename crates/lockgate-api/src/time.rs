@@ -36,15 +36,14 @@ pub fn secs(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
 
-/// Milliseconds from API seconds.
+/// Milliseconds from API seconds: 0, or 0.001 to 10 years
+/// ([`lockgate_core::limits::seconds`]: refused, never clamped).
 ///
 /// # Errors
-/// When the number is negative or not finite.
+/// When the number is negative, not finite, longer than 10 years, or a positive value
+/// below a millisecond.
 pub fn millis(secs: f64) -> Result<u64, String> {
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("expected a number of seconds >= 0, got {secs}"));
-    }
-    Ok((secs * 1000.0).round() as u64)
+    lockgate_core::limits::seconds("", secs).map_err(|e| e.message)
 }
 
 #[cfg(test)]

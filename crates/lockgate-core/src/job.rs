@@ -236,10 +236,12 @@ impl JobSpec {
     /// [`SubmitError::Invalid`] names the first offending field: a kind or attribute name
     /// that is not in Kubernetes label-key syntax; a reserved attribute name (`kind`,
     /// `owner`, `node`); a value with whitespace or a control character; more attributes or
-    /// a longer value than `[quotas]` allows; an empty node; both `node`
+    /// a longer value than `[quotas]` allows; a priority, key, node, selector or duration
+    /// past its written limit ([`crate::limits`]); an empty node; both `node`
     /// and `node_selector`; an invalid selector; a pool the policy does not declare.
     pub fn check(self, policy: &Policy) -> Result<CheckedJob, SubmitError> {
         check::kind(&self.kind)?;
+        check::bounds(&self)?;
         check::attrs(&self.attrs, &policy.quotas)?;
         let placement = match (self.node, self.node_selector) {
             (Some(_), Some(_)) => {

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod event;
 pub use engine::explain;
 pub mod job;
+pub mod limits;
 pub mod policy;
 pub mod schedule;
 pub mod scope;

@@ -43,9 +43,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if num.is_empty() {
         return Err(format!("invalid duration {text:?}: {expected}"));
     }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?}: number too large"))?;
+    let too_long = || {
+        format!(
+            "invalid duration {text:?}: too long, expected at most {}d (10 years)",
+            crate::limits::MAX_DURATION_MS / 86_400_000
+        )
+    };
+    let n: u64 = num.parse().map_err(|_| too_long())?;
     let ms = match unit {
         "ms" => Some(n),
         "s" => n.checked_mul(1_000),
@@ -54,8 +58,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "d" => n.checked_mul(86_400_000),
         _ => return Err(format!("invalid duration {text:?}: {expected}")),
     };
-    ms.map(Duration::from_millis)
-        .ok_or_else(|| format!("invalid duration {text:?}: too large"))
+    match ms {
+        Some(ms) if ms <= crate::limits::MAX_DURATION_MS => Ok(Duration::from_millis(ms)),
+        _ => Err(too_long()),
+    }
 }
 
 /// Formats a duration the way the policy writes it, using the largest exact unit.
@@ -98,6 +104,15 @@ mod tests {
         for bad in ["", "10", "s", "-1s", "1.5s", "10 weeks", "3y"] {
             let err = parse_duration(bad).unwrap_err();
             assert!(err.contains("duration"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_duration_past_ten_years_is_refused_not_clamped() {
+        assert_eq!(parse_duration("3650d").unwrap().as_secs(), 3650 * 86_400);
+        for bad in ["3651d", "315360000001ms", "99999999999999999999999s"] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(err.contains("at most 3650d"), "{bad}: {err}");
         }
     }
 }

@@ -140,6 +140,15 @@ impl From<lockgate_store::StoreError> for ApiError {
     }
 }
 
+/// A value past its written limit ([`lockgate_core::limits`]): 422 `invalid_field` naming
+/// the field, the value and the limit.
+impl From<lockgate_core::limits::LimitError> for ApiError {
+    fn from(e: lockgate_core::limits::LimitError) -> Self {
+        let message = e.to_string();
+        ApiError::invalid(e.field, message)
+    }
+}
+
 /// A policy validation error as a 422 `invalid_policy` naming the field and line.
 pub fn policy_error(e: lockgate_core::policy::PolicyError) -> ApiError {
     let mut err = ApiError::new(ErrorCode::InvalidPolicy, e.to_string());

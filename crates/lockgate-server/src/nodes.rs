@@ -25,6 +25,19 @@ use lockgate_api::{AssignmentList, NodeList, NodeRegister, NodeView, Role};
 use lockgate_core::job::JobId;
 use serde::Serialize;
 
+/// A node's name is a DNS subdomain (at most 253 characters): the rule of
+/// `PUT /v1/nodes/{name}` and of an agent token's `node`, so no token is bound to a node
+/// that could never register.
+///
+/// # Errors
+/// 422 naming `field` and the rule.
+pub(crate) fn check_node_name(field: &str, name: &str) -> Result<(), ApiError> {
+    lockgate_core::selector::validate_dns_subdomain(name).map_err(|m| {
+        let name = lockgate_core::limits::shorten(name);
+        ApiError::invalid(field, format!("invalid node name {name:?}: {m}"))
+    })
+}
+
 /// `{"removed": name}`: the answer of a `DELETE`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Removed {

@@ -112,10 +112,22 @@ impl Engine {
     /// and until resumed or `until`. Cost O(n) over the queued jobs.
     ///
     /// # Errors
-    /// [`PauseError::Invalid`] for a bad match expression, an empty reason or an `until`
+    /// [`PauseError::Invalid`] for a bad or too long match expression, an empty or too long
+    /// reason (`crate::limits`) or an `until`
     /// not after `now`; [`PauseError::TooMany`].
     pub fn pause(&mut self, spec: PauseSpec, now: Timestamp) -> Result<Pause, PauseError> {
         self.handle_timeout(now);
+        use crate::limits::{text, MAX_EXPR_BYTES, MAX_REASON_BYTES};
+        let too_long = |field: &'static str| {
+            move |e: crate::limits::LimitError| PauseError::Invalid {
+                field,
+                message: e.message,
+            }
+        };
+        if let Some(m) = &spec.selector {
+            text("match", m, MAX_EXPR_BYTES).map_err(too_long("match"))?;
+        }
+        text("reason", &spec.reason, MAX_REASON_BYTES).map_err(too_long("reason"))?;
         let selector = parse(spec.selector.as_deref())?;
         if spec.reason.trim().is_empty() {
             return Err(PauseError::Invalid {

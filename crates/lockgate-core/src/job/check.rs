@@ -13,6 +13,7 @@
 //!   `max_attr_value_bytes` long; a job has at most `max_attrs` attributes.
 
 use super::{invalid, SubmitError};
+use crate::limits::shorten;
 use crate::policy::QuotasPolicy;
 use crate::selector::validate_label_key;
 use std::collections::BTreeMap;
@@ -104,12 +105,37 @@ fn attr(k: &str, v: &str, quotas: &QuotasPolicy) -> Result<(), SubmitError> {
     Ok(())
 }
 
-/// At most 80 characters of a name for an error message (a refused name may be huge).
-fn shorten(text: &str) -> String {
-    match text.char_indices().nth(80) {
-        Some((i, _)) => format!("{}...", &text[..i]),
-        None => text.to_string(),
+/// The written limits of a spec's free-form fields and numbers ([`crate::limits`]):
+/// priority, idempotency key, node name, node selector, durations.
+pub(super) fn bounds(spec: &super::JobSpec) -> Result<(), SubmitError> {
+    use crate::limits;
+    let refused = |e: limits::LimitError| invalid(e.field, e.message);
+    if let Some(p) = spec.priority {
+        limits::priority("priority", p).map_err(refused)?;
     }
+    let texts = [
+        (
+            "idempotency_key",
+            &spec.idempotency_key,
+            limits::MAX_KEY_BYTES,
+        ),
+        ("node", &spec.node, limits::MAX_NAME_BYTES),
+        ("node_selector", &spec.node_selector, limits::MAX_EXPR_BYTES),
+    ];
+    for (field, value, max) in texts {
+        if let Some(v) = value {
+            limits::text(field, v, max).map_err(refused)?;
+        }
+    }
+    for (field, ms) in [
+        ("max_wait_s", spec.max_wait_ms),
+        ("max_run_s", spec.max_run_ms),
+    ] {
+        if let Some(ms) = ms {
+            limits::duration_ms(field, ms).map_err(refused)?;
+        }
+    }
+    Ok(())
 }
 
 /// At most this many dependencies (`after` and `after_ok` together) per job.

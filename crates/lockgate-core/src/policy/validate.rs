@@ -200,6 +200,19 @@ fn positive_duration(text: &Option<String>, path: &FieldPath) -> Checked<Option<
     Ok(Some(d))
 }
 
+/// A written limit of [`crate::limits`], reported at `path`.
+fn within(r: Result<(), crate::limits::LimitError>, path: &FieldPath) -> Checked<()> {
+    r.or_else(|e| bad(path, e.message))
+}
+
+/// An optional priority within [`crate::limits::PRIORITY`].
+fn opt_priority(v: Option<i64>, path: &FieldPath) -> Checked<Option<i64>> {
+    if let Some(v) = v {
+        within(crate::limits::priority("priority", v), path)?;
+    }
+    Ok(v)
+}
+
 fn opt_duration(text: &Option<String>, path: &FieldPath) -> Checked<Option<Duration>> {
     text.as_ref().map(|t| duration(t, path)).transpose()
 }
@@ -414,7 +427,7 @@ fn owners(raw: &RawPolicy, p: &FieldPath) -> Checked<BTreeMap<String, OwnerPolic
                 }
             },
         };
-        let max_priority = o.max_priority;
+        let max_priority = opt_priority(o.max_priority, &op.key("max_priority"))?;
         let (allow_hooks, backup_namespaces) = blocks::owner_backups(o, &op)?;
         out.insert(
             owner.clone(),
@@ -673,7 +686,7 @@ fn retry(r: &RawRetry, p: &FieldPath) -> Checked<Retry> {
 
 fn kind_policy(k: &RawKind, pools: &Pools<'_>, p: &FieldPath) -> Checked<KindPolicy> {
     Ok(KindPolicy {
-        priority: k.priority,
+        priority: opt_priority(k.priority, &p.key("priority"))?,
         cost: pools.cost(&k.cost, &p.key("cost"))?,
         two_stage: k.two_stage,
         prepare_timeout: positive_duration(&k.prepare_timeout, &p.key("prepare_timeout"))?,

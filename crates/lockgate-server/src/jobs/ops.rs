@@ -90,6 +90,7 @@ impl Loop {
     }
 
     pub(crate) fn check_priority(&self, p: &Principal, prio: i64) -> Result<(), ApiError> {
+        lockgate_core::limits::priority("priority", prio)?;
         let set = self
             .engine
             .policy()

@@ -93,11 +93,27 @@ impl Loop {
         now: Timestamp,
     ) -> Result<NodeView, ApiError> {
         may_manage_node(p, &name)?;
-        use lockgate_core::selector::{
-            validate_dns_subdomain, validate_label_key, validate_label_value,
-        };
-        validate_dns_subdomain(&name)
-            .map_err(|m| ApiError::invalid("name", format!("invalid node name {name:?}: {m}")))?;
+        use lockgate_core::limits::{self, MAX_NODE_KINDS, MAX_NODE_LABELS, MAX_NODE_RESOURCES};
+        use lockgate_core::selector::{validate_label_key, validate_label_value};
+        crate::nodes::check_node_name("name", &name)?;
+        limits::count("labels", reg.labels.len(), MAX_NODE_LABELS)?;
+        limits::count("kinds", reg.kinds.len(), MAX_NODE_KINDS)?;
+        limits::count("resources", reg.resources.len(), MAX_NODE_RESOURCES)?;
+        for k in &reg.kinds {
+            validate_label_key(k).map_err(|m| {
+                let k = limits::shorten(k);
+                ApiError::invalid("kinds", format!("invalid job kind {k:?}: {m}"))
+            })?;
+        }
+        for k in reg.resources.keys() {
+            validate_label_key(k).map_err(|m| {
+                let k = limits::shorten(k);
+                ApiError::invalid(
+                    format!("resources.{k}"),
+                    format!("invalid pool name {k:?}: {m}"),
+                )
+            })?;
+        }
         for (k, v) in &reg.labels {
             validate_label_key(k).map_err(|m| {
                 ApiError::invalid(

@@ -73,6 +73,9 @@ impl Loop {
             }
             _ => {}
         }
+        if let Some(node) = &req.node {
+            crate::nodes::check_node_name("node", node)?;
+        }
         if self.store_tokens()?.iter().any(|t| t.name == req.name) {
             return Err(ApiError::new(
                 ErrorCode::Exists,

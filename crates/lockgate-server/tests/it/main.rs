@@ -15,6 +15,7 @@ mod forecast;
 mod hardening;
 mod harness;
 mod holds;
+mod limits;
 mod listing;
 mod longpoll;
 mod metrics;

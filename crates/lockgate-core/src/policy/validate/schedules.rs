@@ -31,6 +31,8 @@ pub(super) fn schedules(
 
 pub(super) fn schedule(s: &RawSchedule, pools: &Pools<'_>, p: &FieldPath) -> Checked<ScheduleSpec> {
     name(&s.name, &p.key("name"), "schedule")?;
+    let when_limit = crate::limits::text("when", &s.when, crate::limits::MAX_EXPR_BYTES);
+    within(when_limit, &p.key("when"))?;
     if s.when.trim().is_empty() {
         return bad(
             &p.key("when"),
@@ -140,7 +142,7 @@ pub(super) fn job_template(j: &RawJob, pools: &Pools<'_>, p: &FieldPath) -> Chec
     Ok(JobTemplate {
         kind: j.kind.clone(),
         attrs: j.attrs.clone(),
-        priority: j.priority,
+        priority: opt_priority(j.priority, &p.key("priority"))?,
         node: j.node.clone(),
         node_selector: j.node_selector.clone(),
         executor,
