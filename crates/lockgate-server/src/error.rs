@@ -135,6 +135,9 @@ impl From<lockgate_store::StoreError> for ApiError {
             // Nothing was committed and the database may come back: the client may ask
             // again (503), unlike a fault of the server (500).
             lockgate_store::StoreError::Unreachable { .. } => ApiError::unavailable(e.to_string()),
+            lockgate_store::StoreError::Full { .. } => {
+                ApiError::new(ErrorCode::InsufficientStorage, e.to_string())
+            }
             e => ApiError::internal(e.to_string()),
         }
     }

@@ -17,8 +17,10 @@
 //!   are turned into one store [`Batch`], the batch is committed (one transaction: group
 //!   commit), and only then are the answers sent (`Loop::answer` defers them) and the
 //!   events broadcast. An answer therefore never reports a state the store could lose. If
-//!   a commit fails the process exits: memory would be ahead of the disk.
-//! - **A database that is away is waited for** (PostgreSQL, `Loop::retry_commits`): a
+//!   a commit fails for any reason but those below, the process exits: memory would be
+//!   ahead of the disk.
+//! - **A database that is away, or a full disk, is waited for** (PostgreSQL,
+//!   `Loop::retry_commits`; on any store, [`StoreError::Full`], answered 507): a
 //!   failed commit answers every request of its batch with `unavailable` (nothing of it is
 //!   acknowledged), keeps the batch, and commits the kept batches first, in order, at the
 //!   next commit (retried at least every [`RETRY_COMMIT`]); their events are broadcast
@@ -42,7 +44,7 @@ use lockgate_api::{EventView, JobView};
 use lockgate_core::event::Event;
 use lockgate_core::job::{Job, JobId};
 use lockgate_core::{Engine, Timestamp};
-use lockgate_store::{Batch, Store, StoredEvent};
+use lockgate_store::{Batch, Store, StoreError, StoredEvent};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -103,6 +105,10 @@ pub struct Loop {
     /// A failed commit keeps its batch for the next one instead of ending the process
     /// (a database store: the database may come back).
     pub(crate) retry_commits: bool,
+    /// The data dir's free-space watch (a SQLite store): asked for each new job.
+    pub(crate) space: Option<Arc<crate::space::SpaceWatch>>,
+    /// About how many bytes the jobs submitted into this batch will write.
+    pub(crate) pending_bytes: u64,
     /// Batches whose commit failed (with their broadcasts), oldest first.
     unsaved: Vec<(Batch, Vec<Arc<EventView>>)>,
 }
@@ -161,6 +167,8 @@ impl Loop {
             notify,
             forecast: Default::default(),
             retry_commits: false,
+            space: None,
+            pending_bytes: 0,
             unsaved: Vec::new(),
         }
     }
@@ -260,7 +268,9 @@ impl Loop {
                     self.fail_replies(&e);
                     break;
                 }
-                Err(e) if self.retry_commits => self.fail_replies(&e),
+                Err(e) if self.retry_commits || matches!(e, StoreError::Full { .. }) => {
+                    self.fail_replies(&e)
+                }
                 Err(e) => {
                     tracing::error!("store commit failed, stopping: {e}");
                     eprintln!("lockgate server: store commit failed: {e}; exiting so no answer outruns the disk");
@@ -386,7 +396,7 @@ impl Loop {
 
     /// Writes the batch: changed jobs (with whether the engine still holds them), events,
     /// and whatever the operations added.
-    pub(crate) fn commit(&mut self) -> Result<(), lockgate_store::StoreError> {
+    pub(crate) fn commit(&mut self) -> Result<(), StoreError> {
         let granted = self.engine.next_token().saturating_sub(1);
         if granted > self.max_token {
             self.max_token = granted;
@@ -401,8 +411,17 @@ impl Loop {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.batch);
-        if !self.retry_commits {
-            return self.commit_one(&batch);
+        self.pending_bytes = 0;
+        if !self.retry_commits && self.unsaved.is_empty() {
+            return match self.commit_one(&batch) {
+                // A full disk: kept, answered 507, committed once space returns.
+                Err(e @ StoreError::Full { .. }) => {
+                    let broadcasts = std::mem::take(&mut self.broadcasts);
+                    self.unsaved.push((batch, broadcasts));
+                    Err(e)
+                }
+                r => r,
+            };
         }
         if !batch.is_empty() {
             let broadcasts = std::mem::take(&mut self.broadcasts);
@@ -417,7 +436,7 @@ impl Loop {
         Ok(())
     }
 
-    fn commit_one(&mut self, batch: &Batch) -> Result<(), lockgate_store::StoreError> {
+    fn commit_one(&mut self, batch: &Batch) -> Result<(), StoreError> {
         let start = Instant::now();
         self.store.commit(batch)?;
         self.metrics.commit.observe(start.elapsed().as_secs_f64());
@@ -429,16 +448,22 @@ impl Loop {
 
     /// After a failed commit that is kept for the next one: every answer of the batch is
     /// `unavailable`; nothing is broadcast.
-    fn fail_replies(&mut self, e: &lockgate_store::StoreError) {
+    fn fail_replies(&mut self, e: &StoreError) {
         tracing::error!(
             "store commit failed ({} batch(es) kept, retrying): {e}",
             self.unsaved.len()
         );
-        let err = ApiError::unavailable(format!(
+        let text = format!(
             "the store could not commit this request, so it was not acknowledged: {e}; \
              the server keeps the change and retries the commit, so retry with an \
              idempotency key (or read back) rather than submitting twice"
-        ));
+        );
+        let err = match e {
+            StoreError::Full { .. } => {
+                ApiError::new(lockgate_api::ErrorCode::InsufficientStorage, text)
+            }
+            _ => ApiError::unavailable(text),
+        };
         for send in self.replies.drain(..) {
             send(Some(&err));
         }

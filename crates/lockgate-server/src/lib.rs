@@ -547,7 +547,11 @@ impl Server {
         } = self;
         let lp = LoopHandle::detached();
         let current: replica::Current = Arc::default();
-        if let Some(looper) = looper {
+        if let Some(mut looper) = looper {
+            // A database keeps its own disk; the data dir's is the SQLite store's.
+            if !store_location.is_postgres() {
+                looper.space = Some(space.clone());
+            }
             let lead = replica
                 .as_ref()
                 .and_then(|r| Some((r.leadership.clone(), r.won?)));

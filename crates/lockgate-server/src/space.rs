@@ -7,8 +7,13 @@
 //!   store (`lockgate.db` and its WAL) is above the quota. Everything else (heartbeats,
 //!   finishes, cancels, node calls, reads, token and policy calls) is served as usual, so
 //!   holders keep their leases and finishing work frees slots. Their commits still need a
-//!   little space: the watermark is what keeps it free. A commit that fails anyway still
-//!   stops the process (durable before acknowledged, [`crate::event_loop`]).
+//!   little space: the watermark is what keeps it free.
+//! - **A burst cannot outrun it.** The middleware reads a sampled flag, so the event loop
+//!   also asks [`SpaceWatch::room_for`] for each new job, measured then, with the bytes
+//!   that the jobs already in its batch will write.
+//! - **A full disk never stops the server.** A commit that fails for space anyway (another
+//!   process filled the disk) answers every request of its batch 507, unacknowledged, and
+//!   is kept and committed once space returns ([`crate::event_loop`]).
 //! - **It comes back by itself.** The state is re-measured every [`CHECK_EVERY`] by a
 //!   timer task, and at once on every refused submit, so the first submit after space
 //!   returns succeeds. The request path itself only reads an atomic flag (no `statvfs` per
@@ -75,7 +80,7 @@ impl SpaceWatch {
 
     /// Measures now; returns why new submits are refused (`None`: they are not).
     pub fn check(&self) -> Option<String> {
-        let reason = self.measure();
+        let reason = self.measure(0);
         if reason.is_some() != self.refusing.load(Ordering::Relaxed) {
             match &reason {
                 Some(r) => tracing::warn!("refusing new submits: {r}"),
@@ -87,15 +92,21 @@ impl SpaceWatch {
         reason
     }
 
-    fn measure(&self) -> Option<String> {
+    /// Why new submits are refused with `pending` bytes more to be written.
+    fn measure(&self, pending: u64) -> Option<String> {
+        let more = if pending > 0 {
+            format!(" (counting the {pending} bytes of the submits being written)")
+        } else {
+            String::new()
+        };
         match rustix::fs::statvfs(&self.dir) {
             Ok(st) => {
                 let free = st.f_bavail.saturating_mul(st.f_frsize);
                 let total = st.f_blocks.saturating_mul(st.f_frsize);
                 let mark = self.min_free.unwrap_or_else(|| default_watermark(total));
-                if free < mark {
+                if mark > 0 && free.saturating_sub(pending) < mark {
                     return Some(format!(
-                        "the data dir {} has {free} bytes free, below the free-space watermark of {mark} bytes (--min-free-space); new submits are refused until space is freed, heartbeats, finishes, cancels and reads still work",
+                        "the data dir {} has {free} bytes free{more}, below the free-space watermark of {mark} bytes (--min-free-space); new submits are refused until space is freed, heartbeats, finishes, cancels and reads still work",
                         self.dir.display()
                     ));
                 }
@@ -104,10 +115,19 @@ impl SpaceWatch {
         }
         let quota = self.quota?;
         let size = store_bytes(&self.dir);
-        (size > quota).then(|| format!(
-            "the store in {} is {size} bytes, above the store quota of {quota} bytes (--store-quota); new submits are refused until it shrinks (retention, or a higher quota), heartbeats, finishes, cancels and reads still work",
+        (size.saturating_add(pending) > quota).then(|| format!(
+            "the store in {} is {size} bytes{more}, above the store quota of {quota} bytes (--store-quota); new submits are refused until it shrinks (retention, or a higher quota), heartbeats, finishes, cancels and reads still work",
             self.dir.display()
         ))
+    }
+
+    /// Why a new submit that would add about `pending` bytes (with those of the batch it
+    /// joins) is refused, measured now (which also updates what the middleware reads):
+    /// the free space less `pending` against the watermark, the store's size plus
+    /// `pending` against the quota. The event loop asks this for each new job, so a burst
+    /// cannot outrun the timer's sample.
+    pub fn room_for(&self, pending: u64) -> Option<String> {
+        self.check().or_else(|| self.measure(pending))
     }
 
     /// Why new submits are refused, re-measuring first when they are (so space that came

@@ -97,6 +97,16 @@ pub enum StoreError {
         /// Cause.
         message: String,
     },
+    /// The store's disk is full (SQLite's `SQLITE_FULL`, PostgreSQL's SQLSTATE 53100):
+    /// nothing of the write was kept, and the same write may succeed once space is freed.
+    /// The API answers 507 `insufficient_storage`.
+    #[error("the store's disk is full ({operation}): {message}; not acknowledged, free space and ask again")]
+    Full {
+        /// What was being done.
+        operation: &'static str,
+        /// Cause.
+        message: String,
+    },
 }
 
 /// A token as stored (the secret itself never is).

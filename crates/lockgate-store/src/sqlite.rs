@@ -99,9 +99,14 @@ pub struct SqliteStore {
 }
 
 fn io(operation: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
-    move |e| StoreError::Io {
-        operation,
-        message: e.to_string(),
+    move |e| {
+        let full = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull);
+        let message = e.to_string();
+        if full {
+            StoreError::Full { operation, message }
+        } else {
+            StoreError::Io { operation, message }
+        }
     }
 }
 

@@ -111,6 +111,32 @@ impl Loop {
         }
     }
 
+    /// Room on the data dir's disk for one more job, measured now with what the jobs
+    /// already in this batch will write (`space.rs`): 507 when there is none.
+    fn check_room(&mut self, req: &SubmitRequest) -> Result<(), ApiError> {
+        let Some(space) = &self.space else {
+            return Ok(());
+        };
+        // The job's row and its event, each up to twice its text in SQLite pages and WAL
+        // frames, and the pages of the indexes and the batch's other rows.
+        let text = req.kind.len()
+            + req
+                .attrs
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
+            + [&req.idempotency_key, &req.node, &req.node_selector]
+                .iter()
+                .map(|v| v.as_ref().map_or(0, String::len))
+                .sum::<usize>();
+        let bytes = 16 * 1024 + 4 * text as u64;
+        if let Some(why) = space.room_for(self.pending_bytes + bytes) {
+            return Err(ApiError::new(ErrorCode::InsufficientStorage, why));
+        }
+        self.pending_bytes += bytes;
+        Ok(())
+    }
+
     /// `[quotas].max_queued_per_owner`: a submitter token's owner may have at most that many
     /// jobs that have not ended. Admin tokens and the server's own owners (`schedule:<name>`,
     /// `backup:<name>`, which no token may be named) are exempt.
@@ -170,6 +196,7 @@ impl Loop {
             }
         }
         self.check_owner_quota(p)?;
+        self.check_room(&req)?;
         let mut spec = req
             .into_spec(p.name.clone())
             .map_err(|(field, message)| ApiError::invalid(field, message))?;

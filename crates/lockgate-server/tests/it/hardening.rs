@@ -280,12 +280,12 @@ fn garbage_in_the_wal_after_kill_9_is_refused_not_served_as_fewer_jobs() {
 // ---- 6: a full disk ----
 
 /// A tmpfs of `size` mounted on a temp dir, unmounted on drop.
-struct SmallFs {
+pub(crate) struct SmallFs {
     dir: tempfile::TempDir,
 }
 
 impl SmallFs {
-    fn mount(size: &str) -> Option<SmallFs> {
+    pub(crate) fn mount(size: &str) -> Option<SmallFs> {
         let dir = tempdir();
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -296,11 +296,11 @@ impl SmallFs {
         ok.then_some(SmallFs { dir })
     }
 
-    fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.path().to_path_buf()
     }
 
-    fn avail(&self) -> u64 {
+    pub(crate) fn avail(&self) -> u64 {
         let out = Command::new("df")
             .args(["--output=avail", "-B1"])
             .arg(self.dir.path())

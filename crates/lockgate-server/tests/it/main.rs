@@ -12,6 +12,7 @@ mod durability;
 mod edges;
 mod errors;
 mod forecast;
+mod fulldisk;
 mod hardening;
 mod harness;
 mod holds;

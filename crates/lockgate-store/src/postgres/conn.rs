@@ -323,6 +323,12 @@ impl Pg {
                 operation,
                 message: message(&e),
             },
+            PgError::Pg(e) if e.code() == Some(&tokio_postgres::error::SqlState::DISK_FULL) => {
+                StoreError::Full {
+                    operation,
+                    message: message(&e),
+                }
+            }
             PgError::Pg(e) => StoreError::Io {
                 operation,
                 message: message(&e),
