@@ -119,10 +119,15 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut resp = (self.status(), axum::Json(self.body())).into_response();
-        if self.code == ErrorCode::NotLeader {
+        let retry_after = match self.code {
+            ErrorCode::NotLeader => Some("1"),
+            ErrorCode::QuotaExceeded => Some("5"),
+            _ => None,
+        };
+        if let Some(s) = retry_after {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
+                axum::http::HeaderValue::from_static(s),
             );
         }
         resp

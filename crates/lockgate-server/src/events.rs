@@ -24,6 +24,18 @@ use crate::protocol::Reply;
 use lockgate_api::{EventList, EventView, Role};
 use serde_json::Value;
 
+/// A page of the log as one principal may see it, with where the reading stopped: the
+/// rows it may not see are skipped but still read past.
+#[derive(Debug)]
+pub struct Page {
+    /// The events `p` may see.
+    pub list: EventList,
+    /// The sequence number of the last row read (the `after` given when none was).
+    pub next: u64,
+    /// Whether rows may follow (the page was cut by its count or its bytes).
+    pub more: bool,
+}
+
 /// Event operations of the loop.
 #[derive(Debug)]
 pub enum EventOp {
@@ -33,8 +45,10 @@ pub enum EventOp {
         after: u64,
         /// At most this many.
         limit: usize,
+        /// At most about this many bytes of event text (at least one event).
+        max_bytes: usize,
         /// The page.
-        reply: Reply<EventList>,
+        reply: Reply<Page>,
     },
     /// The sequence number of the last event given (0 before the first).
     LastSeq(Reply<u64>),

@@ -55,6 +55,8 @@ pub struct AppState {
     pub sessions: crate::ui::Sessions,
     /// Who leads (`GET /v1/cluster`): this replica's leadership, or a single server.
     pub cluster: crate::cluster::Membership,
+    /// The streams and long-polls open, capped ([`crate::longlived`]).
+    pub open: Arc<crate::longlived::Open>,
 }
 
 /// What a JSON handler returns.

@@ -44,6 +44,7 @@ pub mod ui;
 pub mod datadir;
 pub mod hardening;
 pub mod listener;
+pub mod longlived;
 pub mod space;
 
 use auth::{Principal, Tokens};
@@ -582,6 +583,7 @@ impl Server {
                 Some(l) => cluster::Membership::Replica(l.clone()),
                 None => cluster::Membership::single(addr),
             },
+            open: Arc::default(),
         };
         if let Some(r) = replica {
             let follower = replica::follow(

@@ -30,6 +30,10 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tower_service::Service;
 
+/// Bytes of an answer one connection buffers before waiting for its client (also the most
+/// of a request head it reads at once: above `http::shape::MAX_HEADER_BYTES`).
+pub const WRITE_BUFFER: usize = 64 * 1024;
+
 /// File descriptors kept out of the default connection cap: the store, backup archives
 /// and inputs, hook processes, logs.
 pub const FD_RESERVE: u64 = 256;
@@ -345,9 +349,12 @@ async fn http<I>(
     let mut builder = hyper::server::conn::http1::Builder::new();
     // Our own deadlines (above) replace hyper's header timer, which would also cut idle
     // keep-alive connections at the header-read timeout.
+    // A client that does not read holds at most this much of its answer here (hyper's
+    // default is about 400 KiB a connection); the kernel's socket buffer holds the rest.
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(None)
+        .max_buf_size(WRITE_BUFFER)
         .keep_alive(true);
     let served = builder.serve_connection(io, svc);
     tokio::pin!(served);

@@ -1,6 +1,6 @@
 //! The event operations inside the loop.
 
-use super::{visible, EventOp};
+use super::{visible, EventOp, Page};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::event_loop::Loop;
@@ -14,9 +14,10 @@ impl Loop {
             EventOp::List {
                 after,
                 limit,
+                max_bytes,
                 reply,
             } => {
-                let r = self.events(p, after, limit);
+                let r = self.events(p, after, limit, max_bytes);
                 self.answer(reply, r);
             }
             EventOp::LastSeq(reply) => {
@@ -26,10 +27,25 @@ impl Loop {
         }
     }
 
-    fn events(&mut self, p: &Principal, after: u64, limit: usize) -> Result<EventList, ApiError> {
-        let rows = self.store.events_after(after, limit.clamp(1, 10_000))?;
+    fn events(
+        &mut self,
+        p: &Principal,
+        after: u64,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Page, ApiError> {
+        let limit = limit.clamp(1, 10_000);
+        let rows = self.store.events_after(after, limit)?;
+        let mut more = rows.len() == limit;
         let mut events = Vec::with_capacity(rows.len());
+        let mut bytes = 0;
+        let mut next = after;
         for r in rows {
+            if bytes >= max_bytes {
+                more = true;
+                break;
+            }
+            next = r.seq;
             let Ok(Value::Object(data)) = serde_json::from_str::<Value>(&r.data) else {
                 continue;
             };
@@ -39,9 +55,14 @@ impl Loop {
                 data,
             };
             if visible(p, &ev) {
+                bytes += r.data.len();
                 events.push(ev);
             }
         }
-        Ok(EventList { events })
+        Ok(Page {
+            list: EventList { events },
+            next,
+            more,
+        })
     }
 }

@@ -18,7 +18,11 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 
 /// Events per catch-up page of a stream.
-const PAGE: usize = 1000;
+const PAGE: usize = 256;
+
+/// Bytes of event text per catch-up page of a stream (at least one event): what one
+/// stream holds, whatever the log holds.
+const PAGE_BYTES: usize = 256 * 1024;
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -57,10 +61,11 @@ async fn list(
         .ask(p, |reply| EventOp::List {
             after,
             limit,
+            max_bytes: usize::MAX,
             reply,
         })
         .await?;
-    ok(page)
+    ok(page.list)
 }
 
 /// The state of one SSE stream.
@@ -68,9 +73,15 @@ struct Stream {
     st: AppState,
     p: Principal,
     rx: broadcast::Receiver<Arc<EventView>>,
+    /// The last event sent, or read past in the log.
     last: u64,
+    /// Where the next catch-up page starts.
+    cursor: u64,
+    /// One catch-up page at most ([`PAGE`], [`PAGE_BYTES`]).
     backlog: VecDeque<EventView>,
     catch_up: bool,
+    /// Its place under the cap on open streams, given back when the stream is dropped.
+    _slot: crate::longlived::Slot,
 }
 
 fn sse_event(ev: &EventView) -> SseEvent {
@@ -91,22 +102,25 @@ impl Stream {
                 continue;
             }
             if self.catch_up {
-                self.catch_up = false;
-                let after = self.last;
+                let after = self.cursor;
                 let page = self
                     .st
                     .lp
                     .ask(self.p.clone(), |reply| EventOp::List {
                         after,
                         limit: PAGE,
+                        max_bytes: PAGE_BYTES,
                         reply,
                     })
                     .await
                     .ok()?;
-                self.catch_up = page.events.len() == PAGE;
-                self.backlog.extend(page.events);
+                self.catch_up = page.more;
+                self.cursor = page.next;
+                self.backlog.extend(page.list.events);
                 continue;
             }
+            // Caught up: every event up to the cursor was sent or is not this stream's.
+            self.last = self.last.max(self.cursor);
             let mut shutdown = self.st.shutdown.clone();
             if *shutdown.borrow() {
                 return None;
@@ -121,7 +135,10 @@ impl Stream {
                             }
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.catch_up = true,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.cursor = self.last;
+                        self.catch_up = true;
+                    }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
                 _ = shutdown.changed() => return None,
@@ -172,6 +189,7 @@ async fn stream(
     headers: HeaderMap,
     Q(q): Q<EventsQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let slot = st.open.take(crate::longlived::Kind::Stream, &p)?;
     let last = resume_point(&st, &p, &headers, q.after).await?;
     let rx = st.events.subscribe();
     let state = Stream {
@@ -179,8 +197,10 @@ async fn stream(
         p,
         rx,
         last,
+        cursor: last,
         backlog: VecDeque::new(),
         catch_up: true,
+        _slot: slot,
     };
     let events = futures_util::stream::unfold(state, |mut s| async move {
         let ev = s.next().await?;

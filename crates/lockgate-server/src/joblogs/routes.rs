@@ -74,6 +74,7 @@ async fn read(
         return ok(st.lp.ask(p, read(false)).await?);
     };
     let timeout = poll_timeout(Some(timeout_s))?;
+    let _slot = st.open.take(crate::longlived::Kind::Poll, &p)?;
     // Dropping the wait at the timeout is harmless: a read changes nothing.
     match tokio::time::timeout(timeout, st.lp.ask(p.clone(), read(true))).await {
         Ok(r) => ok(r?),

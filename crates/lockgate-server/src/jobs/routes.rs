@@ -198,6 +198,7 @@ async fn wait(
         ));
     };
     let timeout = poll_timeout(q.timeout_s)?;
+    let _slot = st.open.take(crate::longlived::Kind::Poll, &p)?;
     // Dropping the wait at the timeout is harmless: a wait changes nothing.
     let waited = st
         .lp

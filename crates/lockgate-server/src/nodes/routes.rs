@@ -129,6 +129,7 @@ async fn assignments(
     // Refuse a foreign node before waiting: a short poll must not time out into an empty
     // answer before the loop's refusal arrives.
     may_manage_node(&p, &name)?;
+    let _slot = st.open.take(crate::longlived::Kind::Poll, &p)?;
     // Dropping the poll at the timeout is harmless: asking for assignments changes nothing.
     let polled = st.lp.ask(p, |r| NodeOp::Assignments(name, r));
     match tokio::time::timeout(timeout, polled).await {

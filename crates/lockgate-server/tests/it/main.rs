@@ -26,4 +26,5 @@ mod replicas;
 mod rpo;
 mod schedules;
 mod snapshots;
+mod streams;
 mod ui;

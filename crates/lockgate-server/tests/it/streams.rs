@@ -1,0 +1,113 @@
+//! Event streams under a hostile tenant (`longlived.rs`, `events/routes.rs`): a cap on
+//! open streams per token answered 429 with `Retry-After`, and catch-up in bounded pages
+//! that read past what the token may not see.
+
+use crate::harness::*;
+use lockgate_api::Role;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Opens `GET /v1/events/stream` as `token` and reads the answer's head: the socket and
+/// the head's lines.
+fn open_stream(s: &TestServer, token: &str) -> (BufReader<TcpStream>, Vec<String>) {
+    let addr = s.url.trim_start_matches("http://");
+    let mut sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        sock,
+        "GET /v1/events/stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(sock);
+    let mut head = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end().to_string();
+        if line.is_empty() {
+            break;
+        }
+        head.push(line);
+    }
+    (reader, head)
+}
+
+#[test]
+fn one_token_past_its_stream_cap_gets_429_with_retry_after_and_others_are_served() {
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), "");
+    let alice = s
+        .admin()
+        .create_token(&lockgate_api::TokenCreate {
+            name: "alice".into(),
+            role: Role::Submitter,
+            node: None,
+        })
+        .unwrap()
+        .token;
+    let cap = lockgate_server::longlived::STREAMS_PER_TOKEN;
+    let open: Vec<_> = (0..cap)
+        .map(|i| {
+            let (reader, head) = open_stream(&s, &alice);
+            assert!(head[0].contains(" 200 "), "stream {i}: {head:?}");
+            reader
+        })
+        .collect();
+    let (mut refused, head) = open_stream(&s, &alice);
+    assert!(head[0].contains(" 429 "), "{head:?}");
+    assert!(
+        head.iter()
+            .any(|h| h.eq_ignore_ascii_case("retry-after: 5")),
+        "{head:?}"
+    );
+    let mut body = String::new();
+    let _ = refused.read_to_string(&mut body);
+    assert!(
+        body.contains("quota_exceeded") && body.contains(&format!("({cap})")),
+        "{body}"
+    );
+    // Another token is not held back by alice's streams.
+    let (_, head) = open_stream(&s, &s.admin);
+    assert!(head[0].contains(" 200 "), "{head:?}");
+    drop(open);
+}
+
+#[test]
+fn a_submitter_s_stream_replays_its_own_events_from_past_the_first_pages() {
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), "[global]\nmax_running = 0\n");
+    // Over two catch-up pages of events alice may not see, then one of hers.
+    let admin = s.admin();
+    for _ in 0..600 {
+        admin.submit(&job("backup", &[])).unwrap();
+    }
+    let alice = s
+        .admin()
+        .create_token(&lockgate_api::TokenCreate {
+            name: "alice".into(),
+            role: Role::Submitter,
+            node: None,
+        })
+        .unwrap()
+        .token;
+    let mine = s
+        .client(Some(&alice))
+        .submit(&job("backup", &[]))
+        .unwrap()
+        .0;
+    let (mut reader, head) = open_stream(&s, &alice);
+    assert!(head[0].contains(" 200 "), "{head:?}");
+    let start = Instant::now();
+    let needle = format!("\"id\":{}", mine.id);
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("an event within 10 s");
+        if line.starts_with("data:") && line.contains("\"type\":\"job\"") {
+            assert!(line.contains(&needle), "alice sees only her job: {line}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10));
+    }
+}
