@@ -34,19 +34,21 @@ fn open_stream(s: &TestServer, token: &str) -> (BufReader<TcpStream>, Vec<String
     (reader, head)
 }
 
+/// A new submitter token's secret.
+fn submitter_token(s: &TestServer, name: &str) -> String {
+    let create = lockgate_api::TokenCreate {
+        name: name.into(),
+        role: Role::Submitter,
+        node: None,
+    };
+    s.admin().create_token(&create).unwrap().token
+}
+
 #[test]
 fn one_token_past_its_stream_cap_gets_429_with_retry_after_and_others_are_served() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), "");
-    let alice = s
-        .admin()
-        .create_token(&lockgate_api::TokenCreate {
-            name: "alice".into(),
-            role: Role::Submitter,
-            node: None,
-        })
-        .unwrap()
-        .token;
+    let alice = submitter_token(&s, "alice");
     let cap = lockgate_server::longlived::STREAMS_PER_TOKEN;
     let open: Vec<_> = (0..cap)
         .map(|i| {
@@ -83,15 +85,7 @@ fn a_submitter_s_stream_replays_its_own_events_from_past_the_first_pages() {
     for _ in 0..600 {
         admin.submit(&job("backup", &[])).unwrap();
     }
-    let alice = s
-        .admin()
-        .create_token(&lockgate_api::TokenCreate {
-            name: "alice".into(),
-            role: Role::Submitter,
-            node: None,
-        })
-        .unwrap()
-        .token;
+    let alice = submitter_token(&s, "alice");
     let mine = s
         .client(Some(&alice))
         .submit(&job("backup", &[]))
