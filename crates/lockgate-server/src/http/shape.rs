@@ -11,12 +11,12 @@
 //! - An answer with status >= 400 has `Content-Type: application/json` and an `error`
 //!   object with a `code` and a `message`; its status is never changed here.
 //! - A request target longer than [`MAX_TARGET`] bytes is answered 414 `uri_too_long`, and
-//!   headers larger than [`MAX_HEADER_BYTES`] in total 431 `headers_too_large`, before any
-//!   handler runs.
+//!   headers larger than [`MAX_HEADER_BYTES`] in total 431 `headers_too_large`, and a
+//!   request with more than one `Authorization` header 400, before any handler runs.
 
 use crate::error::ApiError;
 use axum::extract::Request;
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -32,7 +32,8 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// How much of a framework error's text body is kept as the message.
 const MAX_MESSAGE: usize = 4 * 1024;
 
-/// Refuses a request whose target or headers are too large (414, 431).
+/// Refuses a request whose target or headers are too large (414, 431), or that carries
+/// two `Authorization` headers (400: the first used to win).
 pub async fn limit_request(req: Request, next: Next) -> Response {
     let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if target > MAX_TARGET {
@@ -54,6 +55,14 @@ pub async fn limit_request(req: Request, next: Next) -> Response {
                 "the request headers are {headers} bytes; at most {MAX_HEADER_BYTES} are accepted"
             ),
         )
+        .into_response();
+    }
+    let credentials = req.headers().get_all(AUTHORIZATION).iter().count();
+    if credentials > 1 {
+        return ApiError::bad_request(format!(
+            "the request has {credentials} Authorization headers: send one (which one a proxy or the server would read is not defined)"
+        ))
+        .field("Authorization")
         .into_response();
     }
     next.run(req).await

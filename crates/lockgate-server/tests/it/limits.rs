@@ -305,3 +305,24 @@ fn a_policy_past_a_limit_is_refused_naming_the_line() {
         assert!(e.to_string().contains(needle), "{needle}: {e}");
     }
 }
+
+#[test]
+fn two_authorization_headers_are_refused_400_not_the_first_taken() {
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), "");
+    let addr = s.url.trim_start_matches("http://");
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    use std::io::{Read, Write};
+    write!(
+        sock,
+        "GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {}\r\nAuthorization: Bearer nobody\r\n\r\n",
+        s.admin
+    )
+    .unwrap();
+    let mut answer = String::new();
+    sock.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("2 Authorization headers"), "{answer}");
+    // One header is served as before.
+    assert_eq!(s.raw("GET", "/v1/jobs", Some(&s.admin), None).0, 200);
+}
