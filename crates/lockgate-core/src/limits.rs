@@ -15,20 +15,15 @@
 //!   584 million.
 
 use std::ops::RangeInclusive;
-use std::time::Duration;
 
 /// The longest duration anywhere (waits, runs, jitter, retries, TTLs): 10 years of 365
 /// days, in milliseconds.
 pub const MAX_DURATION_MS: u64 = 3650 * 86_400_000;
 
-/// The longest duration, as a [`Duration`].
-pub const MAX_DURATION: Duration = Duration::from_millis(MAX_DURATION_MS);
-
 /// The priorities a job, a kind, a schedule or a token's `max_priority` may name.
 pub const PRIORITY: RangeInclusive<i64> = -1_000_000..=1_000_000;
 
-/// Bytes of a name: a node, a token's principal, a pause id's text (a DNS subdomain is
-/// at most 253).
+/// Bytes of a job's `node` (a node's name is a DNS subdomain: at most 253).
 pub const MAX_NAME_BYTES: usize = 253;
 
 /// Bytes of an idempotency key.

@@ -152,8 +152,7 @@ impl From<lockgate_store::StoreError> for ApiError {
 /// the field, the value and the limit.
 impl From<lockgate_core::limits::LimitError> for ApiError {
     fn from(e: lockgate_core::limits::LimitError) -> Self {
-        let message = e.to_string();
-        ApiError::invalid(e.field, message)
+        ApiError::invalid(e.field, e.message)
     }
 }
 

@@ -268,9 +268,7 @@ impl Loop {
                     self.fail_replies(&e);
                     break;
                 }
-                Err(e) if self.retry_commits || matches!(e, StoreError::Full { .. }) => {
-                    self.fail_replies(&e)
-                }
+                Err(e) if self.kept(&e) => self.fail_replies(&e),
                 Err(e) => {
                     tracing::error!("store commit failed, stopping: {e}");
                     eprintln!("lockgate server: store commit failed: {e}; exiting so no answer outruns the disk");
@@ -407,33 +405,34 @@ impl Loop {
             let live = self.engine.job(id).is_some();
             self.batch.jobs.push((job, live));
         }
+        self.pending_bytes = 0;
         if self.batch.is_empty() && self.unsaved.is_empty() {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.batch);
-        self.pending_bytes = 0;
-        if !self.retry_commits && self.unsaved.is_empty() {
-            return match self.commit_one(&batch) {
-                // A full disk: kept, answered 507, committed once space returns.
-                Err(e @ StoreError::Full { .. }) => {
-                    let broadcasts = std::mem::take(&mut self.broadcasts);
-                    self.unsaved.push((batch, broadcasts));
-                    Err(e)
-                }
-                r => r,
-            };
-        }
         if !batch.is_empty() {
             let broadcasts = std::mem::take(&mut self.broadcasts);
             self.unsaved.push((batch, broadcasts));
         }
-        while let Some((batch, _)) = self.unsaved.first() {
-            let batch = batch.clone();
-            self.commit_one(&batch)?;
-            let (_, broadcasts) = self.unsaved.remove(0);
+        // Oldest first; a batch whose commit fails is put back when the failure is one
+        // that is waited for (`Loop::kept`), and the error ends this commit.
+        while !self.unsaved.is_empty() {
+            let (batch, broadcasts) = self.unsaved.remove(0);
+            if let Err(e) = self.commit_one(&batch) {
+                if self.kept(&e) {
+                    self.unsaved.insert(0, (batch, broadcasts));
+                }
+                return Err(e);
+            }
             self.broadcasts.extend(broadcasts);
         }
         Ok(())
+    }
+
+    /// Whether a failed commit is waited for (its batch kept, its answers errors) rather
+    /// than ending the process: a database that is away, or a full disk.
+    fn kept(&self, e: &StoreError) -> bool {
+        self.retry_commits || matches!(e, StoreError::Full { .. })
     }
 
     fn commit_one(&mut self, batch: &Batch) -> Result<(), StoreError> {

@@ -46,16 +46,22 @@ impl Kind {
 /// The open answers, counted per principal and kind.
 #[derive(Debug, Default)]
 pub struct Open {
-    counts: Mutex<HashMap<(Kind, String), usize>>,
-    totals: Mutex<HashMap<Kind, usize>>,
+    counts: Mutex<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    /// Per (kind, principal); an entry is removed when it reaches 0.
+    mine: HashMap<(Kind, String), usize>,
+    /// Per kind, in all.
+    total: HashMap<Kind, usize>,
 }
 
 /// One open answer; dropping it gives it back.
 #[derive(Debug)]
 pub struct Slot {
     open: Arc<Open>,
-    kind: Kind,
-    name: String,
+    key: (Kind, String),
 }
 
 impl Open {
@@ -65,55 +71,50 @@ impl Open {
     /// 429 `quota_exceeded` (with `Retry-After`) naming the cap that is full.
     pub fn take(self: &Arc<Self>, kind: Kind, p: &Principal) -> Result<Slot, ApiError> {
         let (per_token, all, what) = kind.caps();
-        let mut counts = self.counts.lock().expect("not poisoned");
-        let mut totals = self.totals.lock().expect("not poisoned");
-        let mine = counts.entry((kind, p.name.clone())).or_default();
-        let total = totals.entry(kind).or_default();
-        if *mine >= per_token {
-            return Err(ApiError::new(
-                ErrorCode::QuotaExceeded,
-                format!(
-                    "{:?} has {mine} {what} open, the most one token may have ({per_token}): close one, or retry later",
-                    p.name
-                ),
-            ));
+        let key = (kind, p.name.clone());
+        let mut c = self.counts.lock().expect("not poisoned");
+        let mine = c.mine.get(&key).copied().unwrap_or(0);
+        let total = c.total.get(&kind).copied().unwrap_or(0);
+        let full = if mine >= per_token {
+            Some(format!(
+                "{:?} has {mine} {what} open, the most one token may have ({per_token}): close one, or retry later",
+                p.name
+            ))
+        } else if total >= all {
+            Some(format!(
+                "the server has {total} {what} open, the most it keeps ({all}): retry later"
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = full {
+            return Err(ApiError::new(ErrorCode::QuotaExceeded, message));
         }
-        if *total >= all {
-            return Err(ApiError::new(
-                ErrorCode::QuotaExceeded,
-                format!(
-                    "the server has {total} {what} open, the most it keeps ({all}): retry later"
-                ),
-            ));
-        }
-        *mine += 1;
-        *total += 1;
+        *c.mine.entry(key.clone()).or_default() += 1;
+        *c.total.entry(kind).or_default() += 1;
         Ok(Slot {
             open: self.clone(),
-            kind,
-            name: p.name.clone(),
+            key,
         })
     }
 
     /// How many of `kind` are open in all.
     pub fn total(&self, kind: Kind) -> usize {
-        let totals = self.totals.lock().expect("not poisoned");
-        totals.get(&kind).copied().unwrap_or(0)
+        let c = self.counts.lock().expect("not poisoned");
+        c.total.get(&kind).copied().unwrap_or(0)
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut counts = self.open.counts.lock().expect("not poisoned");
-        let mut totals = self.open.totals.lock().expect("not poisoned");
-        let key = (self.kind, std::mem::take(&mut self.name));
-        if let Some(n) = counts.get_mut(&key) {
+        let mut c = self.open.counts.lock().expect("not poisoned");
+        if let Some(n) = c.mine.get_mut(&self.key) {
             *n -= 1;
             if *n == 0 {
-                counts.remove(&key);
+                c.mine.remove(&self.key);
             }
         }
-        if let Some(n) = totals.get_mut(&self.kind) {
+        if let Some(n) = c.total.get_mut(&self.key.0) {
             *n = n.saturating_sub(1);
         }
     }

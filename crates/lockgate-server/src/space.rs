@@ -122,12 +122,16 @@ impl SpaceWatch {
     }
 
     /// Why a new submit that would add about `pending` bytes (with those of the batch it
-    /// joins) is refused, measured now (which also updates what the middleware reads):
+    /// joins) is refused, measured now (a refusal also updates what the middleware reads):
     /// the free space less `pending` against the watermark, the store's size plus
     /// `pending` against the quota. The event loop asks this for each new job, so a burst
     /// cannot outrun the timer's sample.
     pub fn room_for(&self, pending: u64) -> Option<String> {
-        self.check().or_else(|| self.measure(pending))
+        let why = self.measure(pending)?;
+        // Refused: whether it is the pending bytes or the disk itself, the middleware's
+        // flag is brought up to date (one more measurement, on this rare path only).
+        self.check();
+        Some(why)
     }
 
     /// Why new submits are refused, re-measuring first when they are (so space that came

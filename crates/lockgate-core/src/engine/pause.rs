@@ -118,16 +118,16 @@ impl Engine {
     pub fn pause(&mut self, spec: PauseSpec, now: Timestamp) -> Result<Pause, PauseError> {
         self.handle_timeout(now);
         use crate::limits::{text, MAX_EXPR_BYTES, MAX_REASON_BYTES};
-        let too_long = |field: &'static str| {
-            move |e: crate::limits::LimitError| PauseError::Invalid {
-                field,
-                message: e.message,
+        let texts = [
+            ("match", spec.selector.as_deref(), MAX_EXPR_BYTES),
+            ("reason", Some(spec.reason.as_str()), MAX_REASON_BYTES),
+        ];
+        for (field, value, max) in texts {
+            if let Some(e) = value.and_then(|v| text(field, v, max).err()) {
+                let message = e.message;
+                return Err(PauseError::Invalid { field, message });
             }
-        };
-        if let Some(m) = &spec.selector {
-            text("match", m, MAX_EXPR_BYTES).map_err(too_long("match"))?;
         }
-        text("reason", &spec.reason, MAX_REASON_BYTES).map_err(too_long("reason"))?;
         let selector = parse(spec.selector.as_deref())?;
         if spec.reason.trim().is_empty() {
             return Err(PauseError::Invalid {

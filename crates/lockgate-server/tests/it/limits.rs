@@ -6,12 +6,12 @@ use crate::harness::*;
 use lockgate_api::Role;
 use serde_json::{json, Value};
 
-/// A JSON request as `token`: status and body.
-fn send(s: &TestServer, method: &str, path: &str, token: &str, body: &Value) -> (u16, Value) {
+/// A JSON request as the admin: status and body.
+fn send(s: &TestServer, method: &str, path: &str, body: &Value) -> (u16, Value) {
     let (status, text) = s.raw(
         method,
         path,
-        Some(token),
+        Some(&s.admin),
         Some(("application/json", &body.to_string())),
     );
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
@@ -40,13 +40,12 @@ const NEVER: &str = "[global]\nmax_running = 0\n";
 fn a_submit_at_each_limit_is_taken_and_one_past_it_is_refused_naming_the_field() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), NEVER);
-    let admin = s.admin.clone();
     let submit = |extra: Value| {
         let mut body = json!({"kind": "backup"});
         body.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
-        send(&s, "POST", "/v1/jobs", &admin, &body)
+        send(&s, "POST", "/v1/jobs", &body)
     };
     taken(submit(json!({"idempotency_key": "k".repeat(256)})));
     refused(
@@ -96,7 +95,7 @@ fn a_submit_at_each_limit_is_taken_and_one_past_it_is_refused_naming_the_field()
         }
     }
     // Nothing refused was stored: the taken ones only.
-    let (_, list) = send(&s, "GET", "/v1/jobs?limit=1000", &admin, &json!({}));
+    let (_, list) = send(&s, "GET", "/v1/jobs?limit=1000", &json!({}));
     let jobs = list["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 1 + 1 + 1 + 2 + 4, "{list}");
     assert!(jobs
@@ -108,24 +107,11 @@ fn a_submit_at_each_limit_is_taken_and_one_past_it_is_refused_naming_the_field()
 fn a_priority_edit_past_the_range_is_refused() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), NEVER);
-    let admin = s.admin.clone();
-    let job = taken(send(
-        &s,
-        "POST",
-        "/v1/jobs",
-        &admin,
-        &json!({"kind": "backup"}),
-    ));
+    let job = taken(send(&s, "POST", "/v1/jobs", &json!({"kind": "backup"})));
     let path = format!("/v1/jobs/{}/set", job["id"]);
-    taken(send(
-        &s,
-        "POST",
-        &path,
-        &admin,
-        &json!({"priority": 1_000_000}),
-    ));
+    taken(send(&s, "POST", &path, &json!({"priority": 1_000_000})));
     refused(
-        send(&s, "POST", &path, &admin, &json!({"priority": i64::MIN})),
+        send(&s, "POST", &path, &json!({"priority": i64::MIN})),
         "priority",
         "out of range",
     );
@@ -135,7 +121,6 @@ fn a_priority_edit_past_the_range_is_refused() {
 fn a_node_registration_is_bounded_in_labels_kinds_and_pools() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), "");
-    let admin = s.admin.clone();
     let map = |n: usize| -> Value {
         (0..n)
             .map(|i| (format!("k{i}"), json!("v")))
@@ -153,50 +138,25 @@ fn a_node_registration_is_bounded_in_labels_kinds_and_pools() {
         &s,
         "PUT",
         "/v1/nodes/n1",
-        &admin,
         &json!({"labels": map(64), "kinds": kinds(256), "resources": pools(64)}),
     ));
     refused(
-        send(
-            &s,
-            "PUT",
-            "/v1/nodes/n1",
-            &admin,
-            &json!({"labels": map(10_000)}),
-        ),
+        send(&s, "PUT", "/v1/nodes/n1", &json!({"labels": map(10_000)})),
         "labels",
         "10000 entries, expected at most 64",
     );
     refused(
-        send(
-            &s,
-            "PUT",
-            "/v1/nodes/n1",
-            &admin,
-            &json!({"kinds": kinds(257)}),
-        ),
+        send(&s, "PUT", "/v1/nodes/n1", &json!({"kinds": kinds(257)})),
         "kinds",
         "at most 256",
     );
     refused(
-        send(
-            &s,
-            "PUT",
-            "/v1/nodes/n1",
-            &admin,
-            &json!({"resources": pools(65)}),
-        ),
+        send(&s, "PUT", "/v1/nodes/n1", &json!({"resources": pools(65)})),
         "resources",
         "at most 64",
     );
     refused(
-        send(
-            &s,
-            "PUT",
-            "/v1/nodes/n1",
-            &admin,
-            &json!({"kinds": ["not a kind"]}),
-        ),
+        send(&s, "PUT", "/v1/nodes/n1", &json!({"kinds": ["not a kind"]})),
         "kinds",
         "invalid job kind",
     );
@@ -206,13 +166,11 @@ fn a_node_registration_is_bounded_in_labels_kinds_and_pools() {
 fn an_agent_token_is_only_bound_to_a_node_name_the_node_api_takes() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), "");
-    let admin = s.admin.clone();
     refused(
         send(
             &s,
             "POST",
             "/v1/tokens",
-            &admin,
             &json!({"name": "agent-x", "role": "agent", "node": "NodeX_bad"}),
         ),
         "node",
@@ -228,12 +186,10 @@ fn an_agent_token_is_only_bound_to_a_node_name_the_node_api_takes() {
 fn a_pause_s_reason_and_match_are_bounded() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), "");
-    let admin = s.admin.clone();
     taken(send(
         &s,
         "POST",
         "/v1/pauses",
-        &admin,
         &json!({"reason": "r".repeat(1024)}),
     ));
     refused(
@@ -241,7 +197,6 @@ fn a_pause_s_reason_and_match_are_bounded() {
             &s,
             "POST",
             "/v1/pauses",
-            &admin,
             &json!({"reason": "r".repeat(1_000_000)}),
         ),
         "reason",
@@ -252,7 +207,6 @@ fn a_pause_s_reason_and_match_are_bounded() {
             &s,
             "POST",
             "/v1/pauses",
-            &admin,
             &json!({"reason": "x", "match": format!("kind={}", "b".repeat(5000))}),
         ),
         "match",
@@ -264,13 +218,12 @@ fn a_pause_s_reason_and_match_are_bounded() {
 fn a_schedule_s_when_and_durations_are_bounded() {
     let dir = tempdir();
     let s = TestServer::start(dir.path(), "");
-    let admin = s.admin.clone();
     let schedule = |extra: Value| {
         let mut body = json!({"name": "nightly", "when": "02:00", "job": {"kind": "backup"}});
         body.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
-        send(&s, "POST", "/v1/schedules", &admin, &body)
+        send(&s, "POST", "/v1/schedules", &body)
     };
     refused(
         schedule(json!({"when": "*".repeat(100_000)})),
