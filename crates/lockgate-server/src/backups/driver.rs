@@ -175,6 +175,7 @@ async fn fail_to_start(
     token: u64,
     e: &str,
 ) -> Result<(), ApiError> {
+    let ended = now();
     let finish = FinishRequest {
         token,
         outcome: Outcome::Failed,
@@ -186,7 +187,7 @@ async fn fail_to_start(
     view.state = BackupState::Finished;
     view.phase = Some("Failed".into());
     view.reasons = vec![format!("the backup could not start: {e}")];
-    view.finished_at = Some(now());
+    view.finished_at = Some(ended);
     put(b, run, view).await
 }
 
@@ -238,6 +239,9 @@ async fn finish(
     token: u64,
     lease_lost: Option<String>,
 ) -> Result<(), ApiError> {
+    // The backup ended when its work did, before its job frees the slot: a backup
+    // admitted into that slot starts after this instant, never before it.
+    let ended = now();
     let phase = match result.phase {
         Phase::Completed => "Completed",
         Phase::PartiallyFailed => "PartiallyFailed",
@@ -283,7 +287,7 @@ async fn finish(
         .to_string(),
     );
     view.reasons = reasons;
-    view.finished_at = Some(now());
+    view.finished_at = Some(ended);
     if !result.refused.is_empty() {
         view.refused = super::confine::refusals(&result.refused);
     }
