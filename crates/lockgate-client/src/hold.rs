@@ -4,7 +4,9 @@
 //! [`hold`] waits for the child, renews the lease when [`LeaseKeeper::next_renewal`] says,
 //! and stops the child (the stop signal, SIGTERM unless [`Stop`] says otherwise, to its
 //! process group, SIGKILL at a deadline) as soon as it must: cancel requested, preempted,
-//! the holder stopping, the lease lost, or the server unreachable for too long.
+//! the holder stopping, the lease lost, or the server unreachable for too long. A cancel
+//! or preemption is learnt at once from a long-poll beside the renewals (`cancel_watch`),
+//! so the stop signal follows a request within about [`SLICE`].
 //!
 //! # Invariants
 //! - **The child is dead before the server can hand its slot to someone else** (with
@@ -20,6 +22,7 @@
 //! - A deadline only moves earlier: a later, more urgent reason shortens the grace; nothing
 //!   extends it.
 
+use crate::cancel_watch::CancelWatch;
 use crate::child::{Signal, Supervised};
 use crate::lease::{LeaseKeeper, Renewal};
 use lockgate_api::JobView;
@@ -136,6 +139,7 @@ struct Hold<'a, H> {
     kill_at: Option<Instant>,
     stopping: bool,
     renewing: bool,
+    watch: CancelWatch,
 }
 
 /// Holds `lease` while `child` runs; returns when the child has exited. See the module docs.
@@ -156,7 +160,9 @@ pub fn hold_with(
     stop: Stop,
     holder: &mut impl Holder,
 ) -> Held {
+    let watch = CancelWatch::start(lease.client().clone(), lease.job_id());
     let mut h = Hold {
+        watch,
         child,
         lease,
         holder,
@@ -200,20 +206,16 @@ impl<H: Holder> Hold<'_, H> {
         if !self.stopping && self.holder.stop_requested() {
             self.stop(Ending::Stopped, Instant::now() + self.grace);
         }
+        if let Some(job) = self.watch.requested() {
+            self.cancel_requested(&job);
+        }
         if !self.renewing || Instant::now() < self.lease.next_renewal() {
             return;
         }
         match self.lease.renew() {
             Renewal::Held(job) => {
                 self.holder.renewed(&job);
-                if job.cancel_requested && !self.stopping {
-                    let why = if job.preempted() {
-                        Ending::Preempted
-                    } else {
-                        Ending::Cancelled
-                    };
-                    self.stop(why, Instant::now() + self.grace);
-                }
+                self.cancel_requested(&job);
             }
             Renewal::Retrying(_) => {}
             Renewal::GiveUp(why) => {
@@ -228,6 +230,18 @@ impl<H: Holder> Hold<'_, H> {
                     Instant::now() + self.grace,
                 );
             }
+        }
+    }
+
+    /// Stops the child when `job` (a renewal's answer, or the watch's) asks for it.
+    fn cancel_requested(&mut self, job: &JobView) {
+        if job.cancel_requested && !self.stopping {
+            let why = if job.preempted() {
+                Ending::Preempted
+            } else {
+                Ending::Cancelled
+            };
+            self.stop(why, Instant::now() + self.grace);
         }
     }
 

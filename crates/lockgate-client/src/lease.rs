@@ -120,6 +120,11 @@ impl LeaseKeeper {
         ))
     }
 
+    /// The client the lease is renewed with.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The job.
     pub fn job_id(&self) -> u64 {
         self.id

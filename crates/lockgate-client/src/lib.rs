@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 mod backoff;
+mod cancel_watch;
 pub mod child;
 mod client;
 mod error;

@@ -51,6 +51,9 @@ pub enum JobOp {
         id: JobId,
         /// The state the caller knows.
         from: JobState,
+        /// Also answer once the job's cancellation is requested (a holder learns of a
+        /// cancel at once, not at its next renewal).
+        or_cancel: bool,
         /// The job in its new state.
         reply: Reply<JobView>,
     },

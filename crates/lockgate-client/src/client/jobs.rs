@@ -81,10 +81,34 @@ impl Client {
         from: lockgate_core::JobState,
         timeout_s: u64,
     ) -> Result<JobView, ClientError> {
+        self.wait_on(id, from, timeout_s, "")
+    }
+
+    /// `GET /v1/jobs/{id}/wait?cancel=true`: [`Client::wait`] that also answers once the
+    /// job's cancellation is requested (how a holder learns of a cancel at once).
+    ///
+    /// # Errors
+    /// See [`ClientError`]; a server older than `cancel` refuses it (422).
+    pub fn wait_or_cancel(
+        &self,
+        id: u64,
+        from: lockgate_core::JobState,
+        timeout_s: u64,
+    ) -> Result<JobView, ClientError> {
+        self.wait_on(id, from, timeout_s, "&cancel=true")
+    }
+
+    fn wait_on(
+        &self,
+        id: u64,
+        from: lockgate_core::JobState,
+        timeout_s: u64,
+        extra: &str,
+    ) -> Result<JobView, ClientError> {
         let (poll, timeout) =
             self.long_poll(Duration::from_secs(timeout_s), Duration::from_secs(15));
         let path = format!(
-            "/v1/jobs/{id}/wait?from={from}&timeout_s={}",
+            "/v1/jobs/{id}/wait?from={from}&timeout_s={}{extra}",
             poll.as_secs()
         );
         self.call_status("GET", &path, None::<&()>, timeout)

@@ -91,10 +91,14 @@ impl Fake {
     fn serve(&self, mut conn: TcpStream) {
         let mut reader = BufReader::new(conn.try_clone().unwrap());
         let mut length = 0;
+        let mut first = String::new();
         loop {
             let mut line = String::new();
             if reader.read_line(&mut line).unwrap_or(0) == 0 {
                 return;
+            }
+            if first.is_empty() {
+                first.clone_from(&line);
             }
             if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
                 length = v.trim().parse().unwrap();
@@ -107,7 +111,17 @@ impl Fake {
         let _ = reader.read_exact(&mut body);
         let arrived = Instant::now();
         let mode = self.state.lock().unwrap().mode.unwrap();
+        // The holder's cancel watch (`GET /v1/jobs/1/wait?...&cancel=true`): answered with
+        // the cancel in that mode, else refused as a server without `cancel` refuses it
+        // (the watch then stops and the renewals alone carry a cancel). Never a renewal.
+        let wait = first.starts_with("GET ") && first.contains("/wait?");
         let (status, text) = match mode {
+            Mode::CancelRequested if wait => (200, job(self.ttl, true)),
+            Mode::Renew | Mode::Refuse | Mode::NotLeader if wait => (
+                422,
+                r#"{"error":{"code":"invalid_field","message":"unknown field `cancel`","field":"cancel"}}"#
+                    .to_string(),
+            ),
             Mode::Renew | Mode::CancelRequested => {
                 self.state.lock().unwrap().renewed.push(arrived);
                 (200, job(self.ttl, mode == Mode::CancelRequested))

@@ -102,7 +102,8 @@ fn a_refused_renewal_stops_the_child_and_renews_no_more() {
 fn cancel_requested_stops_the_child_and_the_lease_is_held_meanwhile() {
     let fake = Fake::start(Mode::CancelRequested, TTL);
     let mut lease = keeper(&fake, WhileUnreachable::StopBeforeExpiry);
-    // Ignores SIGTERM: the grace runs out, renewals go on meanwhile.
+    // Ignores SIGTERM: the grace runs out, renewals go on meanwhile. The cancel is learnt
+    // from the watch's first poll, before the first renewal is due.
     let mut c = child("trap '' TERM; sleep 30");
     let start = Instant::now();
     let held = hold(
@@ -114,12 +115,12 @@ fn cancel_requested_stops_the_child_and_the_lease_is_held_meanwhile() {
     assert_eq!(held.ending, Ending::Cancelled);
     assert_eq!(exit_code(held.status), 128 + 9);
     assert!(
-        start.elapsed() >= Duration::from_millis(850),
+        start.elapsed() >= Duration::from_millis(700),
         "{:?}",
         start.elapsed()
     );
     assert!(
-        fake.renewals() >= 3,
+        fake.renewals() >= 2,
         "renewed during the grace: {}",
         fake.renewals()
     );

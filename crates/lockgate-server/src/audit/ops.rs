@@ -194,6 +194,7 @@ mod tests {
         let wait = JobOp::Wait {
             id,
             from: lockgate_core::JobState::Queued,
+            or_cancel: false,
             reply,
         };
         lp.handle(msg(wait.into(), None), now);

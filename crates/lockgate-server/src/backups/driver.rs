@@ -95,6 +95,7 @@ async fn admit(b: &Backups, run: &Running) -> Result<JobView, ApiError> {
             b.lp.ask(run.principal.clone(), |reply| JobOp::Wait {
                 id,
                 from: JobState::Queued,
+                or_cancel: false,
                 reply,
             })
             .await?;

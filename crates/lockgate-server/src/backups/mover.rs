@@ -146,6 +146,7 @@ impl JobHandle {
                 .ask_blocking(self.principal.clone(), |reply| JobOp::Wait {
                     id,
                     from,
+                    or_cancel: false,
                     reply,
                 })
                 .map_err(|e| MoverError::Failed(format!("job {id}: {}", e.message)))?;

@@ -276,6 +276,7 @@ mod tests {
         let mut wait: Answer<JobView> = ask(&mut lp, |reply| JobOp::Wait {
             id,
             from: JobState::Queued,
+            or_cancel: false,
             reply,
         });
         end_batch(&mut lp);

@@ -14,7 +14,15 @@ use lockgate_core::Timestamp;
 #[derive(Debug)]
 pub(crate) struct Waiter {
     from: JobState,
+    or_cancel: bool,
     reply: Reply<JobView>,
+}
+
+impl Waiter {
+    /// The job left the state the waiter knows, or its cancellation it waits for came.
+    fn wakes_for(&self, job: &Job) -> bool {
+        job.state != self.from || (self.or_cancel && job.cancel_requested)
+    }
 }
 
 impl Loop {
@@ -33,7 +41,12 @@ impl Loop {
                 let r = self.list(p, q);
                 self.answer(reply, r);
             }
-            JobOp::Wait { id, from, reply } => self.wait(p, id, from, reply),
+            JobOp::Wait {
+                id,
+                from,
+                or_cancel,
+                reply,
+            } => self.wait(p, id, (from, or_cancel), reply),
             JobOp::Explain(id, reply) => {
                 let r = self.explain(p, id, now);
                 self.answer(reply, r);
@@ -218,20 +231,32 @@ impl Loop {
         Ok(view)
     }
 
-    /// Answers at once when the state already differs from `from`, else registers a waiter
-    /// ([`Loop::wake_waiters`] answers it).
-    fn wait(&mut self, p: &Principal, id: JobId, from: JobState, reply: Reply<JobView>) {
+    /// Answers at once when the state already differs from `from` (or, with `or_cancel`,
+    /// its cancellation is requested), else registers a waiter ([`Loop::wake_waiters`]
+    /// answers it).
+    fn wait(
+        &mut self,
+        p: &Principal,
+        id: JobId,
+        (from, or_cancel): (JobState, bool),
+        reply: Reply<JobView>,
+    ) {
         let job = match self.find(id).and_then(|j| may_see(p, &j).map(|()| j)) {
             Ok(j) => j,
             Err(e) => return self.answer(reply, Err(e)),
         };
-        if job.state != from {
+        let waiter = Waiter {
+            from,
+            or_cancel,
+            reply,
+        };
+        if waiter.wakes_for(&job) {
             let view = self.view(&job);
-            return self.answer(reply, Ok(view));
+            return self.answer(waiter.reply, Ok(view));
         }
         let ws = self.waiters.entry(id).or_default();
         ws.retain(|w| !w.reply.is_closed());
-        ws.push(Waiter { from, reply });
+        ws.push(waiter);
     }
 
     /// Answers the waiters of `job` whose state it left (called for every job event).
@@ -240,7 +265,7 @@ impl Loop {
             return;
         };
         let (woken, keep): (Vec<Waiter>, Vec<Waiter>) =
-            ws.drain(..).partition(|w| w.from != job.state);
+            ws.drain(..).partition(|w| w.wakes_for(job));
         *ws = keep;
         for w in woken {
             self.answer(w.reply, Ok(view.clone()));

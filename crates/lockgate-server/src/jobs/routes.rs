@@ -25,6 +25,10 @@ struct WaitQuery {
     #[serde(default)]
     #[param(minimum = 0)]
     timeout_s: Option<f64>,
+    /// Also answer once the job's cancellation is requested (`cancel_requested` true): a
+    /// holder that waits with this learns of a cancel at once. Default false.
+    #[serde(default)]
+    cancel: Option<bool>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -178,7 +182,7 @@ async fn show(
 }
 
 #[utoipa::path(get, path = "/v1/jobs/{id}/wait", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)"), WaitQuery),
-    responses((status = 200, description = "The job once its state is no longer `from`, or as it is when the poll times out", body = JobView)))]
+    responses((status = 200, description = "The job once its state is no longer `from` (or, with `cancel=true`, once its cancellation is requested), or as it is when the poll times out", body = JobView)))]
 // The query is read before the id (a bad query wins over a bad id, as it always did).
 async fn wait(
     State(st): State<AppState>,
@@ -200,9 +204,12 @@ async fn wait(
     let timeout = poll_timeout(q.timeout_s)?;
     let _slot = st.open.take(crate::longlived::Kind::Poll, &p)?;
     // Dropping the wait at the timeout is harmless: a wait changes nothing.
-    let waited = st
-        .lp
-        .ask(p.clone(), |reply| JobOp::Wait { id, from, reply });
+    let waited = st.lp.ask(p.clone(), |reply| JobOp::Wait {
+        id,
+        from,
+        or_cancel: q.cancel.unwrap_or(false),
+        reply,
+    });
     match tokio::time::timeout(timeout, waited).await {
         Ok(r) => ok(r?),
         Err(_) => ok(st.lp.ask(p, |r| JobOp::Get(id, r)).await?),

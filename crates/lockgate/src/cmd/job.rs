@@ -53,6 +53,9 @@ enum Sub {
         /// Revoke the lease at once (admin).
         #[arg(long)]
         force: bool,
+        /// Wait until the job has ended and print how it ended (exit status as `job wait`).
+        #[arg(long)]
+        wait: bool,
     },
     /// Change a queued job: its priority (within your max_priority; admins any).
     Set {
@@ -199,6 +202,20 @@ const HEADER: &[&str] = &[
 
 /// One job as `job show` prints it: `Field:  value` lines, its times (each in the fixed
 /// width of [`output::time`]) and durations as of `now`, then its message.
+/// The state, with "cancel requested" while an admitted job's holder has yet to stop.
+fn state_text(job: &JobView) -> String {
+    if job.cancel_requested && !job.is_final() {
+        let why = if job.preempted() {
+            "preempted"
+        } else {
+            "cancel requested"
+        };
+        format!("{} ({why})", job.state)
+    } else {
+        job.state.to_string()
+    }
+}
+
 fn render_job(job: &JobView, now: Timestamp) -> String {
     use std::fmt::Write;
     let mut text = String::new();
@@ -209,7 +226,7 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
     let d = durations(job, now);
     field("Id:", job.id.to_string());
     field("Kind:", job.kind.clone());
-    field("State:", job.state.to_string());
+    field("State:", state_text(job));
     field("Owner:", job.owner.clone());
     field("Priority:", job.priority.to_string());
     field(
@@ -333,7 +350,19 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Wait { id, from, timeout } => {
             return Ok(wait(global, &client, id, from, timeout)?.into())
         }
-        Sub::Cancel { id, force } => show(global, &client.cancel(id, force)?),
+        Sub::Cancel { id, force, wait: w } => {
+            let job = client.cancel(id, force)?;
+            if !w || job.is_final() {
+                show(global, &job);
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !output::json(global) {
+                eprintln!(
+                    "lockgate: job {id}: cancel requested; waiting for its holder to stop it"
+                );
+            }
+            return Ok(wait(global, &client, id, None, None)?.into());
+        }
         Sub::Set { id, priority } => show(global, &client.set_job(id, priority)?),
         Sub::Retry { id } => show(global, &client.retry_job(id)?),
         Sub::Logs(a) => super::job_logs::run(global, &client, &a)?,

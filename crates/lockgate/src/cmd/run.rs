@@ -104,6 +104,9 @@ struct Shared {
     /// Send the command's output to the job's log (`--log`; decided once the job is
     /// submitted, so an unreachable server costs no extra wait).
     log: std::sync::atomic::AtomicBool,
+    /// The signal (SIGINT, SIGTERM) lockgate got and forwarded to the running command, 0
+    /// when none: the job then ends `cancelled` (an operator's interrupt), not `failed`.
+    forwarded: std::sync::atomic::AtomicI32,
 }
 
 impl Shared {
@@ -191,6 +194,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         client: client.clone(),
         report: args.report.clone(),
         log: std::sync::atomic::AtomicBool::new(false),
+        forwarded: std::sync::atomic::AtomicI32::new(0),
     });
     spawn_signal_thread(shared.clone())?;
     let req = SubmitRequest {
@@ -370,7 +374,8 @@ fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> an
     }
     let status = held.status;
     let code = child::exit_code(status);
-    let Some((outcome, message)) = finish_outcome(&held.ending, status) else {
+    let forwarded = shared.forwarded.load(std::sync::atomic::Ordering::Relaxed);
+    let Some((outcome, message)) = finish_outcome(&held.ending, status, forwarded) else {
         eprintln!("lockgate: job {id}: lease lost; the command was stopped");
         shared.final_report(id);
         return Ok(Run::Done(exit(EXIT_NOT_RUN)));
@@ -394,7 +399,7 @@ fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> an
         return Ok(Run::Again(Box::new(finished)));
     }
     shared.write_report(Some(&finished));
-    if outcome == Outcome::Cancelled {
+    if outcome == Outcome::Cancelled && forwarded == 0 {
         return Ok(Run::Done(exit(EXIT_NOT_RUN)));
     }
     Ok(Run::Done(exit(code.clamp(0, 255) as u8)))
@@ -452,9 +457,15 @@ fn cannot_start_code(e: &std::io::Error) -> u8 {
     }
 }
 
-/// The outcome and message to finish the job with, from how the hold ended; `None` when
-/// the lease was lost (there is nothing left to finish).
-fn finish_outcome(ending: &Ending, status: std::process::ExitStatus) -> Option<(Outcome, String)> {
+/// The outcome and message to finish the job with, from how the hold ended and the signal
+/// lockgate forwarded to the command (0: none); `None` when the lease was lost (there is
+/// nothing left to finish). A command that failed after an interrupt was cancelled by
+/// whoever interrupted it, on this host: that is not a backup failure.
+fn finish_outcome(
+    ending: &Ending,
+    status: std::process::ExitStatus,
+    forwarded: i32,
+) -> Option<(Outcome, String)> {
     Some(match ending {
         Ending::Lost(_) => return None,
         Ending::Cancelled => (
@@ -468,11 +479,31 @@ fn finish_outcome(ending: &Ending, status: std::process::ExitStatus) -> Option<(
         Ending::Exited | Ending::Stopped if status.success() => {
             (Outcome::Succeeded, "exit status 0".to_string())
         }
+        Ending::Exited | Ending::Stopped if forwarded != 0 => (
+            Outcome::Cancelled,
+            format!(
+                "interrupted on host {} ({} to lockgate run); command exited with {}",
+                host(),
+                if forwarded == signal_hook::consts::SIGINT {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                },
+                describe(status)
+            ),
+        ),
         Ending::Exited | Ending::Stopped => (
             Outcome::Failed,
             format!("command exited with {}", describe(status)),
         ),
     })
+}
+
+/// This host's name, for the record of an interrupt.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// The signal thread owns the exit from here on.
@@ -521,6 +552,9 @@ fn spawn_signal_thread(shared: Arc<Shared>) -> anyhow::Result<()> {
                     } else {
                         child::Signal::TERM
                     };
+                    shared
+                        .forwarded
+                        .store(sig, std::sync::atomic::Ordering::Relaxed);
                     kill_group(pid, s);
                 }
                 Phase::Interrupted | Phase::Done => {}
