@@ -63,6 +63,9 @@ struct ScopeSeries {
     used: u64,
     limit: Option<u64>,
     peak: u64,
+    /// For the holders' scope of a shared conflict (one with `exclusive`): how it is held
+    /// now (`free`, `shared`, `exclusive`).
+    mode: Option<&'static str>,
 }
 
 /// Whether a scope exists only for the values jobs bring (shown while non-zero).
@@ -71,19 +74,69 @@ fn per_value(key: &ScopeKey) -> bool {
         || matches!(key, ScopeKey::Conflict { .. })
 }
 
-/// The limit shown for a scope. A conflict has no counter limit in the engine, but its key
-/// (and, for an `overlap` conflict, each value) admits one holder at a time: shown as 1.
-/// The overlap bookkeeping counters (`<attr>=`: every holder, `<attr>=*`: star holders)
-/// have no limit of their own.
-fn shown_limit(u: &ScopeUsage) -> Option<u64> {
-    match &u.key {
-        ScopeKey::Conflict { overlap: None, .. } => Some(1),
-        ScopeKey::Conflict {
-            overlap: Some((_, v)),
-            ..
-        } if !v.is_empty() && v != "*" => Some(1),
-        _ => u.limit,
+/// The limit shown for a scope. A conflict has no counter limit in the engine, but a key
+/// (and, for an `overlap` conflict, each value) that every job needs alone admits one
+/// holder at a time: shown as 1. A conflict with `exclusive` is shared: its key counts
+/// every holder and has no limit (shared jobs hold it together), and its
+/// `conflict-exclusive:` twin, the exclusive holders, shows 1. The overlap bookkeeping
+/// counters (`<attr>=`: every holder, `<attr>=*`: star holders) have no limit of their own.
+fn shown_limit(policy: &Policy, u: &ScopeUsage) -> Option<u64> {
+    let ScopeKey::Conflict {
+        index,
+        overlap,
+        exclusive,
+        ..
+    } = &u.key
+    else {
+        return u.limit;
+    };
+    let bookkeeping = overlap
+        .as_ref()
+        .is_some_and(|(_, v)| v.is_empty() || v == "*");
+    let shared = shared_conflict(policy, *index);
+    (!bookkeeping && (*exclusive || !shared)).then_some(1)
+}
+
+/// The conflict at `index` has `exclusive`: jobs outside it share its keys.
+fn shared_conflict(policy: &Policy, index: usize) -> bool {
+    policy
+        .conflicts
+        .get(index)
+        .is_some_and(|c| c.exclusive.is_some())
+}
+
+/// How the holders' scope `key` of a shared conflict is held, given each scope's use:
+/// `free`, `shared` (shared jobs only: more may join, exclusive jobs wait) or `exclusive`
+/// (one exclusive job: nothing joins). `None` for every other scope.
+fn held_as(
+    policy: &Policy,
+    key: &ScopeKey,
+    used: u64,
+    used_of: &BTreeMap<&ScopeKey, u64>,
+) -> Option<&'static str> {
+    let ScopeKey::Conflict {
+        index,
+        parts,
+        overlap,
+        exclusive: false,
+    } = key
+    else {
+        return None;
+    };
+    if !shared_conflict(policy, *index) {
+        return None;
     }
+    let twin = ScopeKey::Conflict {
+        index: *index,
+        parts: parts.clone(),
+        overlap: overlap.clone(),
+        exclusive: true,
+    };
+    Some(match (used, used_of.get(&twin).copied().unwrap_or(0)) {
+        (0, _) => "free",
+        (_, 0) => "shared",
+        _ => "exclusive",
+    })
 }
 
 /// The scopes the policy names itself, whether or not a job has counted them yet.
@@ -116,7 +169,8 @@ fn named_scopes(policy: &Policy) -> Vec<(ScopeKey, String)> {
 fn bounded_scopes(policy: &Policy, usage: Vec<ScopeUsage>) -> Vec<ScopeSeries> {
     let mut by_rule: BTreeMap<String, Vec<ScopeSeries>> = BTreeMap::new();
     let mut seen = BTreeSet::new();
-    for u in usage {
+    let used_of: BTreeMap<&ScopeKey, u64> = usage.iter().map(|u| (&u.key, u.used)).collect();
+    for u in &usage {
         seen.insert(u.key.clone());
         if per_value(&u.key) && u.used == 0 {
             continue;
@@ -125,10 +179,11 @@ fn bounded_scopes(policy: &Policy, usage: Vec<ScopeUsage>) -> Vec<ScopeSeries> {
             .entry(u.rule.clone())
             .or_default()
             .push(ScopeSeries {
-                limit: shown_limit(&u),
-                scope: u.scope,
+                limit: shown_limit(policy, u),
+                scope: u.scope.clone(),
                 used: u.used,
                 peak: u.peak,
+                mode: held_as(policy, &u.key, u.used, &used_of),
             });
     }
     for (key, rule) in named_scopes(policy) {
@@ -138,6 +193,7 @@ fn bounded_scopes(policy: &Policy, usage: Vec<ScopeUsage>) -> Vec<ScopeSeries> {
                 used: 0,
                 limit: key.limit_in(policy),
                 peak: 0,
+                mode: None,
             });
         }
     }
@@ -152,6 +208,7 @@ fn bounded_scopes(policy: &Policy, usage: Vec<ScopeUsage>) -> Vec<ScopeSeries> {
                 used: rest.iter().map(|u| u.used).sum(),
                 limit: None,
                 peak: rest.iter().map(|u| u.peak).max().unwrap_or(0),
+                mode: None,
             });
         }
     }
@@ -524,7 +581,7 @@ fn render_scopes(out: &mut String, engine: &Engine) {
         out,
         "lockgate_scope_limit",
         "gauge",
-        "Limit per scope (absent: unlimited; 1 for a conflict's key or value).",
+        "Limit per scope (absent: unlimited; 1 for a key or value held alone, or a shared conflict's exclusive holders).",
     );
     for u in &usage {
         if let Some(l) = u.limit {
@@ -532,6 +589,23 @@ fn render_scopes(out: &mut String, engine: &Engine) {
                 out,
                 "lockgate_scope_limit{{scope=\"{}\"}} {l}",
                 esc(&u.scope)
+            );
+        }
+    }
+    header(
+        out,
+        "lockgate_scope_held_as",
+        "gauge",
+        "A shared conflict's key (one with exclusive): 1 for how it is held now (free, shared, exclusive).",
+    );
+    for u in &usage {
+        let Some(now) = u.mode else { continue };
+        for mode in ["free", "shared", "exclusive"] {
+            let _ = writeln!(
+                out,
+                "lockgate_scope_held_as{{scope=\"{}\",mode=\"{mode}\"}} {}",
+                esc(&u.scope),
+                u8::from(mode == now)
             );
         }
     }

@@ -1,6 +1,6 @@
 //! `/metrics` scraped from a real server and parsed as Prometheus text: series the policy
-//! names report 0 from the start, per-value scopes show only while in use, conflicts have
-//! a limit, durations are recorded by kind.
+//! names report 0 from the start, per-value scopes show only while in use, a key held alone
+//! has a limit of 1 and a shared conflict's holders none, durations are recorded by kind.
 
 use crate::harness::*;
 use lockgate_core::Outcome;
@@ -289,4 +289,90 @@ fn named_series_report_zero_and_per_value_scopes_come_and_go() {
         ),
         0.0
     );
+}
+
+/// A restic-style policy: backups share a repository, prunes need it alone.
+const SHARED: &str = r#"
+[global]
+max_running = 4
+[[conflict]]
+keys = ["repo"]
+exclusive = "kind in (prune, check)"
+"#;
+
+#[test]
+fn a_shared_conflict_shows_its_holders_and_how_it_is_held_and_over_only_past_a_limit() {
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), SHARED);
+    let admin = s.admin();
+    let scrape = || {
+        let (status, text) = s.raw("GET", "/metrics", None, None);
+        assert_eq!(status, 200);
+        parse(&text)
+    };
+    let over = |m: &Scrape| -> Vec<String> {
+        m.series
+            .iter()
+            .filter_map(|(k, used)| {
+                let scope = k
+                    .strip_prefix("lockgate_scope_running{scope=\"")?
+                    .strip_suffix("\"}")?;
+                let limit = m.get("lockgate_scope_limit", &[("scope", scope)])?;
+                (*used > limit).then(|| scope.to_string())
+            })
+            .collect()
+    };
+    let backup = |n: &str| job("backup", &[("repo", "r1"), ("host", n)]);
+    let (a, _) = admin.submit(&backup("a")).unwrap();
+    let (b, _) = admin.submit(&backup("b")).unwrap();
+    assert!(a.lease.is_some() && b.lease.is_some(), "both backups run");
+    let (prune, _) = admin.submit(&job("prune", &[("repo", "r1")])).unwrap();
+    assert!(prune.lease.is_none(), "the prune waits for the backups");
+    let m = scrape();
+    let holders = [("scope", "conflict:repo=r1")];
+    assert_eq!(m.value("lockgate_scope_running", &holders), 2.0);
+    assert_eq!(
+        m.get("lockgate_scope_limit", &holders),
+        None,
+        "no limit of 1"
+    );
+    let mode = |m: &Scrape, mode: &str| {
+        m.value(
+            "lockgate_scope_held_as",
+            &[("scope", "conflict:repo=r1"), ("mode", mode)],
+        )
+    };
+    assert_eq!((mode(&m, "shared"), mode(&m, "exclusive")), (1.0, 0.0));
+    assert!(over(&m).is_empty(), "{:?}", over(&m));
+
+    // The backups end: the prune holds the repository alone.
+    for j in [&a, &b] {
+        let token = j.lease.as_ref().unwrap().token;
+        admin
+            .finish_job(j.id, token, Outcome::Succeeded, None)
+            .unwrap();
+    }
+    assert_eq!(
+        admin.job(prune.id).unwrap().state,
+        lockgate_core::JobState::Running
+    );
+    let m = scrape();
+    assert_eq!((mode(&m, "shared"), mode(&m, "exclusive")), (0.0, 1.0));
+    let twin = [("scope", "conflict-exclusive:repo=r1")];
+    assert_eq!(m.value("lockgate_scope_running", &twin), 1.0);
+    assert_eq!(m.value("lockgate_scope_limit", &twin), 1.0);
+    assert!(over(&m).is_empty(), "{:?}", over(&m));
+
+    // A lowered limit that drains is over, and named so.
+    admin.submit(&backup("c")).unwrap();
+    admin.submit(&job("backup", &[("repo", "r2")])).unwrap();
+    admin
+        .put_policy(
+            &SHARED.replace("max_running = 4", "max_running = 1"),
+            false,
+            None,
+        )
+        .unwrap();
+    let m = scrape();
+    assert_eq!(over(&m), ["global"], "{:?}", m.series);
 }

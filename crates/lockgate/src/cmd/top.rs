@@ -168,6 +168,7 @@ mod tests {
                 limit: Some(4),
                 preparing: 1,
                 prepared: 1,
+                held_as: None,
             },
             scopes::ScopeRow {
                 scope: "limit:repo[repo=main]".into(),
@@ -175,6 +176,15 @@ mod tests {
                 limit: Some(1),
                 preparing: 0,
                 prepared: 0,
+                held_as: None,
+            },
+            scopes::ScopeRow {
+                scope: "conflict:repo=r1".into(),
+                used: 2,
+                limit: None,
+                preparing: 0,
+                prepared: 0,
+                held_as: Some("shared".into()),
             },
         ];
         a.snapshot(Ok(Snapshot {
@@ -199,6 +209,7 @@ mod tests {
             "2 active",
             "3/4 running 1, prepared 1, preparing 1",
             "2/1 running 2 OVER",
+            "(held shared; no limit)",
             "pve1 ready",
             "2/2 slots, prepared 1, preparing 0  rule zone=west",
             "[nodes].max_running",
@@ -210,6 +221,11 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want:?} missing from\n{text}");
         }
+        let shared = text
+            .lines()
+            .find(|l| l.contains("conflict:repo=r1"))
+            .unwrap();
+        assert!(!shared.contains("OVER"), "{shared}");
     }
 
     #[test]
@@ -221,6 +237,7 @@ mod tests {
             limit: Some(if i.is_multiple_of(2) { 1 } else { 2 }),
             preparing: 0,
             prepared: 0,
+            held_as: None,
         };
         a.snap.scopes = (0..40).map(row).collect();
         a.snap.nodes = (0..30)

@@ -144,7 +144,11 @@ pub fn scope_line(s: &ScopeRow, name_width: usize, bar_width: usize) -> Line<'st
             spans.push(Span::raw(format!(" {}/{limit}", s.used)).bold());
         }
         None => {
-            spans.push(Span::raw(format!("{:bar_width$}", "(no limit)")).dark_gray());
+            let what = match s.held_as.as_deref() {
+                Some(mode) => format!("(held {mode}; no limit)"),
+                None => "(no limit)".into(),
+            };
+            spans.push(Span::raw(format!("{what:bar_width$}")).dark_gray());
             spans.push(Span::raw(format!(" {}", s.used)).bold());
         }
     }

@@ -31,6 +31,9 @@ pub struct ScopeRow {
     pub preparing: u64,
     /// Units held by jobs in `prepared`.
     pub prepared: u64,
+    /// A shared conflict's key: how it is held (`free`, `shared`, `exclusive`); it has no
+    /// limit, shared holders hold it together.
+    pub held_as: Option<String>,
 }
 
 impl ScopeRow {
@@ -52,6 +55,8 @@ pub struct Metrics {
     pub used: Vec<(String, u64)>,
     /// Limits by scope (absent: unlimited).
     pub limits: BTreeMap<String, u64>,
+    /// How each shared conflict's key is held (`lockgate_scope_held_as` at 1).
+    pub held_as: BTreeMap<String, String>,
     /// `lockgate_event_seq`.
     pub event_seq: Option<u64>,
 }
@@ -67,6 +72,12 @@ pub fn parse_metrics(text: &str) -> Metrics {
         let Some((name, rest)) = line.split_once("{scope=\"") else {
             continue;
         };
+        if name == "lockgate_scope_held_as" {
+            if let Some((scope, mode)) = held_as(rest) {
+                m.held_as.insert(scope, mode);
+            }
+            continue;
+        }
         let Some((scope, value)) = rest.rsplit_once("\"} ") else {
             continue;
         };
@@ -83,6 +94,18 @@ pub fn parse_metrics(text: &str) -> Metrics {
         }
     }
     m
+}
+
+/// `<scope>",mode="<mode>"} 1` (the rest of a `lockgate_scope_held_as` line): the scope and
+/// the mode it is held in; `None` for a mode at 0.
+fn held_as(rest: &str) -> Option<(String, String)> {
+    let (labels, value) = rest.rsplit_once("\"} ")?;
+    if value.trim() != "1" {
+        return None;
+    }
+    let (scope, mode) = labels.rsplit_once("\",mode=\"")?;
+    let scope = scope.replace("\\\"", "\"").replace("\\\\", "\\");
+    Some((scope, mode.to_string()))
 }
 
 /// The job as the policy sees it (defaults already applied by the server), or `None` when
@@ -171,6 +194,7 @@ pub fn rows(
                 limit: metrics.limits.get(scope).copied(),
                 preparing,
                 prepared: prepared.min(used - preparing),
+                held_as: metrics.held_as.get(scope).cloned(),
             }
         })
         .collect()
@@ -189,6 +213,9 @@ lockgate_scope_running{scope="conflict:a=\"x\""} 1
 lockgate_scope_limit{scope="global"} 4
 lockgate_scope_limit{scope="limit:repo[repo=main]"} 1
 lockgate_scope_peak{scope="global"} 4
+lockgate_scope_held_as{scope="conflict:a=\"x\"",mode="free"} 0
+lockgate_scope_held_as{scope="conflict:a=\"x\"",mode="shared"} 1
+lockgate_scope_held_as{scope="conflict:a=\"x\"",mode="exclusive"} 0
 lockgate_event_seq 41
 "#;
 
@@ -206,6 +233,10 @@ lockgate_event_seq 41
         );
         assert_eq!(m.limits.get("global"), Some(&4));
         assert_eq!(m.event_seq, Some(41));
+        assert_eq!(
+            m.held_as.into_iter().collect::<Vec<_>>(),
+            [("conflict:a=\"x\"".to_string(), "shared".to_string())]
+        );
     }
 
     fn job(id: u64, state: JobState, repo: &str) -> JobView {
