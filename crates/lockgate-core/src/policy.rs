@@ -25,6 +25,7 @@
 
 mod diff;
 mod document;
+pub mod lint;
 mod locate;
 mod notify;
 mod quotas;

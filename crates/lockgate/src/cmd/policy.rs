@@ -20,18 +20,27 @@ pub struct Args {
 enum Sub {
     /// Print the active policy (TOML; -o json: `{digest, policy}`).
     Show,
-    /// Validate a policy file without a server.
+    /// Validate a policy file, and warn where a valid rule would apply to nothing.
     Check {
         /// Policy file (TOML).
         file: PathBuf,
+        #[command(flatten)]
+        lint: LintFlags,
+        /// Judge the rules by the jobs the server saw (`--since`); without it only the
+        /// kinds and attributes the policy itself names are known.
+        #[arg(long)]
+        history: bool,
     },
-    /// What applying FILE would change, and which jobs it would admit now (a dry run).
+    /// What applying FILE would change, and which jobs it would admit now (a dry run);
+    /// warns where a rule would apply to none of the jobs the server saw.
     Diff {
         /// Policy file (TOML).
         file: PathBuf,
         /// Show the changes even when FILE limits nothing where the active policy does.
         #[arg(long)]
         allow_unlimited: bool,
+        #[command(flatten)]
+        lint: LintFlags,
     },
     /// Apply FILE (with --config, the server rewrites its config file, keeping FILE.bak).
     Apply {
@@ -57,6 +66,66 @@ enum Sub {
         )]
         since: String,
     },
+}
+
+/// How policy warnings are judged.
+#[derive(Debug, clap::Args)]
+struct LintFlags {
+    /// Exit 1 when there is any warning (a rule that matches nothing, a typo, two
+    /// conflicts that serialise what one of them shares).
+    #[arg(long)]
+    strict: bool,
+    /// The server's history the rules are judged by, back from now.
+    #[arg(long, value_name = "DURATION", default_value = "7d")]
+    since: String,
+}
+
+/// The most jobs of the history read for the warnings.
+const LINT_JOBS: usize = 20_000;
+
+/// The warnings for `policy` (its text `text`), judged by the server's recent jobs when
+/// `client` is given; printed on stderr unless `json`. The exit code `--strict` asks for.
+fn lint(
+    policy: &Policy,
+    text: &str,
+    client: Option<&lockgate_client::Client>,
+    flags: &LintFlags,
+) -> anyhow::Result<(Vec<String>, Option<ExitCode>)> {
+    use lockgate_core::policy::lint::{lint, Seen, SeenJob};
+    let seen = match client {
+        Some(c) => {
+            let from = super::simulate::parse_since(&flags.since)?;
+            let (jobs, truncated) = super::simulate::history::recent(c, from, LINT_JOBS)?;
+            let window = if truncated {
+                format!("the last {} ({LINT_JOBS} newest)", flags.since)
+            } else {
+                format!("the last {}", flags.since)
+            };
+            let jobs = jobs
+                .into_iter()
+                .map(|j| SeenJob {
+                    kind: j.kind,
+                    owner: j.owner,
+                    node: j.node.filter(|_| j.pinned),
+                    attrs: j.attrs,
+                })
+                .collect();
+            Some(Seen { jobs, window })
+        }
+        None => None,
+    };
+    let warnings: Vec<String> = lint(policy, Some(text), seen.as_ref())
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let code = (flags.strict && !warnings.is_empty()).then(|| ExitCode::from(1));
+    Ok((warnings, code))
+}
+
+fn print_warnings(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("lockgate: warning: {w}");
+    }
 }
 
 fn read(file: &PathBuf) -> anyhow::Result<String> {
@@ -136,22 +205,29 @@ fn secret_lines(policy: &Policy) -> Vec<String> {
 /// Runs the subcommand.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
-        Sub::Check { file } => {
+        Sub::Check {
+            file,
+            lint: flags,
+            history,
+        } => {
             let text = read(&file)?;
             match Policy::from_toml(&text, Some(&file.display().to_string())) {
                 Ok(policy) => {
                     let secrets = secret_lines(&policy);
+                    let client = history.then(|| session::client(global)).transpose()?;
+                    let (warnings, code) = lint(&policy, &text, client.as_ref(), &flags)?;
                     if output::json(global) {
                         print_json(
-                            &serde_json::json!({"valid": true, "file": file, "secrets": secrets}),
+                            &serde_json::json!({"valid": true, "file": file, "secrets": secrets, "warnings": warnings}),
                         );
                     } else {
                         println!("{}: valid", file.display());
                         for line in &secrets {
                             println!("  {line}");
                         }
+                        print_warnings(&warnings);
                     }
-                    Ok(ExitCode::SUCCESS)
+                    Ok(code.unwrap_or(ExitCode::SUCCESS))
                 }
                 Err(e) => {
                     if output::json(global) {
@@ -180,17 +256,28 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Diff {
             file,
             allow_unlimited,
+            lint: flags,
         } => {
             let text = read(&file)?;
-            Policy::from_toml(&text, Some(&file.display().to_string()))?;
+            let policy = Policy::from_toml(&text, Some(&file.display().to_string()))?;
             let opts = PolicyPut {
                 dry_run: true,
                 if_match: None,
                 allow_unlimited,
             };
-            let a = session::client(global)?.put_policy_with(&text, &opts)?;
-            print_answer(global, &a);
-            Ok(ExitCode::SUCCESS)
+            let client = session::client(global)?;
+            let a = client.put_policy_with(&text, &opts)?;
+            let (warnings, code) = lint(&policy, &text, Some(&client), &flags)?;
+            if output::json(global) {
+                // The answer's own keys, and the warnings beside them.
+                let mut v = serde_json::to_value(&a)?;
+                v["warnings"] = serde_json::json!(warnings);
+                print_json(&v);
+            } else {
+                print_answer(global, &a);
+                print_warnings(&warnings);
+            }
+            Ok(code.unwrap_or(ExitCode::SUCCESS))
         }
         Sub::Apply {
             file,

@@ -17,7 +17,7 @@ use lockgate_sim::Baseline;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-mod history;
+pub(crate) mod history;
 mod pictures;
 
 /// Arguments of `lockgate simulate`.

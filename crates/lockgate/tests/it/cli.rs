@@ -174,3 +174,83 @@ fn bench_runs_every_phase_with_its_own_policies() {
     assert!(v["drain_jobs_per_s"].as_f64().unwrap() > 0.0);
     assert!(v["drain_single_jobs_per_s"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn a_policy_that_would_match_nothing_is_warned_about_and_strict_refuses_it() {
+    let s = Srv::start("[global]\nmax_running = 4\n");
+    let typo = s.path("typo.toml");
+    std::fs::write(
+        &typo,
+        "[kinds.backup]\n\n[[limit]]\nname = \"backups\"\nmatch = \"knd=backup\"\nmax = 2\n",
+    )
+    .unwrap();
+    let check = |extra: &[&str]| {
+        let mut c = s.cli(&["policy", "check"]);
+        c.args(extra).arg(&typo);
+        c.output().unwrap()
+    };
+    // Offline: valid, with a warning naming the line and the likely typo.
+    let out = check(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("warning: line 5: [[limit]] \"backups\"")
+            && err.contains("did you mean \"kind\""),
+        "{err}"
+    );
+    assert_eq!(check(&["--strict"]).status.code(), Some(1));
+
+    // With the server's history: the count of jobs it matched none of.
+    let admin = s.admin();
+    for _ in 0..3 {
+        admin
+            .submit(&lockgate_api::SubmitRequest {
+                kind: "backup".into(),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let out = check(&["--history", "--strict"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("matched none of the 3 jobs of the last 7d"),
+        "{err}"
+    );
+    let json = s
+        .cli(&["-o", "json", "policy", "diff", "--strict"])
+        .arg(&typo)
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["warnings"].as_array().unwrap().len(), 1, "{v}");
+
+    // The restic and borg pages' conflicts pasted together: warned, and quiet once each
+    // names its tool.
+    let both = s.path("both.toml");
+    std::fs::write(
+        &both,
+        "[[conflict]]\nkeys = [\"repo\"]\nexclusive = \"kind in (prune, check)\"\n\n[[conflict]]\nkeys = [\"repo\"]\n",
+    )
+    .unwrap();
+    let out = s
+        .cli(&["policy", "check", "--strict"])
+        .arg(&both)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("one at a time"),
+        "{out:?}"
+    );
+    let shipped = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/integrations/restic-and-borg.toml"
+    );
+    let out = s
+        .cli(&["policy", "check", "--strict", shipped])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}

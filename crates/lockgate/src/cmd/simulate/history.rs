@@ -90,10 +90,37 @@ pub fn fetch(
     since: u64,
     max_jobs: usize,
 ) -> anyhow::Result<History> {
+    let (all, truncated) = recent(client, since, max_jobs)?;
     let mut views: Vec<JobView> = Vec::new();
-    let mut left_out = LeftOut::default();
+    let mut left_out = LeftOut {
+        truncated,
+        ..LeftOut::default()
+    };
+    for j in all {
+        match (j.is_final(), &j.started_at) {
+            (false, _) => left_out.active += 1,
+            (true, None) => left_out.never_ran += 1,
+            (true, Some(_)) => views.push(j),
+        }
+    }
+    views.reverse();
+    let nodes = nodes(client, &views)?;
+    Ok(to_workload(policy, views, nodes, left_out))
+}
+
+/// The jobs submitted since `since` (ms since the epoch), newest first, at most `max_jobs`
+/// (true: more were left out).
+///
+/// # Errors
+/// A failed call.
+pub fn recent(
+    client: &Client,
+    since: u64,
+    max_jobs: usize,
+) -> anyhow::Result<(Vec<JobView>, bool)> {
+    let mut views: Vec<JobView> = Vec::new();
     let mut before = None;
-    'pages: loop {
+    loop {
         let q = JobQuery {
             order: Some(JobOrder::Desc),
             limit: Some(PAGE),
@@ -103,26 +130,18 @@ pub fn fetch(
         let page = client.jobs(&q).context("listing jobs")?;
         for j in page.jobs {
             if at(&j.submitted_at).unwrap_or(0) < since {
-                break 'pages;
+                return Ok((views, false));
             }
-            if views.len() + left_out.active + left_out.never_ran >= max_jobs {
-                left_out.truncated = true;
-                break 'pages;
+            if views.len() >= max_jobs {
+                return Ok((views, true));
             }
-            match (j.is_final(), &j.started_at) {
-                (false, _) => left_out.active += 1,
-                (true, None) => left_out.never_ran += 1,
-                (true, Some(_)) => views.push(j),
-            }
+            views.push(j);
         }
         match page.next {
             Some(n) => before = Some(n),
-            None => break,
+            None => return Ok((views, false)),
         }
     }
-    views.reverse();
-    let nodes = nodes(client, &views)?;
-    Ok(to_workload(policy, views, nodes, left_out))
 }
 
 /// The server's nodes with their labels, and any node a job names that is gone now.
