@@ -116,6 +116,34 @@ pub struct JobView {
     /// request for the policy.
     #[serde(default, skip_serializing_if = "is_false")]
     pub log: bool,
+    /// It ran without admission: its holder could not reach the server, ran anyway
+    /// (`lockgate run --if-unreachable run`) and reported the run afterwards
+    /// (`POST /v1/jobs/unadmitted`). Shown only when true.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unadmitted: bool,
+}
+
+/// `POST /v1/jobs/unadmitted`: a run that went ahead without admission because the server
+/// could not be reached, reported once it is back. The server records it as an ended job
+/// marked `unadmitted` (it never held a slot). The job's `idempotency_key` makes a repeated
+/// report (an answer lost on the way back) return the job already recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct UnadmittedReport {
+    /// The job as it would have been submitted (`executor`, `two_stage`, dependencies and
+    /// waiting bounds do not apply and are ignored).
+    pub job: SubmitRequest,
+    /// When the command started (RFC 3339).
+    pub started_at: String,
+    /// When it ended (RFC 3339).
+    pub finished_at: String,
+    /// How it ended: `succeeded`, `failed` or `cancelled`.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::schema::OutcomeSchema))]
+    pub outcome: lockgate_core::Outcome,
+    /// What happened (the holder's account: host, why it ran unadmitted, exit status).
+    #[serde(default)]
+    pub message: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -168,6 +196,7 @@ impl JobView {
             after_ok: job.after_ok.clone(),
             expected: None,
             log: false,
+            unadmitted: job.unadmitted,
         }
     }
 

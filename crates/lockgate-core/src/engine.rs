@@ -365,6 +365,45 @@ impl Engine {
         })
     }
 
+    /// Records a job that ran without admission (its holder could not reach the server and
+    /// was told to run anyway) and is reported now that it ended: a job of `spec`, ended
+    /// `outcome` with `message`, that ran from `started` to `finished`, marked
+    /// `unadmitted`. It never enters the queue and holds nothing: its Submitted and Finished
+    /// events are all there is of it, so the store and the history keep it like any ended
+    /// job.
+    ///
+    /// # Errors
+    /// [`SubmitError::Invalid`] as [`Engine::submit`] for a spec the policy refuses.
+    pub fn record_unadmitted(
+        &mut self,
+        spec: JobSpec,
+        (started, finished): (Timestamp, Timestamp),
+        outcome: crate::job::Outcome,
+        message: String,
+        now: Timestamp,
+    ) -> Result<Job, SubmitError> {
+        let mut job = self.job_from_spec(spec, now)?;
+        let state = outcome.state();
+        job.submitted_at = started;
+        job.queued_at = started;
+        job.started_at = Some(started);
+        job.finished_at = Some(finished.max(started));
+        job.state = state;
+        job.outcome = Some(state);
+        job.message = Some(self.policy.quotas.bound_message(message));
+        job.unadmitted = true;
+        job.after.clear();
+        job.after_ok.clear();
+        let job = std::sync::Arc::new(job);
+        for change in [JobChange::Submitted, JobChange::Finished] {
+            self.events.push_back(Event::Job {
+                change,
+                job: job.clone(),
+            });
+        }
+        Ok(Job::clone(&job))
+    }
+
     /// How many live jobs (not yet ended for good: queued, admitted or waiting for a retry)
     /// `owner` has; O(1).
     pub fn live_jobs_of(&self, owner: &str) -> usize {

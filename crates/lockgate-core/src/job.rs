@@ -322,6 +322,7 @@ impl JobSpec {
             retry: self.retry.map(Box::new),
             cancel_reason: None,
             preemptions: 0,
+            unadmitted: false,
             after,
             after_ok,
         }))
@@ -508,6 +509,10 @@ pub struct Job {
     /// retries: the retry rule sees `attempt - preemptions`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub preemptions: u32,
+    /// It ran without admission (the server could not be reached and the holder was told
+    /// to run anyway, `lockgate run --if-unreachable run`) and was reported afterwards.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unadmitted: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

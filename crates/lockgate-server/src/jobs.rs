@@ -41,6 +41,8 @@ pub struct Submitted {
 pub enum JobOp {
     /// `POST /v1/jobs`.
     Submit(Box<SubmitRequest>, Reply<Submitted>),
+    /// `POST /v1/jobs/unadmitted`.
+    Unadmitted(Box<lockgate_api::UnadmittedReport>, Reply<Submitted>),
     /// `GET /v1/jobs/{id}`.
     Get(JobId, Reply<JobView>),
     /// `GET /v1/jobs`.

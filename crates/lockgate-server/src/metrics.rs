@@ -289,6 +289,8 @@ pub struct Metrics {
     pub admissions: BTreeMap<String, u64>,
     /// Jobs that ended, by (state, kind).
     pub finished: BTreeMap<(JobState, String), u64>,
+    /// Runs reported after they went ahead without admission, by kind.
+    pub unadmitted: BTreeMap<String, u64>,
     /// Leases that ran out.
     pub lease_expiries: u64,
     /// Time from queued to admitted.
@@ -325,6 +327,9 @@ impl Metrics {
             if job.state == JobState::Lost {
                 self.lease_expiries += 1;
             }
+            if job.unadmitted {
+                *self.unadmitted.entry(kind.to_string()).or_default() += 1;
+            }
             if let (Some(start), Some(end)) = (job.started_at, job.finished_at) {
                 self.duration
                     .entry(kind.to_string())
@@ -340,6 +345,7 @@ impl Default for Metrics {
         Metrics {
             admissions: BTreeMap::new(),
             finished: BTreeMap::new(),
+            unadmitted: BTreeMap::new(),
             lease_expiries: 0,
             wait: Histogram::new(WAIT_BOUNDS),
             duration: BTreeMap::new(),
@@ -455,6 +461,24 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "lockgate_jobs_finished_total{{state=\"{s}\",kind=\"{}\"}} {n}",
+                esc(k)
+            );
+        }
+        header(
+            out,
+            "lockgate_unadmitted_runs_total",
+            "counter",
+            "Runs that went ahead without admission (the server was unreachable; lockgate run --if-unreachable run), reported since the server started, by kind.",
+        );
+        for k in kinds
+            .iter()
+            .chain(self.unadmitted.keys())
+            .collect::<BTreeSet<_>>()
+        {
+            let n = self.unadmitted.get(k.as_str()).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "lockgate_unadmitted_runs_total{{kind=\"{}\"}} {n}",
                 esc(k)
             );
         }

@@ -19,6 +19,24 @@ impl Client {
         Ok((job, status == 201))
     }
 
+    /// `POST /v1/jobs/unadmitted`: reports a run that went ahead without admission; the
+    /// job recorded, and whether this report recorded it (false: a repeated report).
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    pub fn report_unadmitted(
+        &self,
+        report: &lockgate_api::UnadmittedReport,
+    ) -> Result<(JobView, bool), ClientError> {
+        let (status, job) = self.call_status(
+            "POST",
+            "/v1/jobs/unadmitted",
+            Some(report),
+            self.plain_timeout(),
+        )?;
+        Ok((job, status == 201))
+    }
+
     /// `GET /v1/jobs/{id}`.
     ///
     /// # Errors

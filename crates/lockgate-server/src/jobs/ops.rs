@@ -33,6 +33,10 @@ impl Loop {
                 let r = self.submit(p, *req, now);
                 self.answer(reply, r);
             }
+            JobOp::Unadmitted(req, reply) => {
+                let r = self.unadmitted(p, *req, now);
+                self.answer(reply, r);
+            }
             JobOp::Get(id, reply) => {
                 let r = self.get(p, id);
                 self.answer(reply, r);
@@ -218,6 +222,74 @@ impl Loop {
             Ok(s) => Ok(Submitted {
                 job: self.view(&s.job),
                 created: !s.existing,
+            }),
+            Err(SubmitError::Invalid { field, message }) => Err(ApiError::invalid(field, message)),
+        }
+    }
+
+    /// Records a run that went ahead without admission (see
+    /// [`lockgate_core::Engine::record_unadmitted`]); a repeated report returns the job
+    /// recorded first.
+    fn unadmitted(
+        &mut self,
+        p: &Principal,
+        req: lockgate_api::UnadmittedReport,
+        now: Timestamp,
+    ) -> Result<Submitted, ApiError> {
+        p.require(&[Role::Admin, Role::Submitter], "report unadmitted runs")?;
+        let time = |field: &str, t: &str| {
+            lockgate_api::time::parse(t).map_err(|e| ApiError::invalid(field, e.to_string()))
+        };
+        let started = time("started_at", &req.started_at)?;
+        let finished = time("finished_at", &req.finished_at)?;
+        // Hosts' clocks differ: a run may seem to end a little ahead of this server's now.
+        let skew = std::time::Duration::from_secs(600);
+        if finished < started || finished > now.plus(skew) {
+            return Err(ApiError::invalid(
+                "started_at",
+                format!(
+                    "a run from {} to {} is not one that ended by now",
+                    req.started_at, req.finished_at
+                ),
+            ));
+        }
+        let Some(key) = req.job.idempotency_key.clone() else {
+            return Err(ApiError::invalid(
+                "job.idempotency_key",
+                "a report needs the job's idempotency_key (a repeated report must not record the run twice)",
+            ));
+        };
+        if let Some(j) = self.existing_by_key(&p.name, &key)? {
+            return Ok(Submitted {
+                job: self.current_view(j),
+                created: false,
+            });
+        }
+        if let Some(prio) = req.job.priority {
+            self.check_priority(p, prio)?;
+        }
+        self.check_room(&req.job)?;
+        let job = lockgate_api::SubmitRequest {
+            after: Vec::new(),
+            after_ok: Vec::new(),
+            not_before: None,
+            max_wait_s: None,
+            max_run_s: None,
+            ..req.job
+        };
+        let spec = job
+            .into_spec(p.name.clone())
+            .map_err(|(field, message)| ApiError::invalid(field, message))?;
+        let message = req
+            .message
+            .unwrap_or_else(|| "ran without admission".to_string());
+        match self
+            .engine
+            .record_unadmitted(spec, (started, finished), req.outcome, message, now)
+        {
+            Ok(j) => Ok(Submitted {
+                job: self.view(&j),
+                created: true,
             }),
             Err(SubmitError::Invalid { field, message }) => Err(ApiError::invalid(field, message)),
         }

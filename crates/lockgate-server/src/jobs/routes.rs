@@ -44,6 +44,7 @@ struct CancelQuery {
 #[derive(utoipa::OpenApi)]
 #[openapi(paths(
     submit,
+    unadmitted,
     list,
     show,
     wait,
@@ -64,6 +65,7 @@ pub(crate) struct ApiDoc;
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/jobs", post(submit).get(list))
+        .route("/v1/jobs/unadmitted", post(unadmitted))
         .route("/v1/jobs/{id}", get(show))
         .route("/v1/jobs/{id}/wait", get(wait))
         .route("/v1/jobs/{id}/explain", get(explain))
@@ -155,13 +157,35 @@ async fn submit(
     Auth(p): Auth,
     JsonBody(req): JsonBody<SubmitRequest>,
 ) -> ApiResult<JobView> {
-    let s = st.lp.ask(p, |r| JobOp::Submit(Box::new(req), r)).await?;
+    created(st.lp.ask(p, |r| JobOp::Submit(Box::new(req), r)).await?)
+}
+
+/// 201 with the job when the request made it, 200 when it named an existing one.
+fn created(s: super::Submitted) -> ApiResult<JobView> {
     let status = if s.created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
     Ok((status, Json(s.job)))
+}
+
+#[utoipa::path(post, path = "/v1/jobs/unadmitted", tag = "jobs", request_body = lockgate_api::UnadmittedReport,
+    responses(
+        (status = 201, description = "Recorded: an ended job marked `unadmitted`", body = JobView),
+        (status = 200, description = "A repeated report (same `job.idempotency_key`): the job already recorded", body = JobView),
+    ))]
+async fn unadmitted(
+    State(st): State<AppState>,
+    _: NoQuery,
+    Auth(p): Auth,
+    JsonBody(req): JsonBody<lockgate_api::UnadmittedReport>,
+) -> ApiResult<JobView> {
+    created(
+        st.lp
+            .ask(p, |r| JobOp::Unadmitted(Box::new(req), r))
+            .await?,
+    )
 }
 
 #[utoipa::path(get, path = "/v1/jobs", tag = "jobs", params(JobQuery),

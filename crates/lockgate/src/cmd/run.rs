@@ -17,6 +17,7 @@
 //! so a terminal's Ctrl+C reaches lockgate, which forwards it.
 
 mod log;
+mod unadmitted;
 
 use super::exit::Exit;
 use super::{flags, session};
@@ -60,9 +61,15 @@ pub struct Args {
     pub idempotency_key: Option<String>,
     #[command(flatten)]
     pub deps: flags::DepFlags,
-    /// How long to keep trying to reach the server (exit 69 after that).
+    /// How long to keep trying to reach the server (exit 69 after that, or run the
+    /// command with `--if-unreachable run`).
     #[arg(long, default_value = "30s", value_parser = flags::duration)]
     pub connect_timeout: Duration,
+    /// When the server cannot be reached within --connect-timeout: `fail` (exit 69, the
+    /// command does not run) or `run` (run it without admission, and report the run to the
+    /// server once it is back; it is recorded as `unadmitted`).
+    #[arg(long, value_enum, default_value = "fail")]
+    pub if_unreachable: unadmitted::IfUnreachable,
     /// Write the job's final JSON here.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -230,6 +237,10 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("lockgate: interrupted");
             return Ok(exit(EXIT_INTERRUPTED));
         }
+        Err(None) if args.if_unreachable == unadmitted::IfUnreachable::Run => {
+            let code = unadmitted::run(&shared, &args.command, &req, args.connect_timeout)?;
+            return Ok(exit(code));
+        }
         Err(None) => return Ok(exit(EXIT_UNREACHABLE)),
         Err(Some(e)) => {
             let code = fatal(&e);
@@ -239,6 +250,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             return Ok(exit(code));
         }
     };
+    unadmitted::flush(&client);
     let log = log::wanted(&job, args.log, args.no_log);
     shared.log.store(log, std::sync::atomic::Ordering::Relaxed);
     {

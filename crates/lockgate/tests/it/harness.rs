@@ -180,6 +180,7 @@ impl Srv {
         c.args(args)
             .env("LOCKGATE_SERVER", self.url())
             .env("LOCKGATE_TOKEN", &self.token)
+            .env("LOCKGATE_SPOOL", self.path("spool"))
             .current_dir(self.dir.path())
             .stdin(Stdio::null());
         if self.tls {

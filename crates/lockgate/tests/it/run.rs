@@ -341,3 +341,92 @@ fn job_cancel_says_cancel_requested_and_with_wait_prints_the_outcome() {
     assert_eq!(a.wait().unwrap().code(), Some(75));
     assert_eq!(s.admin().job(1).unwrap().state, JobState::Cancelled);
 }
+
+#[test]
+fn if_unreachable_run_runs_the_command_and_the_run_is_on_record_once_the_server_is_back() {
+    let mut s = Srv::start(ONE_SLOT);
+    s.kill9();
+    let marker = s.path("ran");
+    let script = format!("echo ran > {}; exit 3", marker.display());
+    // The default: the command does not run, exit 69.
+    let out = s
+        .run(&["--connect-timeout", "300ms", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    assert!(
+        !marker.exists(),
+        "the command ran although the default is fail"
+    );
+    // --if-unreachable run: it runs after the bounded wait, says so, and keeps the report.
+    let t = std::time::Instant::now();
+    let out = s
+        .run(&[
+            "--connect-timeout",
+            "300ms",
+            "--if-unreachable",
+            "run",
+            "--attr",
+            "repo=r1",
+            "--idempotency-key",
+            "night-1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "the command's own code: {err}");
+    assert!(marker.exists(), "{err}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "the bounded wait came first"
+    );
+    assert!(err.contains("WITHOUT admission"), "{err}");
+    let kept = s.path("spool/night-1.json");
+    assert!(kept.exists(), "{err}");
+
+    // The server is back: the next lockgate run sends the kept report.
+    s.spawn();
+    let out = s.run(&["--", "true"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("sent a run kept while the server was away"),
+        "{err}"
+    );
+    assert!(!kept.exists());
+    let admin = s.admin();
+    let jobs = admin.jobs(&lockgate_api::JobQuery::default()).unwrap().jobs;
+    let ran = jobs
+        .iter()
+        .find(|j| j.unadmitted)
+        .expect("the run is on record");
+    assert_eq!(ran.state, JobState::Failed, "{ran:?}");
+    assert_eq!(ran.attrs.get("repo").map(String::as_str), Some("r1"));
+    assert!(ran.started_at.is_some() && ran.finished_at.is_some());
+    let msg = ran.message.as_deref().unwrap_or("");
+    assert!(msg.contains("ran without admission on host"), "{msg}");
+    assert!(msg.contains("exit status 3"), "{msg}");
+    // Sent twice (a lost answer), recorded once.
+    let again = lockgate_api::UnadmittedReport {
+        job: lockgate_api::SubmitRequest {
+            kind: "backup".into(),
+            idempotency_key: Some("night-1".into()),
+            ..Default::default()
+        },
+        started_at: ran.started_at.clone().unwrap(),
+        finished_at: ran.finished_at.clone().unwrap(),
+        outcome: lockgate_core::Outcome::Failed,
+        message: None,
+    };
+    let (same, created) = admin.report_unadmitted(&again).unwrap();
+    assert_eq!((same.id, created), (ran.id, false));
+    let metrics = admin.metrics().unwrap();
+    assert!(
+        metrics.contains("lockgate_unadmitted_runs_total{kind=\"other\"} 1"),
+        "{metrics}"
+    );
+}
