@@ -71,6 +71,8 @@ mod placement;
 mod preempt;
 mod queue;
 mod rebuild;
+mod recover;
+pub use recover::RECOVER_OWNER;
 mod reserve;
 mod scopes;
 mod timers;
@@ -222,6 +224,8 @@ pub struct Engine {
     next_pause_id: u64,
     /// Expected run times for `[queue] order = "window"` (`engine/window_order.rs`).
     window: window_order::WindowHints,
+    /// Recoveries noted for lost holders, submitted by the next pass (`engine/recover.rs`).
+    recoveries: Vec<recover::Recovery>,
 }
 
 impl Engine {
@@ -253,6 +257,7 @@ impl Engine {
             pauses: BTreeMap::new(),
             next_pause_id: 1,
             window: window_order::WindowHints::default(),
+            recoveries: Vec::new(),
         }
     }
 

@@ -265,6 +265,9 @@ pub struct Conflict {
     pub exclusive_delay: Duration,
     /// Reservations on this conflict's keys (`reserve_after`, `strict`).
     pub reserve: Reserve,
+    /// The kind of the job that recovers a key whose holder was lost (`recover`); it needs
+    /// the key alone (validated).
+    pub recover: Option<String>,
 }
 
 /// `[leases]`.

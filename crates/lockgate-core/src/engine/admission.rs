@@ -650,6 +650,7 @@ impl Engine {
 
     /// Admits everything that fits now, in rank order.
     pub(crate) fn run_pass(&mut self, now: Timestamp) {
+        self.submit_recoveries(now);
         self.refresh_windows(now);
         self.rescore_stale(now);
         loop {

@@ -271,6 +271,7 @@ impl Engine {
             .collect();
         ids.sort_unstable();
         for id in ids {
+            self.note_lost_holder(id);
             self.end_job(id, crate::job::JobState::Lost, Some(why.to_string()), now);
         }
     }

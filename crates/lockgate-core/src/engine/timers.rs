@@ -161,6 +161,7 @@ impl Engine {
             self.timers.arm(expires, Timer::Lease(id, token));
             return false;
         }
+        self.note_lost_holder(id);
         self.end_or_requeue(id, JobState::Lost, Some("lease expired".into()), now);
         true
     }

@@ -97,6 +97,7 @@ pub(crate) const ROOT: &[Key] = &[
             value("exclusive_delay"),
             value("reserve_after"),
             value("strict"),
+            value("recover"),
         ]),
     ),
     key("leases", Shape::Section(&[value("ttl")])),
@@ -349,6 +350,7 @@ mod tests {
                 exclusive_delay: Some("1s".into()),
                 reserve_after: Some("1s".into()),
                 strict: Some(true),
+                recover: Some("unlock".into()),
             }],
             leases: Some(RawLeases {
                 ttl: Some("1s".into()),

@@ -198,6 +198,23 @@ pub fn lint(policy: &Policy, text: Option<&str>, seen: Option<&Seen>) -> Vec<War
     out
 }
 
+/// The attributes a selector fixes with `k=v` (kind, owner and node left out): what a job
+/// the server submits for a rule is given so that the rule's `match` takes it.
+pub(crate) fn equal_attrs(selector: &Selector) -> BTreeMap<String, String> {
+    selector
+        .requirements()
+        .iter()
+        .filter_map(|r| match r {
+            Requirement::Equals { key, value }
+                if !matches!(key.as_str(), "kind" | "owner" | "node") =>
+            {
+                Some((key.clone(), value.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// Every job selector of the policy, with its rule and field.
 fn selectors(policy: &Policy) -> Vec<Named<'_>> {
     let mut out = Vec::new();

@@ -328,6 +328,11 @@ pub struct RawConflict {
     /// Strict order on this conflict's keys. Default false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
+    /// The job kind that recovers a key whose holder was lost (its lease expired, its node
+    /// was lost): submitted at once, ahead of the queue, and run alone on the key by an
+    /// agent with a handler for the kind (`restic unlock --remove-all`, `borg break-lock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recover: Option<String>,
 }
 
 /// `[leases]`.

@@ -618,6 +618,19 @@ fn conflict(c: &RawConflict, p: &FieldPath) -> Checked<Conflict> {
             "`exclusive_delay` needs `exclusive`: expected `exclusive = \"<match expression>\"` naming the jobs that need the key alone (without it every job needs it alone and nobody shares)",
         );
     }
+    let recover = c
+        .recover
+        .as_ref()
+        .map(|k| {
+            recover_kind(
+                k,
+                &keys,
+                matcher.as_ref(),
+                exclusive.as_ref(),
+                &p.key("recover"),
+            )
+        })
+        .transpose()?;
     Ok(Conflict {
         keys,
         overlap: c.overlap.clone(),
@@ -625,7 +638,56 @@ fn conflict(c: &RawConflict, p: &FieldPath) -> Checked<Conflict> {
         exclusive,
         exclusive_delay: opt_duration(&c.exclusive_delay, &delay_path)?.unwrap_or_default(),
         reserve: reserve(&c.reserve_after, c.strict, p)?,
+        recover,
     })
+}
+
+/// A conflict's `recover` kind: a kind name, on a conflict with `keys` (the recovery job
+/// takes the lost job's key values), that the conflict's `match` takes and its `exclusive`
+/// makes run alone (a recovery beside a live holder would break that holder's lock).
+fn recover_kind(
+    kind: &str,
+    keys: &[PerKey],
+    matcher: Option<&Selector>,
+    exclusive: Option<&Selector>,
+    p: &FieldPath,
+) -> Checked<String> {
+    if let Err(e) = crate::limits::text("recover", kind, crate::limits::MAX_NAME_BYTES) {
+        return bad(p, e.to_string());
+    }
+    let name_chars = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if kind.is_empty() || !kind.chars().all(name_chars) {
+        return bad(p, format!("expected a job kind name, got {kind:?}"));
+    }
+    if keys.is_empty() {
+        return bad(
+            p,
+            "`recover` needs `keys`: the recovery job is submitted for the key values of the lost job",
+        );
+    }
+    let job = super::lint::SeenJob {
+        kind: kind.to_string(),
+        attrs: matcher.map(super::lint::equal_attrs).unwrap_or_default(),
+        ..Default::default()
+    };
+    let lookup = |k: &str| match k {
+        "kind" => Some(job.kind.as_str()),
+        "owner" | "node" => None,
+        a => job.attrs.get(a).map(String::as_str),
+    };
+    if matcher.is_some_and(|m| !m.matches(lookup)) {
+        return bad(
+            p,
+            format!("the recovery kind {kind:?} is outside this conflict's `match`: expected `match` to take it (only `k=v` requirements are given to the recovery job)"),
+        );
+    }
+    if exclusive.is_some_and(|x| !x.matches(lookup)) {
+        return bad(
+            p,
+            format!("the recovery kind {kind:?} must run alone on the key: add it to `exclusive` (`kind in (prune, check, {kind})`)"),
+        );
+    }
+    Ok(kind.to_string())
 }
 
 /// `reserve_after` and `strict` of a `[[limit]]`, `[[conflict]]` or `[resources.<name>]`.

@@ -416,3 +416,102 @@ fn the_new_keys_round_trip_and_diff() {
         vec!["conflict[0]: exclusive_delay \"30s\" -> \"1m\"".to_string()]
     );
 }
+
+/// restic with a recovery step: a lost holder leaves restic's lock behind.
+const RECOVER: &str = r#"
+[leases]
+ttl = "10s"
+[[conflict]]
+keys = ["repo"]
+match = "tool=restic"
+exclusive = "kind in (prune, check, restic-unlock)"
+recover = "restic-unlock"
+"#;
+
+fn restic(kind: &str, r: &str) -> JobSpec {
+    spec(kind, &[("repo", r), ("tool", "restic")])
+}
+
+#[test]
+fn a_lost_holder_gets_its_key_recovered_alone_before_the_next_job() {
+    for mut e in both(RECOVER) {
+        node(&mut e, "n1", &[], &["restic-unlock"], 0);
+        let lost = submit(&mut e, restic("backup", "main"), 0);
+        let live = submit(&mut e, restic("backup", "main"), 1);
+        assert_eq!(running(&e, &[lost, live]), [lost, live]);
+        // `lost` stops renewing; `live` renews. A prune waits for both.
+        let prune = submit(&mut e, restic("prune", "main"), 2);
+        for t in [3_000, 6_000, 9_000, 12_000] {
+            e.heartbeat(live, token(&e, live), Timestamp(t)).unwrap();
+        }
+        e.handle_timeout(Timestamp(12_001));
+        assert_eq!(state(&e, lost), None, "ended: lost");
+        let rec: Vec<_> = e
+            .jobs()
+            .filter(|j| j.owner == lockgate_core::engine::RECOVER_OWNER)
+            .cloned()
+            .collect();
+        assert_eq!(rec.len(), 1, "one recovery for repo=main");
+        let r = &rec[0];
+        assert_eq!(r.kind, "restic-unlock");
+        assert_eq!(r.attrs.get("repo"), Some("main"));
+        assert_eq!(r.attrs.get("tool"), Some("restic"));
+        assert!(
+            r.message
+                .as_deref()
+                .unwrap()
+                .contains(&format!("after job {lost} lost its holder")),
+            "{r:?}"
+        );
+        // Never beside a live holder of the repository; the prune waits behind it.
+        assert_eq!(state(&e, r.id), Some(JobState::Queued));
+        let why = e.explain(r.id, Timestamp(12_002)).unwrap();
+        assert!(why.text.contains("1st in line"), "{}", why.text);
+        assert!(
+            why.text.contains(&format!("shared by job {live}")),
+            "{}",
+            why.text
+        );
+        let why = e.explain(prune, Timestamp(12_002)).unwrap();
+        assert!(why.text.contains("2nd in line"), "{}", why.text);
+        let late = submit(&mut e, restic("backup", "main"), 12_003);
+        assert_eq!(
+            state(&e, late),
+            Some(JobState::Queued),
+            "no new holder passes it"
+        );
+        finish(&mut e, live, 12_004);
+        assert_eq!(state(&e, r.id), Some(JobState::Running), "alone, first");
+        assert_eq!(
+            e.job(r.id).unwrap().node(),
+            Some("n1"),
+            "on a node with the handler"
+        );
+        assert_eq!(state(&e, prune), Some(JobState::Queued));
+        // A second loss while it waits or runs adds nothing; a lost recovery starts none.
+        e.handle_timeout(Timestamp(30_000));
+        let again = e
+            .jobs()
+            .filter(|j| j.owner == lockgate_core::engine::RECOVER_OWNER)
+            .count();
+        assert_eq!(
+            again, 0,
+            "the recovery was lost itself and started no other"
+        );
+        assert_eq!(state(&e, prune), Some(JobState::Running));
+    }
+}
+
+#[test]
+fn a_recovery_kind_that_would_not_run_alone_is_refused() {
+    let bad = RECOVER.replace(
+        "kind in (prune, check, restic-unlock)",
+        "kind in (prune, check)",
+    );
+    let err = lockgate_core::Policy::from_toml(&bad, Some("p.toml")).unwrap_err();
+    assert!(
+        err.to_string().contains("must run alone on the key"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("p.toml:8"), "{err}");
+}

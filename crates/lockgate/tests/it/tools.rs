@@ -329,3 +329,164 @@ fn borg_creates_and_a_prune_on_one_repository_all_succeed() {
     // depending on where the prune was ranked among the creates.
     assert!((2..=5).contains(&archives), "{archives} archives");
 }
+
+/// One tool's part in [`stale_lock_recovered`].
+struct LockingTool {
+    name: &'static str,
+    env: fn(&mut Command, &Path, &Path),
+    /// The environment `env` sets, as `K=V` words for `env` in an agent handler.
+    env_words: fn(&Path, &Path) -> Vec<String>,
+    init: &'static [&'static str],
+    /// A backup of the command's stdin (a stream that never ends here).
+    backup: &'static [&'static str],
+    /// Whether the repository is locked now.
+    locked: fn(&Path) -> bool,
+    recover: &'static [&'static str],
+    prune: &'static [&'static str],
+}
+
+const RESTIC: LockingTool = LockingTool {
+    name: "restic",
+    env: restic_env,
+    env_words: |repo, home| {
+        vec![
+            format!("RESTIC_REPOSITORY={}", repo.display()),
+            "RESTIC_PASSWORD=lockgate-test".into(),
+            format!("RESTIC_CACHE_DIR={}", home.join("restic-cache").display()),
+            format!("HOME={}", home.display()),
+        ]
+    },
+    init: &["restic", "init"],
+    backup: &[
+        "restic",
+        "backup",
+        "-q",
+        "--stdin",
+        "--stdin-filename",
+        "stream",
+    ],
+    locked: |repo| std::fs::read_dir(repo.join("locks")).is_ok_and(|d| d.count() > 0),
+    recover: &["restic", "unlock", "--remove-all"],
+    prune: &["restic", "forget", "-q", "--keep-last", "1", "--prune"],
+};
+
+const BORG: LockingTool = LockingTool {
+    name: "borg",
+    env: borg_env,
+    env_words: |repo, home| {
+        vec![
+            format!("BORG_REPO={}", repo.display()),
+            format!("BORG_BASE_DIR={}", home.display()),
+            "BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes".into(),
+            "BORG_RELOCATED_REPO_ACCESS_IS_OK=yes".into(),
+            format!("HOME={}", home.display()),
+        ]
+    },
+    init: &["borg", "init", "--encryption", "none"],
+    backup: &["borg", "create", "::stream", "-"],
+    locked: |repo| repo.join("lock.exclusive").exists(),
+    recover: &["borg", "break-lock"],
+    prune: &["borg", "prune", "--keep-last", "1"],
+};
+
+/// `kill -9` of a wrapper whose command (the tool itself) holds its repository's lock:
+/// the lock stays; once the lease runs out the server queues the conflict's recovery, an
+/// agent runs it alone, and the next prune through lockgate succeeds with no manual step.
+fn stale_lock_recovered(t: &LockingTool) {
+    tool(t.name);
+    let _serial = crate::agent::serial();
+    let kind = format!("{}-recover", t.name);
+    let s = Srv::start(&format!(
+        "[global]\nmax_running = 8\n[leases]\nttl = \"2s\"\n[[conflict]]\nkeys = [\"repo\"]\nexclusive = \"kind in (prune, check, {kind})\"\nrecover = \"{kind}\"\n"
+    ));
+    let repo = s.path("repo");
+    let mut init = Command::new(t.init[0]);
+    init.args(&t.init[1..]);
+    (t.env)(&mut init, &repo, s.dir.path());
+    ok(&init.output().unwrap(), "init");
+    // An agent that can reach the repository runs the recovery kind.
+    let mut words = vec!["env".to_string()];
+    words.extend((t.env_words)(&repo, s.dir.path()));
+    words.extend(t.recover.iter().map(|w| w.to_string()));
+    let handler = format!(
+        "[handlers.{kind}]\nrun = {}\n",
+        serde_json::to_string(&words).unwrap()
+    );
+    let _agent = crate::agent::start_agent(&s, "n1", &[], &handler);
+    // The tool itself is the wrapper's command, reading a stream that never ends: it
+    // holds its lock until it dies.
+    let mut args = vec![
+        "--kind",
+        "backup",
+        "--attr",
+        "repo=main",
+        "--stop-signal",
+        "INT",
+        "--",
+    ];
+    args.extend_from_slice(t.backup);
+    let mut c = s.run(&args);
+    (t.env)(&mut c, &repo, s.dir.path());
+    let mut wrapper = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut feed = wrapper.stdin.take().unwrap();
+    std::io::Write::write_all(&mut feed, &[7u8; 1 << 20]).unwrap();
+    let locked = || (t.locked)(&repo);
+    assert!(
+        eventually(Duration::from_secs(20), locked),
+        "{} took its lock",
+        t.name
+    );
+    // kill -9 of the wrapper: the tool dies of SIGKILL and its lock stays.
+    wrapper.kill().unwrap();
+    wrapper.wait().unwrap();
+    drop(feed);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(locked(), "the stale lock is left behind");
+    let admin = s.admin();
+    let recovered = || {
+        admin
+            .jobs(&Default::default())
+            .unwrap()
+            .jobs
+            .into_iter()
+            .find(|j| j.kind == kind && j.is_final())
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || recovered().is_some()),
+        "no recovery ran: {:?}",
+        admin.jobs(&Default::default()).unwrap().jobs
+    );
+    let rec = recovered().unwrap();
+    assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+    assert_eq!(rec.owner, lockgate_core::engine::RECOVER_OWNER);
+    assert_eq!(rec.attrs.get("repo").map(String::as_str), Some("main"));
+    let lost = admin.job(1).unwrap();
+    assert_eq!(lost.state, JobState::Lost);
+    let at = |v: &Option<String>| lockgate_api::time::parse(v.as_deref().unwrap()).unwrap();
+    assert!(
+        at(&rec.started_at) >= at(&lost.finished_at),
+        "after the loss"
+    );
+    assert!(!locked(), "the recovery removed the stale lock");
+    // The next exclusive command through lockgate succeeds without a manual unlock.
+    let prune = wrapped(&s, "prune", t.env, &repo, t.prune);
+    ok(
+        &prune.wait_with_output().unwrap(),
+        "the prune after the recovery",
+    );
+}
+
+#[test]
+fn a_killed_wrapper_s_stale_restic_lock_is_recovered_alone_before_the_next_prune() {
+    stale_lock_recovered(&RESTIC);
+}
+
+#[test]
+fn a_killed_wrapper_s_stale_borg_lock_is_broken_alone_before_the_next_prune() {
+    stale_lock_recovered(&BORG);
+}
