@@ -27,7 +27,8 @@ pub use rustix::process::Signal;
 /// How children are started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launcher {
-    die_with_parent: bool,
+    /// The signal a child gets when the process that started it dies (`PR_SET_PDEATHSIG`).
+    death_signal: Option<Signal>,
 }
 
 impl Default for Launcher {
@@ -40,16 +41,23 @@ impl Launcher {
     /// Children die with the process that started them (`PR_SET_PDEATHSIG`, SIGKILL).
     pub fn new() -> Launcher {
         Launcher {
-            die_with_parent: true,
+            death_signal: Some(Signal::KILL),
+        }
+    }
+
+    /// Children get `sig` when the process that started them dies: for a child whose
+    /// [`crate::guard`] enforces the SIGKILL deadline itself, so the command gets its own
+    /// stop signal (restic removes its lock on SIGINT) and its grace.
+    pub fn dying_with(sig: Signal) -> Launcher {
+        Launcher {
+            death_signal: Some(sig),
         }
     }
 
     /// Children start without `PR_SET_PDEATHSIG`: a killed wrapper leaves them running.
     /// For tests that want to see exactly that.
     pub fn direct() -> Launcher {
-        Launcher {
-            die_with_parent: false,
-        }
+        Launcher { death_signal: None }
     }
 
     /// A command for `argv` (program and arguments) in its own process group. The caller
@@ -61,26 +69,26 @@ impl Launcher {
         assert!(!argv.is_empty(), "a command needs a program");
         let mut c = Command::new(&argv[0]);
         c.args(&argv[1..]).process_group(0);
-        if self.die_with_parent {
-            die_with_parent(&mut c);
+        if let Some(sig) = self.death_signal {
+            die_with_parent(&mut c, sig);
         }
         c
     }
 }
 
-/// Arms `PR_SET_PDEATHSIG` (SIGKILL) in `cmd`'s forked child, before it `exec`s. When the
+/// Arms `PR_SET_PDEATHSIG` (`sig`) in `cmd`'s forked child, before it `exec`s. When the
 /// parent is already gone by then (it died between the fork and the request, so the
 /// signal will never come), the child does not `exec`: `spawn` fails with `ESRCH`.
 #[allow(unsafe_code)]
-fn die_with_parent(cmd: &mut Command) {
+fn die_with_parent(cmd: &mut Command, sig: Signal) {
     let parent = rustix::process::getpid();
     // SAFETY: the hook runs in the forked child between fork and exec, where only
     // async-signal-safe calls are allowed. It makes two system calls (prctl, getppid)
     // through rustix, which allocate nothing and take no lock; it reads only `parent`, a
-    // plain integer copied before the fork; its error is an OS error code (no allocation).
+    // plain integer copied before the fork, and `sig`, a plain value; its error is an OS error code (no allocation).
     unsafe {
         cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            rustix::process::set_parent_process_death_signal(Some(sig))?;
             if rustix::process::getppid() != Some(parent) {
                 return Err(rustix::io::Errno::SRCH.into());
             }

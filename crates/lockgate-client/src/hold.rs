@@ -6,7 +6,7 @@
 //! process group, SIGKILL at a deadline) as soon as it must: cancel requested, preempted,
 //! the holder stopping, the lease lost, or the server unreachable for too long. A cancel
 //! or preemption is learnt at once from a long-poll beside the renewals (`cancel_watch`),
-//! so the stop signal follows a request within about [`SLICE`].
+//! so the stop signal follows a request within about one wake-up slice (100 ms).
 //!
 //! # Invariants
 //! - **The child is dead before the server can hand its slot to someone else** (with
@@ -70,6 +70,10 @@ pub trait Holder {
 
     /// The child is being stopped (SIGTERM sent) because of `why`: for the log.
     fn stopping(&mut self, _why: &Ending) {}
+
+    /// The lease cannot run out on the server before `at` (told at the start and after
+    /// every successful renewal): a [`crate::guard::Guard`] needs it.
+    fn lease_until(&mut self, _at: Instant) {}
 }
 
 /// A [`Holder`] that only holds.
@@ -161,6 +165,7 @@ pub fn hold_with(
     holder: &mut impl Holder,
 ) -> Held {
     let watch = CancelWatch::start(lease.client().clone(), lease.job_id());
+    holder.lease_until(lease.expires_no_earlier_than());
     let mut h = Hold {
         watch,
         child,
@@ -214,6 +219,8 @@ impl<H: Holder> Hold<'_, H> {
         }
         match self.lease.renew() {
             Renewal::Held(job) => {
+                self.holder
+                    .lease_until(self.lease.expires_no_earlier_than());
                 self.holder.renewed(&job);
                 self.cancel_requested(&job);
             }

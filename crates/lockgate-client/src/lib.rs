@@ -26,6 +26,7 @@ mod cancel_watch;
 pub mod child;
 mod client;
 mod error;
+pub mod guard;
 pub mod hold;
 pub mod lease;
 pub mod logs;

@@ -157,6 +157,10 @@ pub enum Command {
     /// Internal: the handler program of `lockgate demo` and the agent tests.
     #[command(name = "__demo-task", hide = true)]
     DemoTask(cmd::demo::task::TaskArgs),
+    /// Internal: the guard `lockgate run` starts beside its command (stops the command's
+    /// group if `lockgate run` dies; lockgate_client::guard).
+    #[command(name = "__guard", hide = true)]
+    Guard(cmd::run::GuardArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -184,6 +188,7 @@ fn main() -> std::process::ExitCode {
         Command::Agent(args) => cmd::agent::run(&cli.global, args),
         Command::Demo(args) => cmd::demo::run(&cli.global, args),
         Command::DemoTask(args) => cmd::demo::task::run(args),
+        Command::Guard(args) => cmd::run::guard(args),
         Command::Completions(args) => cmd::completions::run(args),
         Command::Man(args) => cmd::completions::man(args),
     };

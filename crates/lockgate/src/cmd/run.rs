@@ -95,6 +95,25 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
+/// Arguments of `lockgate __guard` (internal).
+#[derive(Debug, clap::Args)]
+pub struct GuardArgs {
+    /// The stop signal's number.
+    #[arg(long)]
+    signal: i32,
+    /// The stop grace, in milliseconds.
+    #[arg(long)]
+    grace_ms: u64,
+}
+
+/// Runs the guard (`lockgate_client::guard::run_guard`).
+pub fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
+    let signal = child::Signal::from_named_raw(args.signal)
+        .ok_or_else(|| anyhow::anyhow!("unknown signal {}", args.signal))?;
+    lockgate_client::guard::run_guard(signal, Duration::from_millis(args.grace_ms));
+    Ok(ExitCode::SUCCESS)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Submitting,
@@ -291,9 +310,17 @@ enum Run {
 /// What `lockgate run` says while it holds the command.
 struct Say {
     id: u64,
+    /// Stops the command if this process dies (`lockgate_client::guard`).
+    guard: Option<lockgate_client::guard::Guard>,
 }
 
 impl Holder for Say {
+    fn lease_until(&mut self, at: std::time::Instant) {
+        if let Some(g) = &mut self.guard {
+            g.lease_until(at);
+        }
+    }
+
     fn stopping(&mut self, why: &Ending) {
         match why {
             Ending::Cancelled => eprintln!(
@@ -364,9 +391,15 @@ fn wait_for_admission(shared: &Shared, args: &Args, mut job: JobView) -> Result<
 fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> anyhow::Result<Run> {
     let id = lease.job_id();
     let token = lease.token();
-    let mut child = match start_child(shared, args, id, token)? {
+    let mut guard = start_guard(args);
+    let mut child = match start_child(shared, args, id, token, guard.as_mut())? {
         Ok(c) => c,
-        Err(code) => return Ok(Run::Done(code)),
+        Err(code) => {
+            if let Some(g) = guard {
+                g.done();
+            }
+            return Ok(Run::Done(code));
+        }
     };
     let logging = shared
         .log
@@ -377,9 +410,13 @@ fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> an
         signal: args.stop_signal,
         grace: args.grace,
     };
-    let held = hold_with(&mut child, &mut lease, stop, &mut Say { id });
+    let mut say = Say { id, guard };
+    let held = hold_with(&mut child, &mut lease, stop, &mut say);
     {
         *shared.phase.lock().expect("phase lock") = Phase::Done;
+    }
+    if let Some(g) = say.guard.take() {
+        g.done();
     }
     if let Some(l) = logging {
         l.finish(id);
@@ -420,11 +457,26 @@ fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> an
 /// Spawns the command while the phase is still `Waiting` (an interrupt came first: parks,
 /// the signal thread exits). A command that cannot start fails the job: `Err` holds the
 /// exit code then.
+/// Starts the guard that stops the command if this process dies; `None` (said on stderr)
+/// when it cannot start: the command then dies of SIGKILL with this process, as before.
+fn start_guard(args: &Args) -> Option<lockgate_client::guard::Guard> {
+    let started = std::env::current_exe()
+        .and_then(|exe| lockgate_client::guard::Guard::start(&exe, args.stop_signal, args.grace));
+    match started {
+        Ok(g) => Some(g),
+        Err(e) => {
+            eprintln!("lockgate: cannot start the guard ({e}); if lockgate run dies, the command dies of SIGKILL");
+            None
+        }
+    }
+}
+
 fn start_child(
     shared: &Shared,
     args: &Args,
     id: u64,
     token: u64,
+    guard: Option<&mut lockgate_client::guard::Guard>,
 ) -> anyhow::Result<Result<std::process::Child, ExitCode>> {
     let mut phase = shared.phase.lock().expect("phase lock");
     if *phase != Phase::Waiting(id) {
@@ -432,7 +484,13 @@ fn start_child(
         drop(phase);
         park_forever();
     }
-    let mut cmd = child::Launcher::new().command(&args.command);
+    // With a guard, a dying lockgate run gives the command its stop signal; the guard
+    // sends SIGKILL by the lease's expiry. Without one, SIGKILL at once.
+    let launcher = match guard {
+        Some(_) => child::Launcher::dying_with(args.stop_signal),
+        None => child::Launcher::new(),
+    };
+    let mut cmd = launcher.command(&args.command);
     cmd.env("LOCKGATE_JOB_ID", id.to_string());
     if shared.log.load(std::sync::atomic::Ordering::Relaxed) {
         cmd.stdout(std::process::Stdio::piped())
@@ -442,6 +500,9 @@ fn start_child(
     match spawned {
         Ok(c) => {
             *phase = Phase::Running(id, c.id() as i32);
+            if let Some(g) = guard {
+                g.watch(c.id());
+            }
             Ok(Ok(c))
         }
         Err(e) => {

@@ -430,3 +430,52 @@ fn if_unreachable_run_runs_the_command_and_the_run_is_on_record_once_the_server_
         "{metrics}"
     );
 }
+
+#[test]
+fn a_killed_wrapper_gives_its_command_the_stop_signal_and_kills_the_whole_group_before_the_lease_can_run_out(
+) {
+    let s = Srv::start("[global]\nmax_running = 1\n[leases]\nttl = \"2s\"\n");
+    let (marker, inner) = (s.path("got-int"), s.path("inner"));
+    // The shell records the stop signal; its child ignores INT and TERM, so only SIGKILL
+    // ends it, and it is not the wrapper's own child (PR_SET_PDEATHSIG never reaches it).
+    let script = format!(
+        "trap 'echo INT > {}' INT; sh -c 'trap \"\" INT TERM; echo $$ > {}; sleep 60' & wait; wait",
+        marker.display(),
+        inner.display()
+    );
+    let mut wrapper = s
+        .run(&[
+            "--stop-signal",
+            "INT",
+            "--grace",
+            "60s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(10), || read_pid(&inner).is_some()));
+    let inner = read_pid(&inner).unwrap();
+    wrapper.kill().unwrap();
+    wrapper.wait().unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || marker.exists()),
+        "the command got its stop signal, not SIGKILL"
+    );
+    // The whole group is dead by the time the server may give the slot away, although the
+    // grace (60 s) is far longer: the guard kills by the lease's first possible expiry.
+    let admin = s.admin();
+    let mut lost = false;
+    for _ in 0..500 {
+        if admin.job(1).unwrap().state == JobState::Lost {
+            lost = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(lost, "the lease ran out");
+    assert!(gone(inner), "a process of the command outlived the lease");
+}

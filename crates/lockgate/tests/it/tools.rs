@@ -275,6 +275,10 @@ fn cancel_once_locked(
         .trim()
         .parse()
         .unwrap();
+    // A backup under way, not one a few milliseconds old: restic 0.14 writes its lock file
+    // before it registers the lock for removal on SIGINT, and the cancel reaches it within
+    // about 0.1 s now.
+    std::thread::sleep(Duration::from_secs(1));
     s.admin().cancel(id, false).unwrap();
     (id, backup.wait_with_output().unwrap())
 }
@@ -389,9 +393,11 @@ const BORG: LockingTool = LockingTool {
     prune: &["borg", "prune", "--keep-last", "1"],
 };
 
-/// `kill -9` of a wrapper whose command (the tool itself) holds its repository's lock:
-/// the lock stays; once the lease runs out the server queues the conflict's recovery, an
-/// agent runs it alone, and the next prune through lockgate succeeds with no manual step.
+/// A holder whose host vanished while the tool held its repository's lock (the wrapper
+/// frozen, the tool killed with SIGKILL, then the wrapper gone): the lock stays; once the
+/// lease runs out the server queues the conflict's recovery, an agent runs it alone, and
+/// the next prune through lockgate succeeds with no manual step. (A plain `kill -9` of the
+/// wrapper gives the tool its stop signal: `run.rs` shows it.)
 fn stale_lock_recovered(t: &LockingTool) {
     tool(t.name);
     let _serial = crate::agent::serial();
@@ -413,8 +419,10 @@ fn stale_lock_recovered(t: &LockingTool) {
         serde_json::to_string(&words).unwrap()
     );
     let _agent = crate::agent::start_agent(&s, "n1", &[], &handler);
-    // The tool itself is the wrapper's command, reading a stream that never ends: it
-    // holds its lock until it dies.
+    // The tool (exec'd by a shell that records its pid) reads a stream that never ends:
+    // it holds its lock until it dies.
+    let pidfile = s.path("tool.pid");
+    let script = format!("echo $$ > {}; exec \"$@\"", pidfile.display());
     let mut args = vec![
         "--kind",
         "backup",
@@ -423,6 +431,10 @@ fn stale_lock_recovered(t: &LockingTool) {
         "--stop-signal",
         "INT",
         "--",
+        "sh",
+        "-c",
+        &script,
+        "sh",
     ];
     args.extend_from_slice(t.backup);
     let mut c = s.run(&args);
@@ -441,7 +453,13 @@ fn stale_lock_recovered(t: &LockingTool) {
         "{} took its lock",
         t.name
     );
-    // kill -9 of the wrapper: the tool dies of SIGKILL and its lock stays.
+    // The host vanishes: the wrapper freezes, the tool dies of SIGKILL, the wrapper is gone.
+    let pid = crate::harness::read_pid(&pidfile).expect("the tool's pid");
+    crate::harness::signal(wrapper.id(), rustix::process::Signal::STOP);
+    lockgate_client::child::signal_group(pid, rustix::process::Signal::KILL);
+    assert!(eventually(Duration::from_secs(5), || crate::harness::gone(
+        pid
+    )));
     wrapper.kill().unwrap();
     wrapper.wait().unwrap();
     drop(feed);
