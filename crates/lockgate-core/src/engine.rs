@@ -505,7 +505,18 @@ impl Engine {
         now: Timestamp,
     ) -> Result<Job, LeaseError> {
         self.handle_timeout(now);
-        self.holder(id, token)?;
+        let holder = self.holder(id, token)?;
+        // A holder that stops on a user's cancel: the record names who cancelled.
+        let by = holder
+            .job
+            .cancel_by
+            .clone()
+            .filter(|_| outcome == crate::job::Outcome::Cancelled);
+        let message = match (by, message) {
+            (Some(by), Some(m)) => Some(format!("cancelled by {by}: {m}")),
+            (Some(by), None) => Some(format!("cancelled by {by}")),
+            (None, m) => m,
+        };
         let message = message.map(|m| self.policy.quotas.bound_message(m));
         let job = self.end_or_requeue(id, outcome.state(), message, now);
         self.run_pass(now);
@@ -518,6 +529,21 @@ impl Engine {
     /// # Errors
     /// [`CancelError`] when the job is unknown or already ended.
     pub fn cancel(&mut self, id: JobId, force: bool, now: Timestamp) -> Result<Job, CancelError> {
+        self.cancel_by(id, force, None, now)
+    }
+
+    /// [`Engine::cancel`] on behalf of `by` (a user: `admin token "ops"`), who is named in
+    /// the message the job ends with.
+    ///
+    /// # Errors
+    /// [`CancelError`] when the job is unknown or already ended.
+    pub fn cancel_by(
+        &mut self,
+        id: JobId,
+        force: bool,
+        by: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Job, CancelError> {
         self.handle_timeout(now);
         let state = self
             .entries
@@ -531,12 +557,19 @@ impl Engine {
             } else {
                 "cancelled"
             };
-            self.end_job(id, JobState::Cancelled, Some(msg.into()), now)
+            let msg = match by {
+                Some(by) => format!("{msg} by {by}"),
+                None => msg.to_string(),
+            };
+            self.end_job(id, JobState::Cancelled, Some(msg), now)
         } else {
             let first = self.entries.get(id).job.cancel_reason != Some(CancelReason::Cancel);
             let job = self.entries.job_mut(id);
             job.cancel_requested = true;
             job.cancel_reason = Some(CancelReason::Cancel);
+            if let Some(by) = by {
+                job.cancel_by = Some(by.to_string());
+            }
             if first {
                 self.emit(JobChange::CancelRequested, id);
             }

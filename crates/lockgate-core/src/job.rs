@@ -323,6 +323,7 @@ impl JobSpec {
             cancel_reason: None,
             preemptions: 0,
             unadmitted: false,
+            cancel_by: None,
             after,
             after_ok,
         }))
@@ -513,6 +514,10 @@ pub struct Job {
     /// to run anyway, `lockgate run --if-unreachable run`) and was reported afterwards.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unadmitted: bool,
+    /// Who asked its holder to stop (`cancel` by a user): named in the message the job ends
+    /// with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_by: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {

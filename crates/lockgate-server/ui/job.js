@@ -72,7 +72,14 @@ function explainView(x, j) {
 function estimateView(x) {
   const e = x && x.estimate;
   if (!e) return h("p", { class: "muted", "data-testid": "job-estimate" }, "No estimate (only a queued job has one).");
-  const t = (v) => (v ? [h("time", { datetime: v, title: v }, when(v)), ` (${dur(between(new Date().toISOString(), v))} from now)`] : "unknown: no history for this kind yet");
+  // A time already past is never shown as the future: the job is overdue against its
+  // estimate (the next forecast moves it).
+  const t = (v) => {
+    if (!v) return "unknown: no history for this kind yet";
+    const ahead = between(new Date().toISOString(), v);
+    const rel = ahead >= 0 ? ` (${dur(ahead)} from now)` : ` (overdue by ${dur(-ahead)}: the estimate is past)`;
+    return [h("time", { datetime: v, title: v }, when(v)), rel];
+  };
   return h("dl", { class: "props", "data-testid": "job-estimate" },
     h("dt", {}, "start (p50)"), h("dd", {}, t(e.start_p50)),
     h("dt", {}, "start (p90)"), h("dd", {}, t(e.start_p90)),

@@ -606,6 +606,7 @@ impl Engine {
         job.retry_at = None;
         job.cancel_requested = false;
         job.cancel_reason = None;
+        job.cancel_by = None;
         job.finished_at = None;
         job.outcome = None;
         job.prepare_started_at = None;

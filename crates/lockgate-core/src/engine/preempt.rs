@@ -502,6 +502,7 @@ impl Engine {
         let job = self.entries.job_mut(id);
         job.lease = None;
         job.cancel_reason = None;
+        job.cancel_by = None;
         job.preemptions += 1;
         job.message = Some(match by {
             Some(p) => format!("preempted by job {p}"),

@@ -460,7 +460,8 @@ impl Loop {
                 format!("job {id} already ended ({state})"),
             )
         };
-        match self.engine.cancel(id, force, now) {
+        let by = format!("{} token {:?}", p.role, p.name);
+        match self.engine.cancel_by(id, force, Some(&by), now) {
             Ok(j) => Ok(self.view(&j)),
             Err(CancelError::NotFound(_)) => Err(ended(job.state)),
             Err(CancelError::AlreadyEnded { state, .. }) => Err(ended(state)),

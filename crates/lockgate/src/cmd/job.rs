@@ -292,7 +292,8 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
 /// terms), then every holding condition once, one per line. The one-line `text` of the
 /// JSON ends with the same conditions joined by `; `; that tail is left out of the first
 /// line so no reason is printed twice.
-pub(super) fn render_explain(id: u64, ex: &ExplainView) -> String {
+/// `job ID: ...` and one line per reason; estimate times past `now` say they are overdue.
+pub(super) fn render_explain(id: u64, ex: &ExplainView, now: Timestamp) -> String {
     let reasons: Vec<&str> = ex.reasons.iter().map(|r| r.text.as_str()).collect();
     let tail = format!("; {}", reasons.join("; "));
     let head = match ex.text.strip_suffix(&tail) {
@@ -304,16 +305,25 @@ pub(super) fn render_explain(id: u64, ex: &ExplainView) -> String {
         text.push_str(&format!("  - {r}\n"));
     }
     if let Some(e) = &ex.estimate {
-        text.push_str(&format!("  estimate: {}\n", estimate_text(e)));
+        text.push_str(&format!("  estimate: {}\n", estimate_text(e, now)));
     }
     text
 }
 
 /// `start 02:10 (p90 02:40), end 03:05 (p90 04:00)`, `unknown` where history does not allow.
-pub(super) fn estimate_text(e: &lockgate_api::EstimateView) -> String {
-    let t = |x: &Option<String>| {
-        x.as_deref()
-            .map_or_else(|| "unknown".to_string(), output::time)
+/// The estimate's times; one already past `now` says so (`overdue by 33s`) instead of
+/// reading as a time to come.
+pub(super) fn estimate_text(e: &lockgate_api::EstimateView, now: Timestamp) -> String {
+    let t = |x: &Option<String>| match x.as_deref() {
+        None => "unknown".to_string(),
+        Some(text) => match lockgate_api::time::parse(text) {
+            Ok(at) if at < now => format!(
+                "{} (overdue by {})",
+                output::time(text),
+                output::duration(now.since(at))
+            ),
+            _ => output::time(text),
+        },
     };
     format!(
         "start {} (p90 {}), end {} (p90 {})",
@@ -344,7 +354,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             if output::json(global) {
                 print_json(&ex);
             } else {
-                output::print_text(&render_explain(id, &ex));
+                output::print_text(&render_explain(id, &ex, output::now()));
             }
         }
         Sub::Wait { id, from, timeout } => {
@@ -560,13 +570,13 @@ mod tests {
 
     #[test]
     fn job_explain_text() {
-        insta::assert_snapshot!(render_explain(4, &testdata::explain()));
+        insta::assert_snapshot!(render_explain(4, &testdata::explain(), now()));
     }
 
     #[test]
     fn job_explain_prints_every_reason_once() {
         let ex = testdata::explain();
-        let text = render_explain(4, &ex);
+        let text = render_explain(4, &ex, now());
         for r in &ex.reasons {
             assert_eq!(text.matches(&r.text).count(), 1, "{text}");
         }
@@ -576,8 +586,24 @@ mod tests {
             ..ex
         };
         assert_eq!(
-            render_explain(9, &admissible),
+            render_explain(9, &admissible, now()),
             "job 9: queued, 1st in line, effective priority 0.00; admissible now\n"
         );
+    }
+
+    #[test]
+    fn an_estimate_already_past_says_overdue_not_a_time_to_come() {
+        let at = |ms: u64| lockgate_api::time::format(Timestamp(now().0 - ms));
+        let ahead = lockgate_api::time::format(Timestamp(now().0 + 60_000));
+        let e = lockgate_api::EstimateView {
+            start_p50: Some(at(33_000)),
+            start_p90: Some(ahead.clone()),
+            end_p50: Some(ahead),
+            ..Default::default()
+        };
+        let text = estimate_text(&e, now());
+        assert!(text.starts_with("start "), "{text}");
+        assert!(text.contains("(overdue by 33s)"), "{text}");
+        assert_eq!(text.matches("overdue").count(), 1, "{text}");
     }
 }

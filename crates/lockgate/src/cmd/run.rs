@@ -207,7 +207,7 @@ fn status_line(job: &JobView, ex: Option<&ExplainView>) -> String {
         }
     }
     if let Some(e) = ex.estimate.as_ref().filter(|e| e.start_p50.is_some()) {
-        parts.push(super::job::estimate_text(e));
+        parts.push(super::job::estimate_text(e, super::output::now()));
     }
     format!("waiting: {}", parts.join("; "))
 }

@@ -340,6 +340,9 @@ fn job_cancel_says_cancel_requested_and_with_wait_prints_the_outcome() {
     assert_eq!(b.wait().unwrap().code(), Some(75));
     assert_eq!(a.wait().unwrap().code(), Some(75));
     assert_eq!(s.admin().job(1).unwrap().state, JobState::Cancelled);
+    // The record names who cancelled it.
+    let msg = s.admin().job(2).unwrap().message.unwrap_or_default();
+    assert!(msg.starts_with("cancelled by admin token"), "{msg}");
 }
 
 #[test]

@@ -36,6 +36,9 @@ pub struct View {
     nodes: Vec<NodeView>,
     running: BTreeMap<String, u64>,
     limits: BTreeMap<String, u64>,
+    /// The last limit seen per scope: a per-value scope leaves `/metrics` once nothing
+    /// holds it, and the summary still compares its peak with its limit.
+    last_limits: BTreeMap<String, u64>,
     peaks: BTreeMap<String, u64>,
     drawn: usize,
     last_status: Instant,
@@ -62,6 +65,7 @@ impl View {
             nodes: Vec::new(),
             running: BTreeMap::new(),
             limits: BTreeMap::new(),
+            last_limits: BTreeMap::new(),
             peaks: BTreeMap::new(),
             drawn: 0,
             last_status: Instant::now(),
@@ -172,6 +176,7 @@ impl View {
                     self.running.insert(scope, v);
                 }
                 "lockgate_scope_limit" => {
+                    self.last_limits.insert(scope.clone(), v);
                     self.limits.insert(scope, v);
                 }
                 "lockgate_scope_peak" => {
@@ -355,7 +360,7 @@ impl View {
             .filter(|(_, &p)| p > 0)
             .map(|(s, &p)| ScopePeak {
                 scope: s.clone(),
-                limit: self.limits.get(s).copied(),
+                limit: self.last_limits.get(s).copied(),
                 peak: p,
             })
             .collect();

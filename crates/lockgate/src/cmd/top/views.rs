@@ -199,7 +199,7 @@ pub fn explain(f: &mut Frame, area: Rect, app: &App, id: u64, now: Timestamp) {
         None => lines.push("reading its explanation...".dark_gray().into()),
         Some(Err(why)) => lines.push(Line::raw(why.clone()).red()),
         Some(Ok(ex)) => {
-            let text = crate::cmd::job::render_explain(id, ex);
+            let text = crate::cmd::job::render_explain(id, ex, crate::cmd::output::now());
             lines.extend(text.lines().map(|l| Line::raw(l.to_string())));
             let scoped: Vec<_> = ex.reasons.iter().filter(|r| r.scope.is_some()).collect();
             if !scoped.is_empty() {

@@ -142,7 +142,7 @@ fn a_server_restart_under_running_work_loses_nothing() {
 }
 
 /// A cancel request reaches the handler (SIGTERM to its group) and the job ends
-/// `cancelled` with the handler's last output in its message.
+/// `cancelled` with who cancelled it and the handler's last output in its message.
 #[test]
 fn a_cancel_request_stops_the_handler() {
     let srv = Srv::start(POLICY);
@@ -157,7 +157,9 @@ fn a_cancel_request_stops_the_handler() {
     assert_eq!(jobs[0].state, JobState::Cancelled);
     let msg = jobs[0].message.clone().unwrap_or_default();
     assert!(
-        msg.starts_with("cancel requested; run handler stopped (signal 15)"),
+        msg.starts_with(
+            "cancelled by admin token \"admin\": cancel requested; run handler stopped (signal 15)"
+        ),
         "{msg}"
     );
     assert!(gone(pid));
