@@ -249,12 +249,15 @@ fn file_policy(path: &Path) -> Result<(Policy, PolicySource), ServerError> {
 }
 
 /// The stored tokens as principals (names with a reserved prefix are skipped with a
-/// warning); when none is an admin, a new admin token is stored and written to
-/// `admin.token` (never over an existing file), and returned.
+/// warning); when none is an admin, or when this data dir owns its store (`own_file`) and
+/// its `admin.token` is missing or holds no stored admin token (deleted or damaged while
+/// the server was stopped), a new admin token is stored and written to `admin.token`
+/// (never over an existing file), and returned. Earlier admin tokens keep working.
 fn load_tokens(
     stored: &[TokenRecord],
     store: &mut AnyStore,
     dir: &Path,
+    own_file: bool,
     now: Timestamp,
 ) -> Result<(Tokens, Option<String>), ServerError> {
     let tokens = Tokens::default();
@@ -277,8 +280,15 @@ fn load_tokens(
             },
         );
     }
+    let path = dir.join("admin.token");
     if has_admin {
-        return Ok((tokens, None));
+        let Some(why) = own_file.then(|| lost_admin_file(&path, stored)).flatten() else {
+            return Ok((tokens, None));
+        };
+        tracing::warn!(
+            "{} {why}: writing a new admin token to it; the earlier admin tokens still work (`lockgate token ls`; revoke any that may have leaked)",
+            path.display()
+        );
     }
     let mut name = "admin".to_string();
     let mut n = 1;
@@ -306,9 +316,23 @@ fn load_tokens(
             node: None,
         },
     );
-    let path = dir.join("admin.token");
     datadir::write_admin_token(&path, &token).map_err(|e| data_dir_err(&path, e))?;
     Ok((tokens, Some(token)))
+}
+
+/// Why `admin.token` no longer lets the host in: missing, unreadable, or holding no
+/// admin token of the store. `None` when it holds one.
+fn lost_admin_file(path: &Path, stored: &[TokenRecord]) -> Option<&'static str> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some("is missing"),
+        Err(_) => return Some("cannot be read"),
+    };
+    let hash = auth::hash(text.trim());
+    let admin = |t: &&TokenRecord| {
+        t.role == Role::Admin && t.hash == hash && auth::reserved_prefix(&t.name).is_none()
+    };
+    (!stored.iter().any(|t| admin(&t))).then_some("holds no live admin token of the store (damaged, or its token was revoked)")
 }
 
 /// Binds the listening socket (non-blocking, for the accept loop) and reports the address
@@ -388,7 +412,10 @@ pub(crate) fn load_loop(
     // Time windows and schedules read wall-clock times in the same zone.
     let zone = schedules::server_zone();
     let engine = Engine::restore_in_zone(policy, snapshot, now, Mode::Indexed, &zone);
-    let (fresh, admin_token) = load_tokens(&loaded.tokens, &mut store, dir, now)?;
+    // A replica's data dir shares its database's tokens; only a data dir that owns its
+    // store keeps its admin.token in step.
+    let own_file = mark.is_some();
+    let (fresh, admin_token) = load_tokens(&loaded.tokens, &mut store, dir, own_file, now)?;
     tokens.replace_with(&fresh);
     let store: Box<dyn Store> = match mark {
         Some(mark) => Box::new(datadir::Watermarked::new(store, dir, mark)),

@@ -241,6 +241,49 @@ fn start_fresh_starts_without_reissuing_ids_or_overwriting_admin_token() {
     TestServer::open(dir.path(), None).stop();
 }
 
+/// The names of `admin.token.replaced-*` files in `dir`.
+fn replaced_admin_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("admin.token.replaced-"))
+        .collect()
+}
+
+#[test]
+fn a_deleted_or_damaged_admin_token_file_is_recreated_and_the_old_tokens_still_work() {
+    if crate::harness::sqlite_only("a data dir owns its admin.token only with its own store; a replica's tokens live in the shared database") {
+        return;
+    }
+    let dir = tempdir();
+    let old = used_data_dir(dir.path(), 1);
+    // Deleted while the server was stopped.
+    std::fs::remove_file(dir.path().join("admin.token")).unwrap();
+    let s = TestServer::open(dir.path(), None);
+    assert_ne!(s.admin, old, "a new admin token in a new file");
+    s.admin().submit(&job("backup", &[])).unwrap();
+    s.client(Some(&old)).submit(&job("backup", &[])).unwrap();
+    let second = s.admin.clone();
+    s.stop();
+    // Damaged while the server was stopped: moved aside, a new one written.
+    std::fs::write(dir.path().join("admin.token"), "not-a-token\n").unwrap();
+    let s = TestServer::open(dir.path(), None);
+    assert!(s.admin != old && s.admin != second);
+    s.admin().submit(&job("backup", &[])).unwrap();
+    s.client(Some(&second)).submit(&job("backup", &[])).unwrap();
+    let aside = replaced_admin_files(dir.path());
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    let kept = std::fs::read_to_string(dir.path().join(&aside[0])).unwrap();
+    assert_eq!(kept, "not-a-token\n", "the damaged file is kept, never overwritten");
+    let third = s.admin.clone();
+    s.stop();
+    // Intact: left alone, no new token.
+    let s = TestServer::open(dir.path(), None);
+    assert_eq!(s.admin, third);
+    assert_eq!(replaced_admin_files(dir.path()).len(), 1);
+    s.stop();
+}
+
 #[test]
 fn garbage_in_the_wal_after_kill_9_is_refused_not_served_as_fewer_jobs() {
     if crate::harness::sqlite_only("the data dir's watermark and the lockgate.db file it guards are SQLite's; a database is kept by PostgreSQL (docs/postgresql.md)") {
