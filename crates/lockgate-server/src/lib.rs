@@ -332,7 +332,8 @@ fn lost_admin_file(path: &Path, stored: &[TokenRecord]) -> Option<&'static str> 
     let admin = |t: &&TokenRecord| {
         t.role == Role::Admin && t.hash == hash && auth::reserved_prefix(&t.name).is_none()
     };
-    (!stored.iter().any(|t| admin(&t))).then_some("holds no live admin token of the store (damaged, or its token was revoked)")
+    (!stored.iter().any(|t| admin(&t)))
+        .then_some("holds no live admin token of the store (damaged, or its token was revoked)")
 }
 
 /// Binds the listening socket (non-blocking, for the accept loop) and reports the address

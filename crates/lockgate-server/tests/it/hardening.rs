@@ -274,7 +274,10 @@ fn a_deleted_or_damaged_admin_token_file_is_recreated_and_the_old_tokens_still_w
     let aside = replaced_admin_files(dir.path());
     assert_eq!(aside.len(), 1, "{aside:?}");
     let kept = std::fs::read_to_string(dir.path().join(&aside[0])).unwrap();
-    assert_eq!(kept, "not-a-token\n", "the damaged file is kept, never overwritten");
+    assert_eq!(
+        kept, "not-a-token\n",
+        "the damaged file is kept, never overwritten"
+    );
     let third = s.admin.clone();
     s.stop();
     // Intact: left alone, no new token.
