@@ -45,6 +45,12 @@ pub struct Hardening {
     /// limit at start) minus [`crate::listener::FD_RESERVE`] for the store, backups and
     /// hooks.
     pub max_connections: Option<usize>,
+    /// `--write-stall-timeout`: a connection whose answer cannot be written for this long
+    /// (its client stopped reading: an event stream, a long-poll or a log follow held open
+    /// by a reader that never drains) is closed, and what it held is freed. Default 60 s:
+    /// far above any real client's pause, short enough that stalled sockets do not pile
+    /// up. A stream's client resumes with `Last-Event-ID`.
+    pub write_stall_timeout: Duration,
 }
 
 impl Default for Hardening {
@@ -56,6 +62,7 @@ impl Default for Hardening {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_connections: None,
+            write_stall_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -46,6 +46,7 @@ pub mod hardening;
 pub mod listener;
 pub mod longlived;
 pub mod space;
+pub mod trim;
 
 use auth::{Principal, Tokens};
 use event_loop::{wall_ms, Loop};
@@ -495,6 +496,7 @@ impl Server {
         let limits = listener::Limits {
             header_read_timeout: h.header_read_timeout,
             idle_timeout: h.idle_timeout,
+            write_stall_timeout: h.write_stall_timeout,
             max_connections: h
                 .max_connections
                 .unwrap_or_else(|| listener::default_max_connections(fd_limit)),
@@ -633,6 +635,7 @@ impl Server {
             app = app.layer(axum::middleware::from_fn_with_state(l, cluster::gate));
         }
         space.spawn_timer(stop_rx.clone());
+        tokio::spawn(trim::run(stop_rx.clone()));
         let serve_stop = stop_rx.clone();
 
         tokio::spawn(reload_on_sighup(

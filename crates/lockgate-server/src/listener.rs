@@ -12,6 +12,12 @@
 //!   connection has a request in flight is the new one closed at once.
 //! - **An idle socket costs a socket and a task.** The HTTP machinery (and its buffers)
 //!   is created only once the first byte arrives.
+//! - **A client that stops reading is let go.** A connection whose answer could not be
+//!   written for [`Limits::write_stall_timeout`] (every write `Pending`: the client's
+//!   receive window and the kernel's send buffer are full) is closed, request in flight or
+//!   not: an event stream or long-poll held by a reader that never drains frees its
+//!   buffers and its place under the caps. A stream's client resumes with
+//!   `Last-Event-ID`.
 //! - **Shutdown is graceful**: when `stop` turns true nothing more is accepted, idle
 //!   connections close, in-flight requests finish (the event loop answers its long-polls
 //!   at shutdown), and [`serve`] returns when all are gone or after [`SHUTDOWN_GRACE`].
@@ -51,6 +57,8 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Open connections at most.
     pub max_connections: usize,
+    /// Closed when no byte of its answer could be written for this long.
+    pub write_stall_timeout: Duration,
 }
 
 /// Raises the fd soft limit to the hard limit; returns the soft limit now in force.
@@ -93,6 +101,9 @@ struct Conn {
     changed: Notify,
     /// Close now (chosen by the cap).
     evict: Notify,
+    /// Milliseconds after the registry's epoch plus one when a write last went `Pending`
+    /// with none `Ready` since; 0 while writes go through.
+    stalled_since: AtomicU64,
 }
 
 /// The open connections, oldest first (ids increase).
@@ -120,6 +131,7 @@ impl Registry {
             idle_since: AtomicU64::new(self.ms()),
             changed: Notify::new(),
             evict: Notify::new(),
+            stalled_since: AtomicU64::new(0),
         });
         self.conns
             .lock()
@@ -304,10 +316,14 @@ async fn connection(
     registry.remove(id);
 }
 
-/// When the connection expires if nothing changes (`None`: a request is in flight).
+/// When the connection expires if nothing changes (`None`: a request is in flight and
+/// its answer is being written).
 fn deadline(conn: &Conn, registry: &Registry, limits: &Limits) -> Option<Instant> {
+    let stalled = conn.stalled_since.load(Ordering::Acquire);
+    let stall = (stalled > 0)
+        .then(|| registry.epoch + Duration::from_millis(stalled - 1) + limits.write_stall_timeout);
     if conn.inflight.load(Ordering::Acquire) > 0 {
-        return None;
+        return stall;
     }
     let since = Duration::from_millis(conn.idle_since.load(Ordering::Acquire));
     let timeout = if conn.requested.load(Ordering::Acquire) {
@@ -315,7 +331,83 @@ fn deadline(conn: &Conn, registry: &Registry, limits: &Limits) -> Option<Instant
     } else {
         limits.header_read_timeout
     };
-    Some(registry.epoch + since + timeout)
+    let idle = registry.epoch + since + timeout;
+    Some(stall.map_or(idle, |s| s.min(idle)))
+}
+
+/// The connection's socket, noting in its [`Conn`] when writes stall (see the module
+/// docs): the first `Pending` write after a `Ready` one starts the stall clock (and
+/// wakes the connection's loop to set its deadline), a `Ready` one stops it.
+struct StallWatch<I> {
+    io: I,
+    conn: Arc<Conn>,
+    registry: Arc<Registry>,
+}
+
+impl<I> StallWatch<I> {
+    fn note<T>(&self, poll: &std::task::Poll<T>) {
+        let stalled = &self.conn.stalled_since;
+        if poll.is_pending() {
+            if stalled.load(Ordering::Relaxed) == 0 {
+                stalled.store(self.registry.ms() + 1, Ordering::Release);
+                self.conn.changed.notify_one();
+            }
+        } else if stalled.load(Ordering::Relaxed) != 0 {
+            stalled.store(0, Ordering::Release);
+        }
+    }
+}
+
+impl<I: hyper::rt::Read + Unpin> hyper::rt::Read for StallWatch<I> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: hyper::rt::Write + Unpin> hyper::rt::Write for StallWatch<I> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let poll = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        self.note(&poll);
+        poll
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let poll = std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.note(&poll);
+        poll
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let poll = std::pin::Pin::new(&mut self.io).poll_flush(cx);
+        self.note(&poll);
+        poll
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 async fn http<I>(
@@ -345,6 +437,11 @@ async fn http<I>(
                 }))
             }
         })
+    };
+    let io = StallWatch {
+        io,
+        conn: conn.clone(),
+        registry: registry.clone(),
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     // Our own deadlines (above) replace hyper's header timer, which would also cut idle

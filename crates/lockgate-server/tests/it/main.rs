@@ -19,6 +19,7 @@ mod holds;
 mod limits;
 mod listing;
 mod longpoll;
+mod memory;
 mod metrics;
 mod openapi;
 mod quotas;

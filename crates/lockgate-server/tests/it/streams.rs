@@ -11,13 +11,22 @@ use std::time::{Duration, Instant};
 /// Opens `GET /v1/events/stream` as `token` and reads the answer's head: the socket and
 /// the head's lines.
 fn open_stream(s: &TestServer, token: &str) -> (BufReader<TcpStream>, Vec<String>) {
+    open_stream_with(s, token, "")
+}
+
+/// [`open_stream`] with `extra` header lines (each ending in CRLF).
+fn open_stream_with(
+    s: &TestServer,
+    token: &str,
+    extra: &str,
+) -> (BufReader<TcpStream>, Vec<String>) {
     let addr = s.url.trim_start_matches("http://");
     let mut sock = TcpStream::connect(addr).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     write!(
         sock,
-        "GET /v1/events/stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\r\n"
+        "GET /v1/events/stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n{extra}\r\n"
     )
     .unwrap();
     let mut reader = BufReader::new(sock);
@@ -103,5 +112,73 @@ fn a_submitter_s_stream_replays_its_own_events_from_past_the_first_pages() {
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(10));
+    }
+}
+
+#[test]
+fn a_stream_whose_client_stops_reading_is_cut_after_the_write_stall_timeout_and_resumes() {
+    let dir = tempdir();
+    let hardening = lockgate_server::hardening::Hardening {
+        write_stall_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let s = TestServer::open_with(dir.path(), None, hardening);
+    s.admin()
+        .put_policy(
+            "[global]\nmax_running = 0\n[quotas]\nmax_attrs = 32\nmax_attr_value_bytes = 4096\n",
+            false,
+            None,
+        )
+        .unwrap();
+    let alice = submitter_token(&s, "alice");
+    let (mut reader, head) = open_stream(&s, &alice);
+    assert!(head[0].contains(" 200 "), "{head:?}");
+    // About 5 MB of alice's events: more than the socket buffers hold while she does not
+    // read.
+    let big = |i: usize| {
+        let mut j = job("backup", &[]);
+        j.attrs = (0..30)
+            .map(|a| (format!("a{a}"), format!("{i}{}", "x".repeat(4000))))
+            .collect();
+        j
+    };
+    let client = s.client(Some(&alice));
+    let jobs = 40;
+    for i in 0..jobs {
+        client.submit(&big(i)).unwrap();
+    }
+    // She stops reading for well over the timeout; the server lets her go.
+    std::thread::sleep(Duration::from_secs(4));
+    let start = Instant::now();
+    let (mut ids, mut last) = (0, 0u64);
+    loop {
+        let mut line = String::new();
+        let n = reader
+            .read_line(&mut line)
+            .expect("the server closed the stalled stream (no read timeout)");
+        if n == 0 {
+            break;
+        }
+        if let Some(id) = line.strip_prefix("id:") {
+            last = id.trim().parse().unwrap();
+            ids += 1;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10));
+    }
+    assert!(
+        ids > 0 && ids < jobs,
+        "cut part-way: {ids} of {jobs} events"
+    );
+    // Resuming after the last event seen gives the rest, none twice.
+    let (mut reader, head) = open_stream_with(&s, &alice, &format!("Last-Event-ID: {last}\r\n"));
+    assert!(head[0].contains(" 200 "), "{head:?}");
+    let mut rest = 0;
+    while ids + rest < jobs {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("the rest within 10 s");
+        if let Some(id) = line.strip_prefix("id:") {
+            assert!(id.trim().parse::<u64>().unwrap() > last);
+            rest += 1;
+        }
     }
 }

@@ -101,6 +101,10 @@ pub struct Hardening {
     /// are closed first. Default: the fd limit (raised to the hard limit) minus 256.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Close a connection whose answer could not be written for this long (its client
+    /// stopped reading); a stream's client resumes with Last-Event-ID.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::flags::duration)]
+    pub write_stall_timeout: std::time::Duration,
 }
 
 impl From<Hardening> for lockgate_server::hardening::Hardening {
@@ -112,6 +116,7 @@ impl From<Hardening> for lockgate_server::hardening::Hardening {
             header_read_timeout: h.header_read_timeout,
             idle_timeout: h.idle_timeout,
             max_connections: h.max_connections,
+            write_stall_timeout: h.write_stall_timeout,
         }
     }
 }
