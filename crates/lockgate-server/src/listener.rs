@@ -18,6 +18,8 @@
 //!   not: an event stream or long-poll held by a reader that never drains frees its
 //!   buffers and its place under the caps. A stream's client resumes with
 //!   `Last-Event-ID`.
+//! - **Every line of a request head ends in CRLF.** A lone LF in a head is refused (400,
+//!   connection closed) instead of read as a line end ([`Watched`]).
 //! - **Shutdown is graceful**: when `stop` turns true nothing more is accepted, idle
 //!   connections close, in-flight requests finish (the event loop answers its long-polls
 //!   at shutdown), and [`serve`] returns when all are gone or after [`SHUTDOWN_GRACE`].
@@ -104,6 +106,9 @@ struct Conn {
     /// Milliseconds after the registry's epoch plus one when a write last went `Pending`
     /// with none `Ready` since; 0 while writes go through.
     stalled_since: AtomicU64,
+    /// The next bytes read start a request head (set at accept and when an answer is
+    /// done): [`Watched`] checks its line endings.
+    expect_head: AtomicBool,
 }
 
 /// The open connections, oldest first (ids increase).
@@ -132,6 +137,7 @@ impl Registry {
             changed: Notify::new(),
             evict: Notify::new(),
             stalled_since: AtomicU64::new(0),
+            expect_head: AtomicBool::new(true),
         });
         self.conns
             .lock()
@@ -187,6 +193,7 @@ impl Drop for Busy {
         self.conn
             .idle_since
             .store(self.registry.ms(), Ordering::Release);
+        self.conn.expect_head.store(true, Ordering::Release);
         self.conn.inflight.fetch_sub(1, Ordering::AcqRel);
         self.conn.changed.notify_one();
     }
@@ -309,8 +316,14 @@ async fn connection(
         _ = stop.wait_for(|s| *s) => None,
     };
     match ready {
-        Some(Ready::Plain(s)) => http(TokioIo::new(s), &conn, &registry, app, limits, stop).await,
-        Some(Ready::Tls(s)) => http(TokioIo::new(s), &conn, &registry, app, limits, stop).await,
+        Some(Ready::Plain(s)) => {
+            let io = TokioIo::new(Watched::new(s, &conn, &registry));
+            http(io, &conn, &registry, app, limits, stop).await;
+        }
+        Some(Ready::Tls(s)) => {
+            let io = TokioIo::new(Watched::new(s, &conn, &registry));
+            http(io, &conn, &registry, app, limits, stop).await;
+        }
         None => {}
     }
     registry.remove(id);
@@ -335,16 +348,71 @@ fn deadline(conn: &Conn, registry: &Registry, limits: &Limits) -> Option<Instant
     Some(stall.map_or(idle, |s| s.min(idle)))
 }
 
-/// The connection's socket, noting in its [`Conn`] when writes stall (see the module
-/// docs): the first `Pending` write after a `Ready` one starts the stall clock (and
-/// wakes the connection's loop to set its deadline), a `Ready` one stops it.
-struct StallWatch<I> {
+/// The connection's plaintext socket (above TLS), watched on its way to hyper:
+/// - **writes that stall**: the first `Pending` write after a `Ready` one starts the stall
+///   clock in its [`Conn`] (and wakes the connection's loop to set its deadline), a
+///   `Ready` one stops it;
+/// - **bare LF in a request head**: every line of a request head must end in CRLF
+///   (RFC 9112 section 2.2 lets a server refuse a lone LF, and a lone LF read one way here
+///   and another way by a proxy in front is how requests get smuggled). A head is watched
+///   from the first byte after the previous answer was done ([`Conn::expect_head`]) to its
+///   empty line, so bodies are never looked at; a lone LF in it is replaced by a NUL byte,
+///   which hyper's parser refuses with 400 and a closed connection.
+struct Watched<I> {
     io: I,
     conn: Arc<Conn>,
     registry: Arc<Registry>,
+    head: HeadScan,
 }
 
-impl<I> StallWatch<I> {
+/// Where a request head's scan is.
+#[derive(Debug, Default)]
+struct HeadScan {
+    /// Inside a head.
+    active: bool,
+    /// The byte before was CR.
+    prev_cr: bool,
+    /// The line so far is empty (a CRLF now ends the head).
+    blank: bool,
+}
+
+impl HeadScan {
+    /// Scans `bytes` (just read), turning a lone LF into NUL and ending the scan there.
+    fn scan(&mut self, bytes: &mut [u8]) {
+        for b in bytes.iter_mut() {
+            if !self.active {
+                return;
+            }
+            match *b {
+                b'\n' if !self.prev_cr => {
+                    *b = 0;
+                    self.active = false;
+                }
+                b'\n' => {
+                    self.active = !self.blank;
+                    self.blank = true;
+                    self.prev_cr = false;
+                }
+                b'\r' => self.prev_cr = true,
+                _ => {
+                    self.prev_cr = false;
+                    self.blank = false;
+                }
+            }
+        }
+    }
+}
+
+impl<I> Watched<I> {
+    fn new(io: I, conn: &Arc<Conn>, registry: &Arc<Registry>) -> Watched<I> {
+        Watched {
+            io,
+            conn: conn.clone(),
+            registry: registry.clone(),
+            head: HeadScan::default(),
+        }
+    }
+
     fn note<T>(&self, poll: &std::task::Poll<T>) {
         let stalled = &self.conn.stalled_since;
         if poll.is_pending() {
@@ -358,17 +426,28 @@ impl<I> StallWatch<I> {
     }
 }
 
-impl<I: hyper::rt::Read + Unpin> hyper::rt::Read for StallWatch<I> {
+impl<I: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<I> {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+        if self.conn.expect_head.swap(false, Ordering::AcqRel) {
+            self.head = HeadScan {
+                active: true,
+                ..HeadScan::default()
+            };
+        }
+        let before = buf.filled().len();
+        let poll = std::pin::Pin::new(&mut self.io).poll_read(cx, buf);
+        if poll.is_ready() {
+            self.head.scan(&mut buf.filled_mut()[before..]);
+        }
+        poll
     }
 }
 
-impl<I: hyper::rt::Write + Unpin> hyper::rt::Write for StallWatch<I> {
+impl<I: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<I> {
     fn poll_write(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -437,11 +516,6 @@ async fn http<I>(
                 }))
             }
         })
-    };
-    let io = StallWatch {
-        io,
-        conn: conn.clone(),
-        registry: registry.clone(),
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     // Our own deadlines (above) replace hyper's header timer, which would also cut idle

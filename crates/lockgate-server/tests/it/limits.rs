@@ -279,3 +279,74 @@ fn two_authorization_headers_are_refused_400_not_the_first_taken() {
     // One header is served as before.
     assert_eq!(s.raw("GET", "/v1/jobs", Some(&s.admin), None).0, 200);
 }
+
+/// Sends `request` on a new connection; the whole answer (the server closes).
+fn answer_to(s: &TestServer, request: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = s.url.trim_start_matches("http://");
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    sock.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = sock.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn a_request_head_with_a_bare_lf_is_refused_400_and_bodies_are_not_looked_at() {
+    let dir = tempdir();
+    let s = TestServer::start(dir.path(), "");
+    let auth = format!("Authorization: Bearer {}", s.admin);
+    let heads = [
+        format!("GET /v1/jobs HTTP/1.1\nHost: x\r\n{auth}\r\nConnection: close\r\n\r\n"),
+        format!("GET /v1/jobs HTTP/1.1\r\nHost: x\n{auth}\r\nConnection: close\r\n\r\n"),
+        format!("GET /v1/jobs HTTP/1.1\r\nHost: x\r\n{auth}\r\nConnection: close\r\n\n"),
+        format!("GET /v1/jobs HTTP/1.1\n{auth}\nConnection: close\n\n"),
+    ];
+    for head in &heads {
+        let answer = answer_to(&s, head);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{head:?}: {answer}");
+    }
+    // A body with lone LFs (pretty-printed JSON) is the body's business; two requests on
+    // one connection, the second after the first's answer, are both checked and served.
+    let body = "{\n  \"kind\": \"backup\"\n}\n";
+    let post = format!(
+        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\n{auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let closing = post.replacen("Host: x\r\n", "Host: x\r\nConnection: close\r\n", 1);
+    let answer = answer_to(&s, &closing);
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    use std::io::{BufRead, BufReader, Read, Write};
+    let addr = s.url.trim_start_matches("http://");
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    sock.write_all(post.as_bytes()).unwrap();
+    let mut reader = BufReader::new(sock.try_clone().unwrap());
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 201"), "{status}");
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut skip = vec![0; length];
+    reader.read_exact(&mut skip).unwrap();
+    sock.write_all(format!("GET /v1/jobs HTTP/1.1\nHost: x\r\n{auth}\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    assert!(
+        status.starts_with("HTTP/1.1 400"),
+        "the second head is checked too: {status}"
+    );
+}
