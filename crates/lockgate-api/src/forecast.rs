@@ -33,9 +33,13 @@ pub struct StageEstimateView {
     pub p90_s: f64,
     /// Successful runs it was taken from (0 for a policy default).
     pub samples: usize,
-    /// `key` (runs of the same kind and `[forecast] key` values), `kind`, or `default`
-    /// (`[forecast] default_run` / `default_prepare`).
+    /// `key` (runs of the same kind and leading `[forecast] key` values), `kind`, or
+    /// `default` (`[forecast] default_run` / `default_prepare`).
     pub basis: String,
+    /// With basis `key`, the attributes the runs shared with the job, as `name=value`
+    /// (`["tool=restic", "repo=main"]`); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key: Vec<String>,
 }
 
 impl From<Estimate> for StageEstimateView {
@@ -50,6 +54,7 @@ impl From<Estimate> for StageEstimateView {
                 Basis::Default => "default",
             }
             .to_string(),
+            key: Vec::new(),
         }
     }
 }

@@ -1,20 +1,28 @@
-//! Learned durations: what a job of a kind (and of a key, `[forecast] key`) usually takes,
-//! from the history of successful runs.
+//! Learned durations: what a job of a kind (and of its key values, `[forecast] key`)
+//! usually takes, from the history of successful runs.
 //!
-//! [`Durations`] keeps, per kind and per (kind, key values), the last
+//! [`Durations`] keeps, per kind and per (kind, leading key values), the last
 //! [`ForecastPolicy::samples`] prepare and run durations of jobs that succeeded, in
-//! arrival order. [`Durations::expected`] answers with the median (p50) and the 90th
-//! percentile (p90) of the most specific set that has a sample: the key, then the kind,
-//! then the policy's `default_run` / `default_prepare`, then none.
+//! arrival order. The key is a list of attributes, most significant first; by default
+//! [`DEFAULT_KEY`] (`tool`, `repo`, `datastore`, `group`), the attributes that tell a
+//! restic check from a borg check and one repository or backup group from another. A job
+//! is filed under every leading part of its key values (`tool=restic`, then
+//! `tool=restic,repo=main`, ...), trailing attributes it lacks left out. [`Durations::expected`]
+//! answers with the median (p50) and the 90th percentile (p90) of the most specific set
+//! that has a sample: the longest leading part of the key, then the kind, then the policy's
+//! `default_run` / `default_prepare`, then none.
 //!
 //! # Invariants
-//! - Pure and cheap: [`Durations::observe`] is O(1) amortised (a bounded ring per key), and
-//!   reads no clock; [`Durations::expected`] sorts at most `samples` values.
+//! - Pure and cheap: [`Durations::observe`] is O(key length) amortised (a bounded ring per
+//!   set), and reads no clock; [`Durations::expected`] sorts at most `samples` values.
 //! - An estimate exists from the first successful run on. Quantiles are nearest-rank
 //!   (`ceil(q * n)`-th smallest), so while there are fewer than 10 samples the p90 is the
 //!   largest one seen, and `p50 <= p90` always.
 //! - Only jobs that succeeded count: a failed or cancelled run says nothing about how long
 //!   the work takes. A stage counts only when both its ends are known.
+//! - Runs of different tools or targets are never mixed while a set of their own has a
+//!   sample: a kind-wide estimate is used only for a job whose first key attribute has no
+//!   history yet.
 
 use crate::job::Job;
 use crate::policy::PerKey;
@@ -26,11 +34,23 @@ use std::time::Duration;
 /// Samples kept per key when the policy does not say (`[forecast] samples`).
 pub const DEFAULT_SAMPLES: usize = 20;
 
+/// `[forecast] key` when the policy does not say: the attributes that separate tools and
+/// targets, most significant first.
+pub const DEFAULT_KEY: [&str; 4] = ["tool", "repo", "datastore", "group"];
+
+/// [`DEFAULT_KEY`] as policy keys.
+pub fn default_key() -> Vec<PerKey> {
+    DEFAULT_KEY
+        .iter()
+        .map(|a| PerKey::Attr((*a).to_string()))
+        .collect()
+}
+
 /// `[forecast]`, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForecastPolicy {
-    /// What, beside the kind, splits the history (`key = ["group"]`). Default: nothing
-    /// (one history per kind).
+    /// What, beside the kind, splits the history, most significant first
+    /// (`key = ["group"]`). Default: [`DEFAULT_KEY`]; `key = []` keeps one history per kind.
     pub key: Vec<PerKey>,
     /// Run time assumed for a kind with no history. Default: none (no estimate).
     pub default_run: Option<Duration>,
@@ -43,7 +63,7 @@ pub struct ForecastPolicy {
 impl Default for ForecastPolicy {
     fn default() -> ForecastPolicy {
         ForecastPolicy {
-            key: Vec::new(),
+            key: default_key(),
             default_run: None,
             default_prepare: None,
             samples: DEFAULT_SAMPLES,
@@ -55,7 +75,7 @@ impl Default for ForecastPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Basis {
-    /// Runs of the same kind and key values.
+    /// Runs of the same kind and leading key values (how many: [`Estimate::key_len`]).
     Key,
     /// Runs of the same kind (no run with these key values yet).
     Kind,
@@ -74,6 +94,9 @@ pub struct Estimate {
     pub samples: usize,
     /// Where it came from.
     pub basis: Basis,
+    /// With [`Basis::Key`], how many leading attributes of the key the runs shared with
+    /// the job (0 otherwise).
+    pub key_len: usize,
 }
 
 impl Estimate {
@@ -84,6 +107,7 @@ impl Estimate {
             p90_ms: ms,
             samples: 0,
             basis,
+            key_len: 0,
         }
     }
 }
@@ -121,7 +145,7 @@ pub fn quantile(sorted: &[u64], q: f64) -> u64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn estimate(ring: &VecDeque<u64>, basis: Basis) -> Option<Estimate> {
+fn estimate(ring: &VecDeque<u64>, basis: Basis, key_len: usize) -> Option<Estimate> {
     if ring.is_empty() {
         return None;
     }
@@ -132,6 +156,7 @@ fn estimate(ring: &VecDeque<u64>, basis: Basis) -> Option<Estimate> {
         p90_ms: quantile(&v, 0.9),
         samples: v.len(),
         basis,
+        key_len,
     })
 }
 
@@ -170,22 +195,40 @@ impl Durations {
         &self.policy
     }
 
-    /// The key values of a job under `[forecast] key` (a missing attribute counts as `""`).
-    fn key_of(&self, job: &Job) -> Vec<String> {
-        let key = &self.policy.key;
-        key.iter()
+    /// The key values of a job under `[forecast] key`, without the trailing attributes it
+    /// lacks (one it lacks before one it has counts as `""`).
+    pub fn key_of(&self, job: &Job) -> Vec<String> {
+        let mut values: Vec<String> = self
+            .policy
+            .key
+            .iter()
             .map(|k| job.key_value(k.name()).unwrap_or("").to_string())
+            .collect();
+        while values.last().is_some_and(String::is_empty) {
+            values.pop();
+        }
+        values
+    }
+
+    /// The first `len` attributes of `job`'s key, as `name=value`: what an estimate with
+    /// [`Estimate::key_len`] `len` was taken over.
+    pub fn key_text(&self, job: &Job, len: usize) -> Vec<String> {
+        self.policy
+            .key
+            .iter()
+            .zip(self.key_of(job))
+            .take(len)
+            .map(|(k, v)| format!("{}={v}", k.name()))
             .collect()
     }
 
-    /// Takes a job that ended into the history (only a success counts).
+    /// Takes a job that ended into the history (only a success counts): under its kind
+    /// and under every leading part of its key values.
     pub fn observe(&mut self, job: &Job) {
         let Some((prepare, run)) = stages_of(job) else {
             return;
         };
         let cap = self.policy.samples.max(1);
-        let key = (job.kind.clone(), self.key_of(job));
-        let keyed = !self.policy.key.is_empty();
         let add = |s: &mut Samples| {
             if let Some(p) = prepare {
                 push(&mut s.prepare, p, cap);
@@ -195,21 +238,26 @@ impl Durations {
             }
         };
         add(self.by_kind.entry(job.kind.clone()).or_default());
-        if keyed {
+        let values = self.key_of(job);
+        for len in 1..=values.len() {
+            let key = (job.kind.clone(), values[..len].to_vec());
             add(self.by_key.entry(key).or_default());
         }
     }
 
-    /// What a job like `job` is expected to take: key, then kind, then the policy default.
+    /// What a job like `job` is expected to take: the longest leading part of its key with
+    /// history, then its kind, then the policy default.
     pub fn expected(&self, job: &Job) -> Expected {
-        let keyed = (!self.policy.key.is_empty())
-            .then(|| self.by_key.get(&(job.kind.clone(), self.key_of(job))))
-            .flatten();
+        let values = self.key_of(job);
         let kind = self.by_kind.get(&job.kind);
         let pick = |stage: fn(&Samples) -> &VecDeque<u64>, default: Option<Duration>| {
-            keyed
-                .and_then(|s| estimate(stage(s), Basis::Key))
-                .or_else(|| kind.and_then(|s| estimate(stage(s), Basis::Kind)))
+            (1..=values.len())
+                .rev()
+                .find_map(|len| {
+                    let key = (job.kind.clone(), values[..len].to_vec());
+                    estimate(stage(self.by_key.get(&key)?), Basis::Key, len)
+                })
+                .or_else(|| kind.and_then(|s| estimate(stage(s), Basis::Kind, 0)))
                 .or_else(|| default.map(|d| Estimate::fixed(d.as_millis() as u64, Basis::Default)))
         };
         Expected {
@@ -286,6 +334,49 @@ mod tests {
         let v = d.expected(&job("verify", "a", 0)).run.unwrap();
         assert_eq!((v.p50_ms, v.basis), (7000, Basis::Default));
         assert_eq!(d.expected_run_p50_ms(&job("backup", "b", 0)), Some(50));
+    }
+
+    fn run_of(kind: &str, attrs: &[(&str, &str)], run_ms: u64) -> Job {
+        let mut j = job(kind, "", run_ms);
+        let map = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        j.attrs = crate::job::Attrs::pack(&map).unwrap();
+        j
+    }
+
+    #[test]
+    fn by_default_tools_and_repositories_are_learned_apart_with_the_kind_last() {
+        let mut d = Durations::new(ForecastPolicy::default());
+        for ms in [100_000, 110_000] {
+            d.observe(&run_of("check", &[("tool", "restic"), ("repo", "a")], ms));
+        }
+        d.observe(&run_of("check", &[("tool", "borg"), ("repo", "b")], 400));
+        let run = |attrs: &[(&str, &str)]| {
+            let j = run_of("check", attrs, 0);
+            let e = d.expected(&j).run.unwrap();
+            (e.p50_ms, e.basis, d.key_text(&j, e.key_len))
+        };
+        // restic and borg checks are not mixed.
+        let (ms, basis, key) = run(&[("tool", "restic"), ("repo", "a")]);
+        assert_eq!((ms, basis), (100_000, Basis::Key));
+        assert_eq!(key, ["tool=restic", "repo=a"]);
+        assert_eq!(run(&[("tool", "borg"), ("repo", "b")]).0, 400);
+        // A new repository of a known tool: the tool's runs.
+        let (ms, _, key) = run(&[("tool", "restic"), ("repo", "new")]);
+        assert_eq!((ms, key), (100_000, vec!["tool=restic".to_string()]));
+        // A new tool: the kind's runs, all of them.
+        let (ms, basis, key) = run(&[("tool", "kopia")]);
+        assert_eq!((ms, basis, key.len()), (100_000, Basis::Kind, 0));
+        // `key = []` keeps one history per kind.
+        let mut flat = Durations::new(ForecastPolicy {
+            key: Vec::new(),
+            ..ForecastPolicy::default()
+        });
+        flat.observe(&run_of("check", &[("tool", "borg")], 400));
+        let e = flat.expected(&run_of("check", &[("tool", "restic")], 0));
+        assert_eq!(e.run.map(|e| e.basis), Some(Basis::Kind));
     }
 
     #[test]

@@ -98,7 +98,7 @@ function props(j) {
     ["after_ok", j.after_ok && j.after_ok.length ? j.after_ok.flatMap((id, i) => [i ? ", " : "", jobLink(id)]) : null],
     ["cancel", j.cancel_requested ? `requested (${j.cancel_reason || "cancel"})` : null],
     ["admission", j.unadmitted ? h("span", { class: "pill over" }, "none: ran while the server was unreachable (--if-unreachable run), reported afterwards") : null],
-    ["expected", j.expected ? ["run ", j.expected.run ? `p50 ${dur(j.expected.run.p50_s)}, p90 ${dur(j.expected.run.p90_s)} (${j.expected.run.samples} runs)` : "unknown"] : null],
+    ["expected", j.expected ? ["run ", j.expected.run ? `p50 ${dur(j.expected.run.p50_s)}, p90 ${dur(j.expected.run.p90_s)} (${j.expected.run.samples} runs${j.expected.run.key && j.expected.run.key.length ? " of " + j.expected.run.key.join(",") : ""})` : "unknown"] : null],
   ].filter(([, v]) => v !== null && v !== undefined && v !== "");
   return h("dl", { class: "props" }, rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }

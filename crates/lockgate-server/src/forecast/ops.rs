@@ -159,7 +159,18 @@ impl Loop {
 
     /// A job's learned durations, for its view.
     pub(crate) fn expected_view(&self, job: &Job) -> ExpectedView {
-        self.forecast.durations.expected(job).into()
+        let durations = &self.forecast.durations;
+        let expected = durations.expected(job);
+        let view = |e: Option<lockgate_core::durations::Estimate>| {
+            e.map(|e| lockgate_api::StageEstimateView {
+                key: durations.key_text(job, e.key_len),
+                ..e.into()
+            })
+        };
+        ExpectedView {
+            prepare: view(expected.prepare),
+            run: view(expected.run),
+        }
     }
 
     /// The estimate of a queued job for its explain: from the latest forecast, or all

@@ -273,7 +273,11 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
                 output::duration((s.p50_s * 1000.0) as u64),
                 output::duration((s.p90_s * 1000.0) as u64),
                 s.samples,
-                s.basis
+                if s.key.is_empty() {
+                    s.basis.clone()
+                } else {
+                    s.key.join(",")
+                }
             ),
             None => "-".into(),
         };

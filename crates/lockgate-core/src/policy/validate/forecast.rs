@@ -25,11 +25,10 @@ pub(super) fn forecast(raw: Option<&RawForecast>, p: &FieldPath) -> Checked<Fore
         }
     };
     Ok(ForecastPolicy {
-        key: keys(
-            f.key.as_deref().unwrap_or(&[]),
-            &p.key("key"),
-            "`[forecast] key`",
-        )?,
+        key: match &f.key {
+            None => crate::durations::default_key(),
+            Some(key) => keys(key, &p.key("key"), "`[forecast] key`")?,
+        },
         default_run: positive_duration(&f.default_run, &p.key("default_run"))?,
         default_prepare: positive_duration(&f.default_prepare, &p.key("default_prepare"))?,
         samples,
