@@ -61,7 +61,11 @@ fn durations_are_learned_and_queued_jobs_get_an_estimate() {
     assert!((0.59..0.7).contains(&run.p90_s), "{run:?}");
     let keyed = c.job(running.id).unwrap().expected.unwrap().run.unwrap();
     assert_eq!(keyed.basis, "key");
-    assert_eq!(keyed.key, ["group=vm/1"], "what the runs shared with the job");
+    assert_eq!(
+        keyed.key,
+        ["group=vm/1"],
+        "what the runs shared with the job"
+    );
 
     let ex = c.explain(queued[2].id).unwrap();
     let e = ex.estimate.expect("a queued job has an estimate");
