@@ -19,7 +19,7 @@
 //!   buffers and its place under the caps. A stream's client resumes with
 //!   `Last-Event-ID`.
 //! - **Every line of a request head ends in CRLF.** A lone LF in a head is refused (400,
-//!   connection closed) instead of read as a line end ([`Watched`]).
+//!   connection closed) instead of read as a line end (`Watched`).
 //! - **Shutdown is graceful**: when `stop` turns true nothing more is accepted, idle
 //!   connections close, in-flight requests finish (the event loop answers its long-polls
 //!   at shutdown), and [`serve`] returns when all are gone or after [`SHUTDOWN_GRACE`].
