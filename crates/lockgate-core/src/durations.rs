@@ -238,10 +238,10 @@ impl Durations {
             }
         };
         add(self.by_kind.entry(job.kind.clone()).or_default());
-        let values = self.key_of(job);
-        for len in 1..=values.len() {
-            let key = (job.kind.clone(), values[..len].to_vec());
-            add(self.by_key.entry(key).or_default());
+        let mut key = (job.kind.clone(), self.key_of(job));
+        while !key.1.is_empty() {
+            add(self.by_key.entry(key.clone()).or_default());
+            key.1.pop();
         }
     }
 

@@ -283,7 +283,7 @@ fn load_tokens(
     }
     let path = dir.join("admin.token");
     if has_admin {
-        let Some(why) = own_file.then(|| lost_admin_file(&path, stored)).flatten() else {
+        let Some(why) = own_file.then(|| lost_admin_file(&path, &tokens)).flatten() else {
             return Ok((tokens, None));
         };
         tracing::warn!(
@@ -322,19 +322,17 @@ fn load_tokens(
 }
 
 /// Why `admin.token` no longer lets the host in: missing, unreadable, or holding no
-/// admin token of the store. `None` when it holds one.
-fn lost_admin_file(path: &Path, stored: &[TokenRecord]) -> Option<&'static str> {
+/// admin token of those loaded. `None` when it holds one.
+fn lost_admin_file(path: &Path, tokens: &Tokens) -> Option<&'static str> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some("is missing"),
         Err(_) => return Some("cannot be read"),
     };
-    let hash = auth::hash(text.trim());
-    let admin = |t: &&TokenRecord| {
-        t.role == Role::Admin && t.hash == hash && auth::reserved_prefix(&t.name).is_none()
-    };
-    (!stored.iter().any(|t| admin(&t)))
-        .then_some("holds no live admin token of the store (damaged, or its token was revoked)")
+    let admin = tokens
+        .lookup(text.trim())
+        .is_some_and(|p| p.role == Role::Admin);
+    (!admin).then_some("holds no live admin token of the store (damaged, or its token was revoked)")
 }
 
 /// Binds the listening socket (non-blocking, for the accept loop) and reports the address

@@ -3,9 +3,11 @@
 //! glibc's allocator keeps freed memory in its arenas for reuse: after a thousand event
 //! streams and a thousand long-polls were opened and reset, a server that peaked at 90 MB
 //! stayed at 90 MB with nothing open; with the trim it is back to about 28 MB (from 22 MB
-//! before them: what stays is live data scattered over the thread arenas' pages). Every [`EVERY`], when the arenas hold more than [`FREE_AT`]
-//! of free memory, `malloc_trim` returns the free pages (`madvise`), so the RSS follows
-//! what the server holds; below it nothing is done (the call walks every arena).
+//! before them: what stays is live data scattered over the thread arenas' pages).
+//!
+//! Every [`EVERY`], when the arenas hold more than [`FREE_AT`] of free memory,
+//! `malloc_trim` returns the free pages (`madvise`), so the RSS follows what the server
+//! holds; below it nothing is done (the call walks every arena).
 //!
 //! # Invariants
 //! - Off the HTTP workers and the event loop: the trim runs on a blocking thread, at most
