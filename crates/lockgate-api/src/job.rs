@@ -116,6 +116,11 @@ pub struct JobView {
     /// request for the policy.
     #[serde(default, skip_serializing_if = "is_false")]
     pub log: bool,
+    /// The policy runs this kind's jobs without admission when the server cannot be
+    /// reached (`[kinds.NAME].if_unreachable = "run"`; shown only when true): `lockgate
+    /// run` keeps it from the submit answer for the times the server is away.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub run_if_unreachable: bool,
     /// It ran without admission: its holder could not reach the server, ran anyway
     /// (`lockgate run --if-unreachable run`) and reported the run afterwards
     /// (`POST /v1/jobs/unadmitted`). Shown only when true.
@@ -196,6 +201,7 @@ impl JobView {
             after_ok: job.after_ok.clone(),
             expected: None,
             log: false,
+            run_if_unreachable: false,
             unadmitted: job.unadmitted,
         }
     }

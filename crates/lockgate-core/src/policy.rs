@@ -385,6 +385,9 @@ pub struct KindPolicy {
     pub preemptible: Option<bool>,
     /// `lockgate run` sends the output of its jobs by default (default false).
     pub log: Option<bool>,
+    /// `lockgate run` runs its jobs without admission when the server cannot be reached
+    /// (`if_unreachable = "run"`; default false: it exits 69).
+    pub run_if_unreachable: bool,
 }
 
 /// `[retention]`.
@@ -662,6 +665,12 @@ impl Policy {
     /// (`[kinds.<kind>].log`, default false).
     pub fn kind_log(&self, kind: &str) -> bool {
         self.kind(kind).and_then(|k| k.log).unwrap_or(false)
+    }
+
+    /// Whether `lockgate run` without `--if-unreachable` runs jobs of this kind when the
+    /// server cannot be reached (`[kinds.<kind>].if_unreachable = "run"`, default false).
+    pub fn kind_runs_if_unreachable(&self, kind: &str) -> bool {
+        self.kind(kind).is_some_and(|k| k.run_if_unreachable)
     }
 
     /// Fair-share weight of an owner (default 1).

@@ -183,6 +183,7 @@ impl Loop {
         let policy = self.engine.policy();
         let mut view = JobView::from_job(job, policy.leases.ttl);
         view.log = policy.kind_log(&job.kind);
+        view.run_if_unreachable = policy.kind_runs_if_unreachable(&job.kind);
         view
     }
 

@@ -133,6 +133,7 @@ pub(crate) const ROOT: &[Key] = &[
             value("preempt"),
             value("preemptible"),
             value("log"),
+            value("if_unreachable"),
         ]),
     ),
     key(
@@ -385,6 +386,7 @@ mod tests {
                     preempt: Some(true),
                     preemptible: Some(false),
                     log: Some(true),
+                    if_unreachable: Some("run".into()),
                 },
             )]
             .into(),

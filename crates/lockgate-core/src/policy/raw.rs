@@ -435,6 +435,12 @@ pub struct RawKind {
     /// false: a command's output may hold what its owner does not want stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<bool>,
+    /// What `lockgate run` without `--if-unreachable` does with a job of this kind when the
+    /// server cannot be reached: `"fail"` (exit 69) or `"run"` (run it without admission
+    /// and report it later). The wrapper learns it from a submit answer and keeps it for
+    /// the times the server is away. Default `"fail"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_unreachable: Option<String>,
 }
 
 /// `[retention]`.

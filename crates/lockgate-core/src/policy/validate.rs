@@ -761,5 +761,15 @@ fn kind_policy(k: &RawKind, pools: &Pools<'_>, p: &FieldPath) -> Checked<KindPol
         preempt: k.preempt,
         preemptible: k.preemptible,
         log: k.log,
+        run_if_unreachable: match k.if_unreachable.as_deref() {
+            None | Some("fail") => false,
+            Some("run") => true,
+            Some(other) => {
+                return bad(
+                    &p.key("if_unreachable"),
+                    format!("expected \"run\" or \"fail\", got {other:?}"),
+                )
+            }
+        },
     })
 }

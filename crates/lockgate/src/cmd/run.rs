@@ -67,9 +67,10 @@ pub struct Args {
     pub connect_timeout: Duration,
     /// When the server cannot be reached within --connect-timeout: `fail` (exit 69, the
     /// command does not run) or `run` (run it without admission, and report the run to the
-    /// server once it is back; it is recorded as `unadmitted`).
-    #[arg(long, value_enum, default_value = "fail")]
-    pub if_unreachable: unadmitted::IfUnreachable,
+    /// server once it is back; it is recorded as `unadmitted`). Default: the policy's
+    /// `if_unreachable` for the kind, as last seen from this server, else `fail`.
+    #[arg(long, value_enum)]
+    pub if_unreachable: Option<unadmitted::IfUnreachable>,
     /// Write the job's final JSON here.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -256,11 +257,19 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("lockgate: interrupted");
             return Ok(exit(EXIT_INTERRUPTED));
         }
-        Err(None) if args.if_unreachable == unadmitted::IfUnreachable::Run => {
-            let code = unadmitted::run(&shared, &args.command, &req, args.connect_timeout)?;
+        Err(None) => {
+            let why = match args.if_unreachable {
+                Some(unadmitted::IfUnreachable::Run) => "--if-unreachable run".to_string(),
+                Some(unadmitted::IfUnreachable::Fail) => return Ok(exit(EXIT_UNREACHABLE)),
+                None if unadmitted::remembered(&client, &args.kind) => format!(
+                    "the policy's if_unreachable = \"run\" for kind {} (as last seen from the server)",
+                    args.kind
+                ),
+                None => return Ok(exit(EXIT_UNREACHABLE)),
+            };
+            let code = unadmitted::run(&shared, &args.command, &req, args.connect_timeout, &why)?;
             return Ok(exit(code));
         }
-        Err(None) => return Ok(exit(EXIT_UNREACHABLE)),
         Err(Some(e)) => {
             let code = fatal(&e);
             if let Some(advice) = session::token_advice(&e, &session::find_token(global).1) {
@@ -270,6 +279,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     unadmitted::flush(&client);
+    unadmitted::remember(&client, &job);
     let log = log::wanted(&job, args.log, args.no_log);
     shared.log.store(log, std::sync::atomic::Ordering::Relaxed);
     {

@@ -435,6 +435,92 @@ fn if_unreachable_run_runs_the_command_and_the_run_is_on_record_once_the_server_
 }
 
 #[test]
+fn a_kind_the_policy_runs_if_unreachable_runs_without_the_flag_from_what_the_wrapper_last_saw() {
+    let mut s = Srv::start(
+        "[global]\nmax_running = 1\n[kinds.backup]\nif_unreachable = \"run\"\n[kinds.prune]\nif_unreachable = \"fail\"\n",
+    );
+    // One reachable run of each kind: the submit answers carry the policy's choice.
+    for kind in ["backup", "prune"] {
+        let out = s.run(&["--kind", kind, "--", "true"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    let cache = std::fs::read_to_string(s.path("spool/kinds.cache")).unwrap();
+    assert!(cache.contains("\"backup\": true"), "{cache}");
+    s.kill9();
+    let marker = s.path("ran");
+    let script = format!("echo ran > {}", marker.display());
+    // prune: the policy says fail, so the command does not run.
+    let out = s
+        .run(&[
+            "--kind",
+            "prune",
+            "--connect-timeout",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    assert!(!marker.exists());
+    // backup: no flag, and it runs, saying whose choice that was.
+    let out = s
+        .run(&[
+            "--kind",
+            "backup",
+            "--connect-timeout",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(marker.exists(), "{err}");
+    assert!(
+        err.contains("if_unreachable = \"run\" for kind backup"),
+        "{err}"
+    );
+    // The flag still wins over the policy.
+    std::fs::remove_file(&marker).unwrap();
+    let out = s
+        .run(&[
+            "--kind",
+            "backup",
+            "--connect-timeout",
+            "300ms",
+            "--if-unreachable",
+            "fail",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    assert!(!marker.exists());
+    // Back: the run is on record, unadmitted.
+    s.spawn();
+    let out = s.run(&["--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let jobs = s
+        .admin()
+        .jobs(&lockgate_api::JobQuery::default())
+        .unwrap()
+        .jobs;
+    let ran: Vec<_> = jobs.iter().filter(|j| j.unadmitted).collect();
+    assert_eq!(ran.len(), 1, "{jobs:?}");
+    assert_eq!(ran[0].kind, "backup");
+    assert_eq!(ran[0].state, JobState::Succeeded);
+}
+
+#[test]
 fn a_killed_wrapper_gives_its_command_the_stop_signal_and_kills_the_whole_group_before_the_lease_can_run_out(
 ) {
     let s = Srv::start("[global]\nmax_running = 1\n[leases]\nttl = \"2s\"\n");

@@ -142,6 +142,12 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
     "queue.fair_share",
     "expected \"owner\" (the only fair-share mode), got \"user\""
 )]
+#[case::if_unreachable(
+    "[kinds.backup]\nif_unreachable = \"skip\"\n",
+    2,
+    "kinds.backup.if_unreachable",
+    "expected \"run\" or \"fail\", got \"skip\""
+)]
 #[case::bad_duration(
     "[leases]\nttl = \"30 seconds\"\n",
     2,

@@ -8,12 +8,18 @@
 //! is kept in the spool directory ([`spool_dir`]) and sent by the next `lockgate run` that
 //! reaches the server. The job's idempotency key makes a report that is sent twice (an
 //! answer lost on the way back) recorded once.
+//!
+//! Without the flag, the policy decides per kind (`[kinds.NAME].if_unreachable`). A server
+//! that is away cannot be asked, so every submit answer's `run_if_unreachable` is kept in
+//! the spool directory (`kinds.cache`, per server list) and read when the server is away:
+//! a kind the wrapper never submitted to that server fails, as without a policy.
 
 use super::{host, retrying, Shared};
-use lockgate_api::{SubmitRequest, UnadmittedReport};
+use lockgate_api::{JobView, SubmitRequest, UnadmittedReport};
 use lockgate_client::child::{self, describe};
 use lockgate_client::Client;
 use lockgate_core::Outcome;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -44,20 +50,73 @@ pub fn spool_dir() -> PathBuf {
     state.join("lockgate/unadmitted")
 }
 
+/// `kinds.cache`: server list -> kind -> whether the policy runs it when unreachable.
+type KindCache = BTreeMap<String, BTreeMap<String, bool>>;
+
+fn kind_cache_path() -> PathBuf {
+    spool_dir().join("kinds.cache")
+}
+
+fn read_kind_cache() -> KindCache {
+    std::fs::read(kind_cache_path())
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Keeps the policy's answer for `job`'s kind from a submit answer; writes the cache only
+/// when the answer changed (written whole then renamed, so a reader never sees half).
+pub fn remember(client: &Client, job: &JobView) {
+    let servers = client.servers().join(",");
+    let mut cache = read_kind_cache();
+    let known = cache.get(&servers).and_then(|k| k.get(&job.kind)).copied();
+    if known == Some(job.run_if_unreachable) || (known.is_none() && !job.run_if_unreachable) {
+        return;
+    }
+    cache
+        .entry(servers)
+        .or_default()
+        .insert(job.kind.clone(), job.run_if_unreachable);
+    let write = || -> std::io::Result<()> {
+        let dir = spool_dir();
+        std::fs::create_dir_all(&dir)?;
+        let tmp = dir.join(format!(".kinds.cache.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&cache).expect("serializes"))?;
+        std::fs::rename(&tmp, kind_cache_path())
+    };
+    if let Err(e) = write() {
+        eprintln!(
+            "lockgate: could not keep the policy's if_unreachable for kind {} in {}: {e}",
+            job.kind,
+            kind_cache_path().display()
+        );
+    }
+}
+
+/// What the policy said for `kind` the last time this client reached these servers.
+pub fn remembered(client: &Client, kind: &str) -> bool {
+    read_kind_cache()
+        .get(&client.servers().join(","))
+        .and_then(|k| k.get(kind))
+        .copied()
+        .unwrap_or(false)
+}
+
 fn wall_now() -> String {
     lockgate_api::time::format(super::super::output::now())
 }
 
 /// Runs the command without admission (the signal thread forwards SIGINT/SIGTERM to it),
-/// then reports the run; returns the command's exit code.
+/// then reports the run; returns the command's exit code. `why` names who chose to run.
 pub fn run(
     shared: &Shared,
     command: &[String],
     req: &SubmitRequest,
     waited: Duration,
+    why: &str,
 ) -> anyhow::Result<u8> {
     eprintln!(
-        "lockgate: the server could not be reached for {waited:?}; --if-unreachable run: \
+        "lockgate: the server could not be reached for {waited:?}; {why}: \
          running the command WITHOUT admission (no limit or conflict holds it); \
          the run is reported to the server once it is back"
     );
