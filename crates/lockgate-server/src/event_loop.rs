@@ -89,6 +89,12 @@ pub struct Loop {
     /// Jobs changed in this batch (the store has their previous state until the commit).
     pub(crate) changed: BTreeMap<JobId, Job>,
     replies: Vec<Deferred>,
+    /// Answers of requests that only look ([`Op::observes`]): sent after the commit even
+    /// when it failed for a full disk and its batch is kept, so an operator can still
+    /// read jobs, explain, the dashboard and `/metrics`.
+    observations: Vec<Deferred>,
+    /// The message being handled only looks ([`Op::observes`]).
+    observing: bool,
     broadcasts: Vec<Arc<EventView>>,
     /// `[[rpo]]` values and their deadlines.
     pub(crate) rpo: crate::rpo::Tracker,
@@ -159,6 +165,8 @@ impl Loop {
             batch: Batch::default(),
             changed: BTreeMap::new(),
             replies: Vec::new(),
+            observations: Vec::new(),
+            observing: false,
             broadcasts: Vec::new(),
             rpo: crate::rpo::Tracker::default(),
             audit_cur: None,
@@ -192,12 +200,17 @@ impl Loop {
         if self.audit_cur.is_some() {
             self.audit_answered(r.as_ref().err());
         }
-        self.replies.push(Box::new(move |failed| {
+        let send: Deferred = Box::new(move |failed| {
             let _ = reply.send(match failed {
                 Some(e) => Err(e.clone()),
                 None => r,
             });
-        }));
+        });
+        if self.observing {
+            self.observations.push(send);
+        } else {
+            self.replies.push(send);
+        }
     }
 
     /// Commits what the restore (or anything before serving) produced.
@@ -318,6 +331,7 @@ impl Loop {
             audit,
         } = msg;
         self.audit_cur = audit;
+        self.observing = op.observes();
         match op {
             Op::Jobs(op) => self.job_op(&p, op, now),
             Op::Nodes(op) => self.node_op(p, op, now),
@@ -343,6 +357,7 @@ impl Loop {
             Op::Forecast(op) => self.forecast_op(op),
             Op::Ui(op) => self.ui_op(&p, op, now),
         }
+        self.observing = false;
         self.audit_cur = None;
         self.audit_note = None;
     }
@@ -446,8 +461,10 @@ impl Loop {
         Ok(())
     }
 
-    /// After a failed commit that is kept for the next one: every answer of the batch is
-    /// `unavailable`; nothing is broadcast.
+    /// After a failed commit that is kept for the next one: every answer of a change in the
+    /// batch is `unavailable` (507 for a full disk); nothing is broadcast. On a full disk,
+    /// requests that only look are answered from memory, which holds the kept changes
+    /// too: what the server will commit first once it can.
     fn fail_replies(&mut self, e: &StoreError) {
         tracing::error!(
             "store commit failed ({} batch(es) kept, retrying): {e}",
@@ -467,12 +484,18 @@ impl Loop {
         for send in self.replies.drain(..) {
             send(Some(&err));
         }
+        // Only a full disk lets reads through: a database that is away or a fence may
+        // mean another replica leads, and this one's memory is no longer the truth.
+        let full = matches!(e, StoreError::Full { .. });
+        for send in self.observations.drain(..) {
+            send(if full { None } else { Some(&err) });
+        }
     }
 
     /// After the commit: the answers, the broadcasts, and the node long-polls that have
     /// something to take now.
     pub(crate) fn send_replies(&mut self) {
-        for send in self.replies.drain(..) {
+        for send in self.replies.drain(..).chain(self.observations.drain(..)) {
             send(None);
         }
         for ev in self.broadcasts.drain(..) {

@@ -77,6 +77,31 @@ pub enum Op {
     Ui(crate::ui::UiOp),
 }
 
+impl Op {
+    /// It only reads: its answer may be sent while a commit that failed for a full disk
+    /// is kept. Holders' requests (waits, heartbeats, assignment polls)
+    /// are not here: what they are told must be committed first.
+    pub fn observes(&self) -> bool {
+        use crate::{
+            events::EventOp, joblogs::LogOp, jobs::JobOp, nodes::NodeOp, policy::PolicyOp,
+            queue::QueueOp, rpo::RpoOp,
+        };
+        matches!(
+            self,
+            Op::Jobs(JobOp::Get(..) | JobOp::List(..) | JobOp::Explain(..))
+                | Op::Nodes(NodeOp::List(..) | NodeOp::Get(..))
+                | Op::Policy(PolicyOp::Get(..))
+                | Op::Events(EventOp::List { .. } | EventOp::LastSeq { .. })
+                | Op::Ui(_)
+                | Op::Forecast(_)
+                | Op::Queue(QueueOp::List(..))
+                | Op::Rpo(RpoOp::List(..))
+                | Op::Logs(LogOp::Read { .. })
+                | Op::Metrics(_)
+        )
+    }
+}
+
 macro_rules! op_from {
     ($($variant:ident($ty:ty)),*) => {
         $(impl From<$ty> for Op {

@@ -121,8 +121,29 @@ fn a_commit_that_fails_for_space_answers_507_and_commits_once_space_returns() {
     assert_eq!(body["error"]["code"], "insufficient_storage", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("not acknowledged"), "{message}");
-    // The server is up while the disk is full (it used to exit 70 here).
+    // The server is up while the disk is full (it used to exit 70 here), and it still
+    // answers what only reads, although every commit fails until space returns.
     assert_eq!(s.raw("GET", "/healthz", None, None).0, 200);
+    let id = before["id"].as_u64().unwrap();
+    for path in [
+        format!("/v1/jobs/{id}"),
+        "/v1/jobs".to_string(),
+        format!("/v1/jobs/{id}/explain"),
+        "/v1/nodes".to_string(),
+        "/v1/policy".to_string(),
+        "/metrics".to_string(),
+    ] {
+        let (status, text) = s.raw("GET", &path, Some(&s.admin), None);
+        assert_eq!(status, 200, "GET {path} while the disk is full: {text}");
+    }
+    // A change is still refused: it could not be committed.
+    let (status, body) = s.raw(
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        Some(&s.admin),
+        Some(("application/json", "{}")),
+    );
+    assert_eq!(status, 507, "{body}");
     // Space comes back: the kept batch and the next submit commit, without a restart.
     std::fs::remove_file(&fill).unwrap();
     let start = Instant::now();
@@ -134,7 +155,6 @@ fn a_commit_that_fails_for_space_answers_507_and_commits_once_space_returns() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(status, 201, "{again}");
-    let id = before["id"].as_u64().unwrap();
     assert_eq!(s.admin().job(id).unwrap().id, id);
     // The kept submit was committed once space returned: asking again finds it.
     let (status, kept) = submit(&s, 120_000, "while-full");
