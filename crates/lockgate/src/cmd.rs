@@ -12,6 +12,7 @@ pub mod events;
 pub mod exit;
 pub mod flags;
 pub mod forecast;
+pub mod hold;
 pub mod job;
 pub mod job_logs;
 pub mod node;

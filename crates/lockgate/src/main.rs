@@ -120,6 +120,9 @@ pub enum Command {
     Schedule(cmd::schedule::Args),
     /// Run the jobs placed on this node with the handlers of --config agent.toml.
     Agent(cmd::agent::Args),
+    /// Take a slot in one process and give it back from another: `hold acquire` in a
+    /// tool's "before" hook, `hold release` in its "after" hook (vzdump, borgmatic).
+    Hold(cmd::hold::Args),
     /// A server, three agents and a sample workload, with live output (a minute at most).
     Demo(cmd::demo::Args),
     /// Measure the server and `lockgate run` on this machine (in-process server, temp store).
@@ -157,6 +160,9 @@ pub enum Command {
     /// Internal: the handler program of `lockgate demo` and the agent tests.
     #[command(name = "__demo-task", hide = true)]
     DemoTask(cmd::demo::task::TaskArgs),
+    /// Internal: the keeper `lockgate hold acquire` leaves holding the slot.
+    #[command(name = "__hold-keeper", hide = true)]
+    HoldKeeper,
     /// Internal: the guard `lockgate run` starts beside its command (stops the command's
     /// group if `lockgate run` dies; lockgate_client::guard).
     #[command(name = "__guard", hide = true)]
@@ -189,6 +195,8 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => cmd::demo::run(&cli.global, args),
         Command::DemoTask(args) => cmd::demo::task::run(args),
         Command::Guard(args) => cmd::run::guard(args),
+        Command::Hold(args) => cmd::hold::run(&cli.global, args),
+        Command::HoldKeeper => cmd::hold::keep(&cli.global),
         Command::Completions(args) => cmd::completions::run(args),
         Command::Man(args) => cmd::completions::man(args),
     };

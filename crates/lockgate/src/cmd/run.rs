@@ -158,7 +158,7 @@ fn exit(code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn random_key() -> String {
+pub(crate) fn random_key() -> String {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b).expect("the OS random source works");
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
@@ -166,7 +166,7 @@ fn random_key() -> String {
 }
 
 /// What to do with an error that is not "unreachable".
-fn fatal(e: &ClientError) -> u8 {
+pub(crate) fn fatal(e: &ClientError) -> u8 {
     eprintln!("lockgate: {e}");
     if Exit::is_token_refusal(e) {
         return EXIT_TOKEN;
@@ -179,7 +179,7 @@ fn fatal(e: &ClientError) -> u8 {
 
 /// Calls `f` until it succeeds or fails permanently, for at most `timeout` of temporary
 /// errors (`Err(None)` then, with a message).
-fn retrying<T>(
+pub(crate) fn retrying<T>(
     timeout: Duration,
     f: impl FnMut() -> Result<T, ClientError>,
 ) -> Result<T, Option<ClientError>> {
@@ -193,7 +193,7 @@ fn retrying<T>(
     }
 }
 
-fn status_line(job: &JobView, ex: Option<&ExplainView>) -> String {
+pub(crate) fn status_line(job: &JobView, ex: Option<&ExplainView>) -> String {
     let Some(ex) = ex else {
         return format!("{}: job {}", job.state, job.id);
     };

@@ -181,6 +181,7 @@ impl Srv {
             .env("LOCKGATE_SERVER", self.url())
             .env("LOCKGATE_TOKEN", &self.token)
             .env("LOCKGATE_SPOOL", self.path("spool"))
+            .env("LOCKGATE_HOLDS", self.path("holds"))
             .current_dir(self.dir.path())
             .stdin(Stdio::null());
         if self.tls {

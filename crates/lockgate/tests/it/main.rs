@@ -14,6 +14,7 @@ mod formats;
 mod hardening;
 mod harness;
 mod history;
+mod hold;
 mod joblogs;
 mod load;
 mod notify;

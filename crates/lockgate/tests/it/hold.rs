@@ -1,0 +1,157 @@
+//! `lockgate hold acquire` / `hold release`: a slot taken by one process and given back by
+//! another, bound to the life of the tool that took it (docs/api.md, "lockgate hold").
+
+use crate::harness::*;
+use lockgate_core::JobState;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const POLICY: &str = "[global]\nmax_running = 1\n[leases]\nttl = \"3s\"\n";
+
+/// A stand-in for the tool that runs the hooks (vzdump, borgmatic): a process of its own.
+fn tool() -> Child {
+    Command::new("sleep").arg("60").spawn().unwrap()
+}
+
+fn acquire(s: &Srv, name: &str, pid: u32) -> Command {
+    let pid = pid.to_string();
+    let mut c = s.cli(&[
+        "hold",
+        "acquire",
+        "--name",
+        name,
+        "--pid",
+        &pid,
+        "--attr",
+        "datastore=ds1",
+    ]);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+fn release(s: &Srv, name: &str, code: i32) -> Output {
+    s.cli(&[
+        "hold",
+        "release",
+        "--name",
+        name,
+        "--exit-code",
+        &code.to_string(),
+    ])
+    .output()
+    .unwrap()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_hold_outlives_its_acquire_is_given_back_by_release_and_returns_at_once_when_its_tool_dies() {
+    let s = Srv::start(POLICY);
+    let admin = s.admin();
+    let mut tool_a = tool();
+    let out = acquire(&s, "vm-100", tool_a.id()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    assert_eq!(admin.job(1).unwrap().state, JobState::Running);
+
+    // The same name again: refused before anything is submitted.
+    let again = acquire(&s, "vm-100", tool_a.id()).output().unwrap();
+    assert_eq!(again.status.code(), Some(75), "{}", err(&again));
+    assert!(
+        err(&again).contains("already taken by job 1"),
+        "{}",
+        err(&again)
+    );
+    assert!(admin.job(2).is_err(), "a refused acquire submitted a job");
+
+    // A second guest waits, and says why.
+    let mut tool_b = tool();
+    let waiting = acquire(&s, "vm-101", tool_b.id()).spawn().unwrap();
+    assert!(eventually(Duration::from_secs(10), || admin
+        .job(2)
+        .is_ok_and(|j| j.state == JobState::Queued)));
+    // The keeper holds the lease past its TTL (3 s) with the acquire long gone.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(admin.job(1).unwrap().state, JobState::Running);
+
+    let out = release(&s, "vm-100", 0);
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    assert!(err(&out).contains("job 1 succeeded"), "{}", err(&out));
+    let waited = waiting.wait_with_output().unwrap();
+    assert_eq!(waited.status.code(), Some(0), "{}", err(&waited));
+    assert!(
+        err(&waited).contains("waiting: 1st in line"),
+        "{}",
+        err(&waited)
+    );
+    assert_eq!(admin.job(2).unwrap().state, JobState::Running);
+
+    // The second tool dies without a release: its slot returns at once, not after the TTL.
+    tool_b.kill().unwrap();
+    tool_b.wait().unwrap();
+    let t = Instant::now();
+    assert!(eventually(Duration::from_secs(3), || admin
+        .job(2)
+        .is_ok_and(|j| j.state == JobState::Failed)));
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "the slot came back after {took:?}"
+    );
+    let msg = admin.job(2).unwrap().message.unwrap_or_default();
+    assert!(msg.contains("ended without a release"), "{msg}");
+
+    // Releases that find no holder: a defined answer, exit 75.
+    let twice = release(&s, "vm-100", 0);
+    assert_eq!(twice.status.code(), Some(75), "{}", err(&twice));
+    assert!(err(&twice).contains("had already ended"), "{}", err(&twice));
+    let never = release(&s, "vm-999", 0);
+    assert_eq!(never.status.code(), Some(75), "{}", err(&never));
+    assert!(
+        err(&never).contains("no hold named vm-999"),
+        "{}",
+        err(&never)
+    );
+
+    // A tool already gone at acquire: nothing is submitted.
+    let pid = tool_a.id();
+    tool_a.kill().unwrap();
+    tool_a.wait().unwrap();
+    let late = acquire(&s, "vm-102", pid).output().unwrap();
+    assert_eq!(late.status.code(), Some(75), "{}", err(&late));
+    assert!(err(&late).contains("already gone"), "{}", err(&late));
+    assert!(admin.job(3).is_err());
+
+    // A failed backup releases as failed.
+    let mut tool_c = tool();
+    let out = acquire(&s, "vm-103", tool_c.id()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    let out = release(&s, "vm-103", 5);
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    let job = admin.job(3).unwrap();
+    assert_eq!(job.state, JobState::Failed, "{job:?}");
+    assert!(job.message.unwrap_or_default().contains("exit code 5"));
+    tool_c.kill().unwrap();
+    tool_c.wait().unwrap();
+}
+
+#[test]
+fn a_hold_survives_a_server_restart_while_it_holds() {
+    let mut s = Srv::start(POLICY);
+    let mut tool_a = tool();
+    let out = acquire(&s, "vm-200", tool_a.id()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    s.kill9();
+    std::thread::sleep(Duration::from_secs(2));
+    s.spawn();
+    // Past the TTL after the restart: the keeper's renewals found the server again.
+    std::thread::sleep(Duration::from_secs(4));
+    let admin = s.admin();
+    assert_eq!(admin.job(1).unwrap().state, JobState::Running);
+    let out = release(&s, "vm-200", 0);
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    assert_eq!(admin.job(1).unwrap().state, JobState::Succeeded);
+    tool_a.kill().unwrap();
+    tool_a.wait().unwrap();
+}
