@@ -13,6 +13,7 @@ pub mod exit;
 pub mod flags;
 pub mod forecast;
 pub mod hold;
+pub mod hook;
 pub mod job;
 pub mod job_logs;
 pub mod node;

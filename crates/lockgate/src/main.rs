@@ -123,6 +123,9 @@ pub enum Command {
     /// Take a slot in one process and give it back from another: `hold acquire` in a
     /// tool's "before" hook, `hold release` in its "after" hook (vzdump, borgmatic).
     Hold(cmd::hold::Args),
+    /// Hook scripts of the tools that schedule backups themselves: `hook vzdump PHASE
+    /// [MODE VMID]` gates each guest of Proxmox VE's backup jobs.
+    Hook(cmd::hook::Args),
     /// A server, three agents and a sample workload, with live output (a minute at most).
     Demo(cmd::demo::Args),
     /// Measure the server and `lockgate run` on this machine (in-process server, temp store).
@@ -196,6 +199,7 @@ fn main() -> std::process::ExitCode {
         Command::DemoTask(args) => cmd::demo::task::run(args),
         Command::Guard(args) => cmd::run::guard(args),
         Command::Hold(args) => cmd::hold::run(&cli.global, args),
+        Command::Hook(args) => cmd::hook::run(&cli.global, args),
         Command::HoldKeeper => cmd::hold::keep(&cli.global),
         Command::Completions(args) => cmd::completions::run(args),
         Command::Man(args) => cmd::completions::man(args),

@@ -33,6 +33,8 @@ use lockgate_core::JobState;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `lockgate hold`.
@@ -64,6 +66,13 @@ pub struct AcquireArgs {
     /// tool that ran the hook).
     #[arg(long)]
     pub pid: Option<u32>,
+    #[command(flatten)]
+    pub wait: WaitFlags,
+}
+
+/// What a hold's job is and how long to wait for it: the job flags of `lockgate run`.
+#[derive(Debug, clap::Args)]
+pub struct WaitFlags {
     /// Job kind.
     #[arg(long, default_value = "backup")]
     pub kind: String,
@@ -188,7 +197,8 @@ fn caller() -> Option<u32> {
     None
 }
 
-fn acquire(global: &GlobalArgs, args: AcquireArgs) -> anyhow::Result<ExitCode> {
+/// `hold acquire`; also the vzdump hook's `backup-start`.
+pub fn acquire(global: &GlobalArgs, args: AcquireArgs) -> anyhow::Result<ExitCode> {
     check_name(&args.name)?;
     let pid = match args.pid {
         Some(p) => p,
@@ -209,30 +219,32 @@ fn acquire(global: &GlobalArgs, args: AcquireArgs) -> anyhow::Result<ExitCode> {
         return Ok(Exit::NotRun.into());
     }
     let client = session::client(global)?;
+    let w = &args.wait;
     let req = SubmitRequest {
-        kind: args.kind.clone(),
-        attrs: args.job.attr_map(),
-        priority: args.job.priority,
-        node: args.job.node.clone(),
+        kind: w.kind.clone(),
+        attrs: w.job.attr_map(),
+        priority: w.job.priority,
+        node: w.job.node.clone(),
         executor: Some(lockgate_core::policy::Executor::Client),
-        cost: args.job.cost_map(),
+        cost: w.job.cost_map(),
         two_stage: Some(false),
-        max_wait_s: args.max_wait.map(|d| d.as_secs_f64()),
+        max_wait_s: w.max_wait.map(|d| d.as_secs_f64()),
         idempotency_key: Some(
-            args.idempotency_key
+            w.idempotency_key
                 .clone()
                 .unwrap_or_else(super::run::random_key),
         ),
-        after: args.deps.after.clone(),
-        after_ok: args.deps.after_ok.clone(),
+        after: w.deps.after.clone(),
+        after_ok: w.deps.after_ok.clone(),
         ..SubmitRequest::default()
     };
-    let job = match retrying(args.connect_timeout, || client.submit(&req)) {
+    let job = match retrying(w.connect_timeout, || client.submit(&req)) {
         Ok((job, _)) => job,
         Err(None) => return Ok(Exit::Unreachable.into()),
         Err(Some(e)) => return Ok(ExitCode::from(fatal(&e))),
     };
-    let job = match wait(&client, &args, job, pid, start_time) {
+    let stop = interrupts()?;
+    let job = match wait(&client, w, job, pid, start_time, &stop) {
         Ok(job) => job,
         Err(code) => return Ok(ExitCode::from(code)),
     };
@@ -259,6 +271,20 @@ fn acquire(global: &GlobalArgs, args: AcquireArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A flag set by SIGINT, SIGTERM or SIGHUP: an acquire stopped while it waits cancels its
+/// job instead of leaving it to be admitted with no one holding it.
+fn interrupts() -> anyhow::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+    Ok(flag)
+}
+
 /// `Some(" by job N")` (or `Some("")`) when a keeper holds `name`'s lock.
 fn taken_by(name: &str) -> anyhow::Result<Option<String>> {
     let lock = open_lock(name)?;
@@ -277,13 +303,22 @@ fn taken_by(name: &str) -> anyhow::Result<Option<String>> {
 /// and returns 75 if the bound process ends first.
 fn wait(
     client: &lockgate_client::Client,
-    args: &AcquireArgs,
+    args: &WaitFlags,
     mut job: JobView,
     pid: u32,
     start_time: u64,
+    interrupted: &AtomicBool,
 ) -> Result<JobView, u8> {
     let mut said = String::new();
     loop {
+        if interrupted.load(Ordering::Relaxed) {
+            eprintln!(
+                "lockgate: job {}: interrupted while waiting; cancelling the job",
+                job.id
+            );
+            let _ = client.cancel(job.id, true);
+            return Err(Exit::Interrupted.code());
+        }
         if job.state.is_admitted() && job.state != JobState::Preparing {
             return Ok(job);
         }
@@ -374,7 +409,8 @@ pub fn keep(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     keeper::run(global)
 }
 
-fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
+/// `hold release`; also the vzdump hook's `backup-end` and `backup-abort`.
+pub fn release(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     check_name(&args.name)?;
     let sock = path(&args.name, "sock");
     let ended = path(&args.name, "ended");

@@ -583,7 +583,7 @@ fn finish_outcome(
 }
 
 /// This host's name, for the record of an interrupt.
-fn host() -> String {
+pub(crate) fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "?".into())

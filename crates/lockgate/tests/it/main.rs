@@ -27,3 +27,4 @@ mod run;
 mod schedule;
 mod tools;
 mod top;
+mod vzdump;
