@@ -5,6 +5,7 @@ mod agent;
 mod audit;
 mod backup;
 mod behaviour;
+mod borgmatic;
 mod cli;
 mod crash;
 mod edges;

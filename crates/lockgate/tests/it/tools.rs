@@ -25,7 +25,7 @@ exclusive = "kind in (prune, check)"
 "#;
 
 /// One borg command per repository at a time (docs/integrations/borg.md).
-const BORG_POLICY: &str = r#"
+pub const BORG_POLICY: &str = r#"
 [global]
 max_running = 8
 
@@ -33,16 +33,16 @@ max_running = 8
 keys = ["repo"]
 "#;
 
-fn tool(name: &str) -> PathBuf {
+pub fn tool(name: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} is not installed: scripts/test installs it (apt-get install restic borgbackup)"))
+        .unwrap_or_else(|| panic!("{name} is not installed: scripts/test installs it (apt-get install restic borgbackup borgmatic)"))
 }
 
 /// A source tree of `files` files of `kib` KiB of incompressible bytes each.
-fn source(dir: &Path, files: usize, kib: usize, seed: u64) -> PathBuf {
+pub fn source(dir: &Path, files: usize, kib: usize, seed: u64) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let mut x = seed
         .wrapping_mul(6364136223846793005)
