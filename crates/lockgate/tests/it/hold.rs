@@ -155,3 +155,50 @@ fn a_hold_survives_a_server_restart_while_it_holds() {
     tool_a.kill().unwrap();
     tool_a.wait().unwrap();
 }
+
+#[test]
+fn a_waiting_acquire_rides_out_a_server_restart_and_a_killed_keeper_loses_its_slot_within_the_ttl()
+{
+    let mut s = Srv::start(POLICY);
+    let mut tool_a = tool();
+    let out = acquire(&s, "vm-300", tool_a.id()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    let mut tool_b = tool();
+    let waiting = acquire(&s, "vm-301", tool_b.id()).spawn().unwrap();
+    assert!(eventually(Duration::from_secs(10), || s
+        .admin()
+        .job(2)
+        .is_ok_and(|j| j.state == JobState::Queued)));
+    // The server goes away and comes back while one holds and one waits.
+    s.kill9();
+    std::thread::sleep(Duration::from_secs(1));
+    s.spawn();
+    let admin = s.admin();
+    // The holder's keeper is killed: nothing releases, and the lease runs out (TTL 3 s,
+    // with the restart's grace) before the waiting acquire is admitted.
+    let keeper: u32 = std::fs::read_to_string(s.path("holds/vm-300.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    signal(keeper, rustix::process::Signal::KILL);
+    let t = Instant::now();
+    let waited = waiting.wait_with_output().unwrap();
+    assert_eq!(waited.status.code(), Some(0), "{}", err(&waited));
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "admitted {took:?} after the keeper died"
+    );
+    assert_eq!(admin.job(1).unwrap().state, JobState::Lost);
+    assert_eq!(admin.job(2).unwrap().state, JobState::Running);
+    // Its release finds no keeper: said, exit 75.
+    let out = release(&s, "vm-300", 0);
+    assert_eq!(out.status.code(), Some(75), "{}", err(&out));
+    let out = release(&s, "vm-301", 0);
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    for t in [&mut tool_a, &mut tool_b] {
+        t.kill().unwrap();
+        t.wait().unwrap();
+    }
+}

@@ -73,6 +73,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let listener = UnixListener::bind(&sock)?;
     listener.set_nonblocking(true)?;
     std::fs::write(path(&h.name, "job"), format!("{}\n", h.job.id))?;
+    std::fs::write(path(&h.name, "pid"), format!("{}\n", std::process::id()))?;
     let Some(lease) = LeaseKeeper::for_job(
         client.clone(),
         &h.job,
@@ -103,6 +104,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let _ = std::fs::write(path(&h.name, "ended"), format!("{} {why}\n", now()));
     let _ = std::fs::remove_file(&sock);
     let _ = std::fs::remove_file(path(&h.name, "job"));
+    let _ = std::fs::remove_file(path(&h.name, "pid"));
     drop(lock);
     Ok(ExitCode::SUCCESS)
 }
