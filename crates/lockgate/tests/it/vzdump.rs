@@ -59,11 +59,15 @@ hook('job-end') == 0 or die "job-end";
 const POLICY: &str = "[global]\nmax_running = 10\n[leases]\nttl = \"3s\"\n\n[[limit]]\nname = \"per-datastore\"\nper = [\"datastore\"]\nmax = 2\n";
 
 /// The hook script as packaged (`packaging/hooks/vzdump-hook`), with this build's binary.
+/// Written once: rewriting it while another node's vzdump executes it fails that exec
+/// ("Text file busy").
 fn hook_script(s: &Srv) -> std::path::PathBuf {
     let path = s.path("vzdump-hook");
-    std::fs::write(&path, format!("#!/bin/sh\nexec {BIN} hook vzdump \"$@\"\n")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if !path.exists() {
+        std::fs::write(&path, format!("#!/bin/sh\nexec {BIN} hook vzdump \"$@\"\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     path
 }
 
@@ -76,8 +80,11 @@ fn vzdump(
     backup_s: f64,
     abort: Option<u32>,
 ) -> Child {
+    // Written once, like the hook: another node's perl may be reading it.
     let program = s.path("fake-vzdump.pl");
-    std::fs::write(&program, FAKE_VZDUMP).unwrap();
+    if !program.exists() {
+        std::fs::write(&program, FAKE_VZDUMP).unwrap();
+    }
     let task_log = std::fs::File::create(out).unwrap();
     let base = s.cli(&[]);
     let mut cmd = Command::new("perl");
@@ -149,7 +156,7 @@ fn three_pve_nodes_backing_up_to_one_datastore_never_run_more_guests_than_the_po
     assert_eq!(
         record.lines().filter(|l| l.starts_with("end")).count(),
         9,
-        "{record}"
+        "{record}\n{task_logs}"
     );
     let most = most_at_once(&record);
     assert_eq!(
