@@ -49,6 +49,58 @@ pub struct DepFlags {
     pub after_ok: Vec<u64>,
 }
 
+/// A job its caller holds, and how long to wait for the server: the flags `lockgate run`,
+/// `hold acquire` and `hook vzdump` share.
+#[derive(Debug, clap::Args)]
+pub struct ClientJobFlags {
+    /// Job kind.
+    #[arg(long, default_value = "backup")]
+    pub kind: String,
+    #[command(flatten)]
+    pub job: JobFlags,
+    /// Give up (exit 75) after waiting this long: 30s, 10m, 2h.
+    #[arg(long, value_parser = duration)]
+    pub max_wait: Option<Duration>,
+    /// Idempotency key (default: a random one, reused for retries of the submit).
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    #[command(flatten)]
+    pub deps: DepFlags,
+    /// How long to keep trying to reach the server (exit 69 after that; `lockgate run
+    /// --if-unreachable run` runs the command instead).
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub connect_timeout: Duration,
+}
+
+impl ClientJobFlags {
+    /// The submit request: one stage, held by the caller (`executor = client`), with the
+    /// given idempotency key or a random one (the same for every retry of this request).
+    pub fn request(&self) -> lockgate_api::SubmitRequest {
+        lockgate_api::SubmitRequest {
+            kind: self.kind.clone(),
+            attrs: self.job.attr_map(),
+            priority: self.job.priority,
+            node: self.job.node.clone(),
+            executor: Some(Executor::Client),
+            cost: self.job.cost_map(),
+            two_stage: Some(false),
+            max_wait_s: self.max_wait.map(|d| d.as_secs_f64()),
+            idempotency_key: Some(self.idempotency_key.clone().unwrap_or_else(random_key)),
+            after: self.deps.after.clone(),
+            after_ok: self.deps.after_ok.clone(),
+            ..lockgate_api::SubmitRequest::default()
+        }
+    }
+}
+
+/// A random idempotency key (`run-` and 32 hex digits).
+fn random_key() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source works");
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("run-{hex}")
+}
+
 /// A server-run job: the flags `job submit` and `schedule add` share.
 #[derive(Debug, clap::Args)]
 pub struct JobShape {
@@ -155,7 +207,7 @@ mod tests {
                 panic!("{args:?} is not run")
             };
             assert_eq!(
-                (a.job.priority, a.command.as_slice()),
+                (a.wait.job.priority, a.command.as_slice()),
                 (Some(-1), &["true".to_string()][..])
             );
         }

@@ -28,14 +28,13 @@ use super::exit::Exit;
 use super::run::{fatal, retrying, status_line};
 use super::{flags, session};
 use crate::GlobalArgs;
-use lockgate_api::{JobView, SubmitRequest};
+use lockgate_api::JobView;
 use lockgate_core::JobState;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// `lockgate hold`.
 #[derive(Debug, clap::Args)]
@@ -67,28 +66,7 @@ pub struct AcquireArgs {
     #[arg(long)]
     pub pid: Option<u32>,
     #[command(flatten)]
-    pub wait: WaitFlags,
-}
-
-/// What a hold's job is and how long to wait for it: the job flags of `lockgate run`.
-#[derive(Debug, clap::Args)]
-pub struct WaitFlags {
-    /// Job kind.
-    #[arg(long, default_value = "backup")]
-    pub kind: String,
-    #[command(flatten)]
-    pub job: flags::JobFlags,
-    /// Give up (exit 75) after waiting this long: 30s, 10m, 2h.
-    #[arg(long, value_parser = flags::duration)]
-    pub max_wait: Option<Duration>,
-    /// Idempotency key (default: a random one, reused for retries of the submit).
-    #[arg(long)]
-    pub idempotency_key: Option<String>,
-    #[command(flatten)]
-    pub deps: flags::DepFlags,
-    /// How long to keep trying to reach the server (exit 69 after that).
-    #[arg(long, default_value = "30s", value_parser = flags::duration)]
-    pub connect_timeout: Duration,
+    pub wait: flags::ClientJobFlags,
 }
 
 /// Arguments of `lockgate hold release`.
@@ -167,19 +145,22 @@ fn open_lock(name: &str) -> std::io::Result<std::fs::File> {
         .open(path(name, "lock"))
 }
 
-/// The start time of process `pid` (clock ticks since boot, `/proc/PID/stat` field 22),
-/// `None` when it is gone.
-pub fn start_time(pid: u32) -> Option<u64> {
+/// Field `n` (1-based, as proc(5) counts) of `/proc/PID/stat`, from field 3 on; `None`
+/// when the process is gone.
+fn stat_field(pid: u32, n: usize) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    rest.split_whitespace().nth(n - 3)?.parse().ok()
+}
+
+/// The start time of process `pid` (clock ticks since boot, field 22).
+pub fn start_time(pid: u32) -> Option<u64> {
+    stat_field(pid, 22)
 }
 
 fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    stat_field(pid, 4).and_then(|p| u32::try_from(p).ok())
 }
 
 const SHELLS: [&str; 7] = ["sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"];
@@ -220,24 +201,7 @@ pub fn acquire(global: &GlobalArgs, args: AcquireArgs) -> anyhow::Result<ExitCod
     }
     let client = session::client(global)?;
     let w = &args.wait;
-    let req = SubmitRequest {
-        kind: w.kind.clone(),
-        attrs: w.job.attr_map(),
-        priority: w.job.priority,
-        node: w.job.node.clone(),
-        executor: Some(lockgate_core::policy::Executor::Client),
-        cost: w.job.cost_map(),
-        two_stage: Some(false),
-        max_wait_s: w.max_wait.map(|d| d.as_secs_f64()),
-        idempotency_key: Some(
-            w.idempotency_key
-                .clone()
-                .unwrap_or_else(super::run::random_key),
-        ),
-        after: w.deps.after.clone(),
-        after_ok: w.deps.after_ok.clone(),
-        ..SubmitRequest::default()
-    };
+    let req = w.request();
     let job = match retrying(w.connect_timeout, || client.submit(&req)) {
         Ok((job, _)) => job,
         Err(None) => return Ok(Exit::Unreachable.into()),
@@ -303,7 +267,7 @@ fn taken_by(name: &str) -> anyhow::Result<Option<String>> {
 /// and returns 75 if the bound process ends first.
 fn wait(
     client: &lockgate_client::Client,
-    args: &WaitFlags,
+    args: &flags::ClientJobFlags,
     mut job: JobView,
     pid: u32,
     start_time: u64,

@@ -20,7 +20,8 @@
 //! once. Every other phase passes.
 
 use super::exit::Exit;
-use super::hold::{self, AcquireArgs, ReleaseArgs, WaitFlags};
+use super::flags::ClientJobFlags;
+use super::hold::{self, AcquireArgs, ReleaseArgs};
 use crate::GlobalArgs;
 use std::process::ExitCode;
 
@@ -42,7 +43,7 @@ enum Command {
 #[derive(Debug, clap::Args)]
 pub struct VzdumpArgs {
     #[command(flatten)]
-    wait: WaitFlags,
+    wait: ClientJobFlags,
     /// The phase vzdump names (job-start, backup-start, backup-end, backup-abort, ...).
     phase: String,
     /// The backup mode (stop, suspend, snapshot), for the guest phases.
@@ -98,7 +99,7 @@ fn vzdump(global: &GlobalArgs, mut args: VzdumpArgs) -> anyhow::Result<ExitCode>
             let datastore = env("STOREID")
                 .or_else(|| env("DUMPDIR"))
                 .unwrap_or_else(|| "local".into());
-            let given: Vec<String> = args.wait.job.attrs.iter().map(|a| a.0.clone()).collect();
+            let attrs = &mut args.wait.job.attrs;
             for (k, v) in [
                 ("datastore", datastore),
                 ("group", format!("{kind}/{vmid}")),
@@ -106,8 +107,8 @@ fn vzdump(global: &GlobalArgs, mut args: VzdumpArgs) -> anyhow::Result<ExitCode>
                 ("mode", mode),
                 ("client", super::run::host()),
             ] {
-                if !given.contains(&k.to_string()) {
-                    args.wait.job.attrs.push((k.to_string(), v));
+                if !attrs.iter().any(|(given, _)| given == k) {
+                    attrs.push((k.to_string(), v));
                 }
             }
             hold::acquire(

@@ -22,7 +22,7 @@ mod unadmitted;
 use super::exit::Exit;
 use super::{flags, session};
 use crate::GlobalArgs;
-use lockgate_api::{ExplainView, JobView, SubmitRequest};
+use lockgate_api::{ExplainView, JobView};
 use lockgate_client::child::{self, describe, Supervised};
 use lockgate_client::{
     hold_with, Client, ClientError, Ending, Holder, LeaseKeeper, RetryError, Stop, WhileUnreachable,
@@ -48,23 +48,8 @@ pub const EXIT_USAGE: u8 = Exit::Usage.code();
 /// Arguments of `lockgate run`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Job kind.
-    #[arg(long, default_value = "backup")]
-    pub kind: String,
     #[command(flatten)]
-    pub job: flags::JobFlags,
-    /// Give up (exit 75) after waiting this long: 30s, 10m, 2h.
-    #[arg(long, value_parser = flags::duration)]
-    pub max_wait: Option<Duration>,
-    /// Idempotency key (default: a random one, reused for retries of the submit).
-    #[arg(long)]
-    pub idempotency_key: Option<String>,
-    #[command(flatten)]
-    pub deps: flags::DepFlags,
-    /// How long to keep trying to reach the server (exit 69 after that, or run the
-    /// command with `--if-unreachable run`).
-    #[arg(long, default_value = "30s", value_parser = flags::duration)]
-    pub connect_timeout: Duration,
+    pub wait: flags::ClientJobFlags,
     /// When the server cannot be reached within --connect-timeout: `fail` (exit 69, the
     /// command does not run) or `run` (run it without admission, and report the run to the
     /// server once it is back; it is recorded as `unadmitted`). Default: the policy's
@@ -158,13 +143,6 @@ fn exit(code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-pub(crate) fn random_key() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the OS random source works");
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("run-{hex}")
-}
-
 /// What to do with an error that is not "unreachable".
 pub(crate) fn fatal(e: &ClientError) -> u8 {
     eprintln!("lockgate: {e}");
@@ -224,22 +202,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         forwarded: std::sync::atomic::AtomicI32::new(0),
     });
     spawn_signal_thread(shared.clone())?;
-    let req = SubmitRequest {
-        kind: args.kind.clone(),
-        attrs: args.job.attr_map(),
-        priority: args.job.priority,
-        node: args.job.node.clone(),
-        executor: Some(lockgate_core::policy::Executor::Client),
-        cost: args.job.cost_map(),
-        two_stage: Some(false),
-        max_wait_s: args.max_wait.map(|d| d.as_secs_f64()),
-        idempotency_key: Some(args.idempotency_key.clone().unwrap_or_else(random_key)),
-        after: args.deps.after.clone(),
-        after_ok: args.deps.after_ok.clone(),
-        ..SubmitRequest::default()
-    };
+    let req = args.wait.request();
     let interrupted = || *shared.phase.lock().expect("phase lock") == Phase::Interrupted;
-    let submitted = retrying(args.connect_timeout, || {
+    let submitted = retrying(args.wait.connect_timeout, || {
         if interrupted() {
             // Stop retrying; one last attempt below finds (or makes) the job to cancel.
             return Err(ClientError::Setup("interrupted".into()));
@@ -261,13 +226,19 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             let why = match args.if_unreachable {
                 Some(unadmitted::IfUnreachable::Run) => "--if-unreachable run".to_string(),
                 Some(unadmitted::IfUnreachable::Fail) => return Ok(exit(EXIT_UNREACHABLE)),
-                None if unadmitted::remembered(&client, &args.kind) => format!(
+                None if unadmitted::remembered(&client, &args.wait.kind) => format!(
                     "the policy's if_unreachable = \"run\" for kind {} (as last seen from the server)",
-                    args.kind
+                    args.wait.kind
                 ),
                 None => return Ok(exit(EXIT_UNREACHABLE)),
             };
-            let code = unadmitted::run(&shared, &args.command, &req, args.connect_timeout, &why)?;
+            let code = unadmitted::run(
+                &shared,
+                &args.command,
+                &req,
+                args.wait.connect_timeout,
+                &why,
+            )?;
             return Ok(exit(code));
         }
         Err(Some(e)) => {
@@ -386,7 +357,9 @@ fn wait_for_admission(shared: &Shared, args: &Args, mut job: JobView) -> Result<
             shown = true;
         }
         let from = job.state;
-        job = match retrying(args.connect_timeout, || client.wait(job.id, from, poll_s)) {
+        job = match retrying(args.wait.connect_timeout, || {
+            client.wait(job.id, from, poll_s)
+        }) {
             Ok(j) => j,
             Err(None) => return Err(EXIT_UNREACHABLE),
             Err(Some(e)) => return Err(fatal(&e)),

@@ -6,7 +6,7 @@
 use super::{open_lock, path, start_time, Handover};
 use crate::cmd::run::retrying;
 use crate::GlobalArgs;
-use lockgate_client::{Client, LeaseKeeper, Renewal, WhileUnreachable};
+use lockgate_client::{LeaseKeeper, Renewal, WhileUnreachable};
 use lockgate_core::Outcome;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::io::{BufRead, BufReader, Write};
@@ -74,11 +74,9 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     listener.set_nonblocking(true)?;
     std::fs::write(path(&h.name, "job"), format!("{}\n", h.job.id))?;
     std::fs::write(path(&h.name, "pid"), format!("{}\n", std::process::id()))?;
-    let Some(lease) = LeaseKeeper::for_job(
-        client.clone(),
-        &h.job,
-        WhileUnreachable::HoldFor(UNREACHABLE_HOLD),
-    ) else {
+    let Some(lease) =
+        LeaseKeeper::for_job(client, &h.job, WhileUnreachable::HoldFor(UNREACHABLE_HOLD))
+    else {
         return refuse(&mut out, format!("job {} holds no lease", h.job.id));
     };
     eprintln!(
@@ -92,7 +90,6 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     out.flush()?;
     let mut keeper = Keeper {
         h: &h,
-        client,
         lease,
         listener,
         pidfd,
@@ -118,7 +115,6 @@ fn bound(h: &Handover) -> Option<OwnedFd> {
 
 struct Keeper<'a> {
     h: &'a Handover,
-    client: Client,
     lease: LeaseKeeper,
     listener: UnixListener,
     pidfd: OwnedFd,
@@ -229,7 +225,7 @@ impl Keeper<'_> {
     /// Finishes the job: `Ok("job N STATE")`, or why it could not be finished.
     fn finish(&mut self, outcome: Outcome, message: String) -> Result<String, String> {
         let (id, token) = (self.lease.job_id(), self.lease.token());
-        let client = self.client.clone();
+        let client = self.lease.client().clone();
         match retrying(self.lease.ttl(), || {
             client.finish_job(id, token, outcome, Some(message.clone()))
         }) {
