@@ -241,6 +241,7 @@ impl Worker<'_> {
             .env("LOCKGATE_NODE", &sh.node)
             .env("LOCKGATE_STAGE", stage.as_str())
             .env("LOCKGATE_ATTEMPT", job.attempt.to_string())
+            .env("LOCKGATE_FENCING_TOKEN", self.token.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -269,7 +269,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         };
         let lease = LeaseKeeper::for_job(client.clone(), &job, WhileUnreachable::StopBeforeExpiry)
             .expect("an admitted job holds a lease");
-        match run_admitted(&shared, &args, lease)? {
+        match run_admitted(&shared, &args, lease, job.attempt)? {
             Run::Done(code) => return Ok(code),
             // Preempted: the job is queued again (same id, next attempt); wait and rerun.
             Run::Again(queued) => {
@@ -371,11 +371,16 @@ fn wait_for_admission(shared: &Shared, args: &Args, mut job: JobView) -> Result<
     Ok(job)
 }
 
-fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> anyhow::Result<Run> {
+fn run_admitted(
+    shared: &Arc<Shared>,
+    args: &Args,
+    mut lease: LeaseKeeper,
+    attempt: u32,
+) -> anyhow::Result<Run> {
     let id = lease.job_id();
     let token = lease.token();
     let mut guard = start_guard(args);
-    let mut child = match start_child(shared, args, id, token, guard.as_mut())? {
+    let mut child = match start_child(shared, args, (id, attempt, token), guard.as_mut())? {
         Ok(c) => c,
         Err(code) => {
             if let Some(g) = guard {
@@ -437,9 +442,6 @@ fn run_admitted(shared: &Arc<Shared>, args: &Args, mut lease: LeaseKeeper) -> an
     Ok(Run::Done(exit(code.clamp(0, 255) as u8)))
 }
 
-/// Spawns the command while the phase is still `Waiting` (an interrupt came first: parks,
-/// the signal thread exits). A command that cannot start fails the job: `Err` holds the
-/// exit code then.
 /// Starts the guard that stops the command if this process dies; `None` (said on stderr)
 /// when it cannot start: the command then dies of SIGKILL with this process, as before.
 fn start_guard(args: &Args) -> Option<lockgate_client::guard::Guard> {
@@ -454,11 +456,13 @@ fn start_guard(args: &Args) -> Option<lockgate_client::guard::Guard> {
     }
 }
 
+/// Spawns the command while the phase is still `Waiting` (an interrupt came first: parks,
+/// the signal thread exits), with the job's id, attempt and fencing token in its
+/// environment. A command that cannot start fails the job: `Err` holds the exit code then.
 fn start_child(
     shared: &Shared,
     args: &Args,
-    id: u64,
-    token: u64,
+    (id, attempt, token): (u64, u32, u64),
     guard: Option<&mut lockgate_client::guard::Guard>,
 ) -> anyhow::Result<Result<std::process::Child, ExitCode>> {
     let mut phase = shared.phase.lock().expect("phase lock");
@@ -474,7 +478,9 @@ fn start_child(
         None => child::Launcher::new(),
     };
     let mut cmd = launcher.command(&args.command);
-    cmd.env("LOCKGATE_JOB_ID", id.to_string());
+    cmd.env("LOCKGATE_JOB_ID", id.to_string())
+        .env("LOCKGATE_ATTEMPT", attempt.to_string())
+        .env("LOCKGATE_FENCING_TOKEN", token.to_string());
     if shared.log.load(std::sync::atomic::Ordering::Relaxed) {
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());

@@ -334,3 +334,34 @@ fn an_agent_handlers_whole_output_is_stored() {
     );
     assert_eq!(texts(&lines, LogStream::Stderr), ["done"]);
 }
+
+#[test]
+fn an_agent_handler_gets_its_attempt_and_fencing_token_in_its_environment() {
+    let s = Srv::start("");
+    let config = "[agent]\ngrace = \"500ms\"\n\n[handlers.fenced]\nrun = [\"sh\", \"-c\", \"echo $LOCKGATE_JOB_ID $LOCKGATE_ATTEMPT $LOCKGATE_FENCING_TOKEN; sleep 30\"]\n";
+    let _agent = crate::agent::start_agent(&s, "n1", &[], config);
+    let (job, _) = s
+        .admin()
+        .submit(&SubmitRequest {
+            kind: "fenced".into(),
+            node_selector: Some(String::new()),
+            executor: Some(Executor::Agent),
+            ..SubmitRequest::default()
+        })
+        .unwrap();
+    let admin = s.admin();
+    assert!(
+        eventually(Duration::from_secs(20), || !all_lines(&admin, job.id)
+            .is_empty()),
+        "the handler's line never reached the job's log"
+    );
+    let running = admin.job(job.id).unwrap();
+    let token = running.lease.as_ref().map(|l| l.token).unwrap();
+    let line = texts(&all_lines(&admin, job.id), LogStream::Stdout);
+    assert_eq!(
+        line,
+        [format!("{} {} {token}", job.id, running.attempt)],
+        "{running:?}"
+    );
+    admin.cancel(job.id, false).unwrap();
+}

@@ -167,6 +167,32 @@ fn a_lost_lease_or_a_cancel_request_stops_the_command_with_75() {
 }
 
 #[test]
+fn the_command_gets_its_job_id_attempt_and_fencing_token_in_its_environment() {
+    let s = Srv::start(ONE_SLOT);
+    let env = s.path("env");
+    let script = format!(
+        "echo $LOCKGATE_JOB_ID $LOCKGATE_ATTEMPT $LOCKGATE_FENCING_TOKEN > {}.tmp; mv {0}.tmp {0}; sleep 30",
+        env.display()
+    );
+    let mut run = s.run(&["--", "sh", "-c", &script]).spawn().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || env.exists()),
+        "the command never wrote its environment"
+    );
+    let text = std::fs::read_to_string(&env).unwrap();
+    let got: Vec<u64> = text
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let job = s.admin().job(got[0]).unwrap();
+    assert_eq!(job.state, JobState::Running);
+    assert_eq!(got[1], u64::from(job.attempt));
+    assert_eq!(Some(got[2]), job.lease.as_ref().map(|l| l.token), "{job:?}");
+    signal(run.id(), Signal::TERM);
+    run.wait().unwrap();
+}
+
+#[test]
 fn exit_codes_follow_the_contract() {
     let s = Srv::start(ONE_SLOT);
     let code = |c: &mut std::process::Command| c.stderr(Stdio::null()).status().unwrap().code();
