@@ -20,9 +20,13 @@
 //! a leader that stopped answering costs one try: a renewal due at TTL/3 that finds no
 //! leader still has until 5/6 of the TTL, which covers a failover shorter than TTL/3.
 //!
-//! The one assumption: a lease is taken as granted when the answer carrying it arrived
-//! ([`LeaseKeeper::new`]). A grant whose answer was delayed by more than the TTL is caught
-//! by the first renewal, which the server then refuses.
+//! A grant's answer says nothing of when the lease was granted: it may have been held up
+//! by the network (a partition heals and TCP delivers it seconds late), or granted before
+//! it was fetched (an agent's assignment, a long-poll that found the job admitted). So no
+//! work starts under a new lease before [`LeaseKeeper::confirm`] has had a renewal
+//! through: its send time is the first moment the keeper can count from. Until then the
+//! lease may already have run out on the server and its slot be someone else's (the chaos
+//! harness found both cases: docs/reliability.md).
 //!
 //! [`crate::hold()`] applies the keeper's verdicts to a child process.
 
@@ -171,6 +175,49 @@ impl LeaseKeeper {
         }
     }
 
+    /// Before any work starts under a new lease: renews it, retrying for up to a TTL while
+    /// the server cannot be reached, so that the keeper counts from a renewal it sent
+    /// rather than from when the grant's answer arrived (see the module docs). `Ok`: the
+    /// lease is ours and the work may start (the job as the server sees it now); `Err`:
+    /// why it must not (the lease was lost, or the server could not be reached).
+    pub fn confirm(&mut self) -> Result<Box<JobView>, String> {
+        let until = Instant::now() + self.ttl;
+        loop {
+            let sent = Instant::now();
+            let mut timeout = until.saturating_duration_since(sent).min(CALL_TIMEOUT);
+            if self.client.servers().len() > 1 {
+                timeout = timeout.min(self.ttl / 6);
+            }
+            match self.client.heartbeat_within(self.id, self.token, timeout) {
+                Ok(job) => return Ok(self.held(sent, job)),
+                Err(e) if e.is_temporary() => {
+                    let now = Instant::now();
+                    if now >= until {
+                        return Err(format!(
+                            "the new lease could not be confirmed within {:?}: {e}",
+                            self.ttl
+                        ));
+                    }
+                    let soon =
+                        (self.ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                    std::thread::sleep(soon.min(until - now));
+                }
+                Err(e) => return Err(format!("the lease was lost before the work started: {e}")),
+            }
+        }
+    }
+
+    /// A renewal sent at `sent` got through.
+    fn held(&mut self, sent: Instant, job: JobView) -> Box<JobView> {
+        self.renewed = sent;
+        self.failing = None;
+        if let Some(l) = &job.lease {
+            self.ttl = ttl_of(l.ttl_s);
+        }
+        self.next = sent + self.ttl / 3;
+        Box::new(job)
+    }
+
     /// Renews once (call it at [`LeaseKeeper::next_renewal`]). The call gives up at
     /// [`LeaseKeeper::give_up_at`] at the latest.
     pub fn renew(&mut self) -> Renewal {
@@ -186,15 +233,7 @@ impl LeaseKeeper {
             timeout = timeout.min(self.ttl / 6);
         }
         match self.client.heartbeat_within(self.id, self.token, timeout) {
-            Ok(job) => {
-                self.renewed = sent;
-                self.failing = None;
-                if let Some(l) = &job.lease {
-                    self.ttl = ttl_of(l.ttl_s);
-                }
-                self.next = sent + self.ttl / 3;
-                Renewal::Held(Box::new(job))
-            }
+            Ok(job) => Renewal::Held(self.held(sent, job)),
             Err(e) if e.is_temporary() => {
                 let now = Instant::now();
                 self.failing = Some(e.clone());

@@ -145,6 +145,13 @@ impl Worker<'_> {
 
     fn go(&mut self, stage: Stage) {
         let id = self.id();
+        // An assignment may have been granted well before this agent fetched it (or its
+        // answer held up): no handler starts before a renewal sent from here confirms the
+        // lease (lockgate_client::lease).
+        if let Err(why) = self.lease.confirm() {
+            tracing::warn!("job {id}: {why}; no handler was started");
+            return;
+        }
         let Some(handler) = self.sh.config.handlers.get(&self.job.kind) else {
             let msg = format!(
                 "node {}: no handler for kind {:?} in the agent's configuration",
@@ -162,7 +169,19 @@ impl Worker<'_> {
                     end => return self.report(Stage::Prepare, end),
                 }
             }
-            if !self.report_prepared() || !self.wait_for_run() {
+            if !self.report_prepared() {
+                return;
+            }
+            // Reporting may have waited out a server restart: count the lease from a
+            // renewal sent now, not from the last one before the wait.
+            if let Err(why) = self.lease.confirm() {
+                tracing::warn!("job {id}: {why} (prepared)");
+                return self.finish(
+                    Outcome::Failed,
+                    format!("prepared on node {}, then {why}", self.sh.node),
+                );
+            }
+            if !self.wait_for_run() {
                 return;
             }
         }
@@ -199,7 +218,20 @@ impl Worker<'_> {
                 self.finish(Outcome::Failed, with_output(head, &out))
             }
             Ended::NotStarted(msg) => self.finish(Outcome::Failed, format!("{stage}: {msg}")),
-            Ended::Lost(why) => tracing::warn!("job {id}: {why}; the {stage} handler was stopped"),
+            Ended::Lost(why) => {
+                tracing::warn!("job {id}: {why}; the {stage} handler was stopped");
+                // When the server was only out of reach (or restarted), the lease may still
+                // be ours there: say the attempt failed, so the server's retry policy
+                // decides what runs next (a new attempt under a new token), never this
+                // lease again. A lease that ran out is refused, and nothing changes.
+                self.finish(
+                    Outcome::Failed,
+                    format!(
+                        "{stage}: the handler was stopped on node {}: {why}",
+                        self.sh.node
+                    ),
+                )
+            }
         }
     }
 
@@ -308,7 +340,6 @@ impl Worker<'_> {
     fn report_prepared(&mut self) -> bool {
         let id = self.id();
         let mut backoff = Backoff::new();
-        let since = Instant::now();
         loop {
             match self.sh.client.prepared(id, self.token) {
                 Ok(job) => {
@@ -318,8 +349,10 @@ impl Worker<'_> {
                     self.job = job;
                     return true;
                 }
-                Err(e)
-                    if e.is_temporary() && since.elapsed() < self.sh.config.unreachable_grace => {}
+                // The prepare handler has run: keep saying so until the server takes it
+                // (a restarted server offers the same lease again, and it must find this
+                // worker, not run the handler twice) or the agent stops.
+                Err(e) if e.is_temporary() => {}
                 Err(e) if e.code() == Some("wrong_state") => {
                     // An earlier try got through and its answer was lost.
                     return match self.sh.client.job(id) {
@@ -376,6 +409,10 @@ impl Worker<'_> {
                     Renewal::Held(_) | Renewal::Retrying(_) => {}
                     Renewal::GiveUp(why) => {
                         tracing::warn!("job {id}: {why} (prepared, waiting for its run slot)");
+                        self.finish(
+                            Outcome::Failed,
+                            format!("prepared on node {}, then {why}", self.sh.node),
+                        );
                         return false;
                     }
                     Renewal::Lost(e) => {
@@ -389,11 +426,16 @@ impl Worker<'_> {
         }
     }
 
-    /// Finishes the job, retrying while the server is unreachable.
+    /// Finishes the job, retrying for as long as the server cannot take it (unreachable,
+    /// restarting, its disk full) and the agent runs. The worker stays registered
+    /// meanwhile, so a server that restarted and offers the same lease again finds this
+    /// worker, and the handler never runs twice under one lease; once the server answers,
+    /// the finish goes through, or is refused because the lease ran out there.
     fn finish(&mut self, outcome: Outcome, message: String) {
         let id = self.id();
         let mut backoff = Backoff::new();
         let since = Instant::now();
+        let mut said = false;
         loop {
             match self
                 .sh
@@ -404,14 +446,26 @@ impl Worker<'_> {
                     tracing::info!("job {id} {}: {}", j.kind, j.state);
                     return;
                 }
-                Err(e)
-                    if e.is_temporary() && since.elapsed() < self.sh.config.unreachable_grace => {}
+                Err(e) if e.is_temporary() => {
+                    if !said {
+                        tracing::warn!("job {id}: finishing ({outcome:?}): {e}; retrying until the server takes it");
+                        said = true;
+                    }
+                }
                 Err(e) => {
                     log_finish_error(id, &e);
                     return;
                 }
             }
-            std::thread::sleep(backoff.next_pause());
+            let pause = backoff.next_pause();
+            if !self.sh.shutdown.is_triggered() {
+                self.sh.shutdown.wait_timeout(pause);
+            } else if since.elapsed() < self.sh.config.unreachable_grace {
+                std::thread::sleep(pause);
+            } else {
+                tracing::warn!("job {id}: the agent is stopping and the server did not take the finish ({outcome:?}) within unreachable_grace; the job ends lost when its lease runs out");
+                return;
+            }
         }
     }
 }

@@ -379,6 +379,13 @@ fn run_admitted(
 ) -> anyhow::Result<Run> {
     let id = lease.job_id();
     let token = lease.token();
+    // The grant may have reached us late: the command starts only under a lease that a
+    // renewal sent from here has confirmed (lockgate_client::lease).
+    if let Err(why) = lease.confirm() {
+        eprintln!("lockgate: job {id}: {why}; the command was not started");
+        shared.final_report(id);
+        return Ok(Run::Done(exit(EXIT_NOT_RUN)));
+    }
     let mut guard = start_guard(args);
     let mut child = match start_child(shared, args, (id, attempt, token), guard.as_mut())? {
         Ok(c) => c,

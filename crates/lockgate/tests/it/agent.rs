@@ -5,6 +5,7 @@
 
 mod demo;
 mod failures;
+mod leases;
 mod placement;
 mod preempt;
 

@@ -192,6 +192,65 @@ fn the_command_gets_its_job_id_attempt_and_fencing_token_in_its_environment() {
     run.wait().unwrap();
 }
 
+/// A grant that reaches the wrapper after its lease ran out (the wrapper paused here; a
+/// network partition that delays the answer does the same, as the chaos harness found)
+/// must not start the command: by then the slot may be someone else's.
+#[test]
+fn a_grant_read_after_its_lease_ran_out_does_not_start_the_command() {
+    let s = Srv::start("[global]\nmax_running = 1\n[leases]\nttl = \"1s\"\n");
+    let admin = s.admin();
+    let (holder, _) = admin
+        .submit(&lockgate_api::SubmitRequest {
+            kind: "backup".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    let token = holder.lease.as_ref().unwrap().token;
+    let ran = s.path("ran");
+    let script = format!("touch {}", ran.display());
+    let waiter = s
+        .run(&["--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waiting = || {
+        admin
+            .jobs(&lockgate_api::JobQuery {
+                state: Some("queued".into()),
+                ..Default::default()
+            })
+            .unwrap()
+            .jobs
+    };
+    assert!(eventually(Duration::from_secs(10), || waiting().len() == 1));
+    let id = waiting()[0].id;
+    // Let the wrapper's long-poll reach the server, then pause it: the admission is
+    // answered into its socket and waits there.
+    std::thread::sleep(Duration::from_millis(200));
+    signal(waiter.id(), Signal::STOP);
+    // Sends SIGCONT however the test ends, so a failure never leaves it stopped.
+    struct Resume(u32);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            if let Some(pid) = rustix::process::Pid::from_raw(self.0 as i32) {
+                let _ = rustix::process::kill_process(pid, Signal::CONT);
+            }
+        }
+    }
+    let _resume = Resume(waiter.id());
+    admin
+        .finish_job(holder.id, token, lockgate_core::Outcome::Succeeded, None)
+        .unwrap();
+    let lost = wait_state(&s, id, JobState::Lost);
+    assert_eq!(lost.attempt, 1);
+    signal(waiter.id(), Signal::CONT);
+    let out = waiter.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{stderr}");
+    assert!(stderr.contains("the command was not started"), "{stderr}");
+    assert!(!ran.exists(), "the command ran on a lease that had run out");
+}
+
 #[test]
 fn exit_codes_follow_the_contract() {
     let s = Srv::start(ONE_SLOT);

@@ -74,11 +74,16 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     listener.set_nonblocking(true)?;
     std::fs::write(path(&h.name, "job"), format!("{}\n", h.job.id))?;
     std::fs::write(path(&h.name, "pid"), format!("{}\n", std::process::id()))?;
-    let Some(lease) =
+    let Some(mut lease) =
         LeaseKeeper::for_job(client, &h.job, WhileUnreachable::HoldFor(UNREACHABLE_HOLD))
     else {
         return refuse(&mut out, format!("job {} holds no lease", h.job.id));
     };
+    // The grant may have reached us late: the tool goes on only under a lease that a
+    // renewal sent from here has confirmed (lockgate_client::lease).
+    if let Err(why) = lease.confirm() {
+        return refuse(&mut out, format!("job {}: {why}", h.job.id));
+    }
     eprintln!(
         "{} hold {}: job {} admitted, bound to process {}",
         now(),
