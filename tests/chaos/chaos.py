@@ -283,7 +283,7 @@ class Run:
         self.wrappers = {}
         self.wrapper_seq = 0
         self.events = open(os.path.join(out, "harness.jsonl"), "a", buffering=1)
-        self.pg_dir = os.path.join(out, "pg")
+        self.pg_dir = None
         self.bin = args.bin
         self.plant = args.plant
         # With the planted bug, handlers last longer than the TTL, so a partitioned agent
@@ -340,7 +340,10 @@ class Run:
         return found
 
     def pg_init(self):
-        os.makedirs(self.pg_dir)
+        # Its own directory under /tmp, whatever --out's permissions: PostgreSQL runs as the
+        # postgres user and must reach it.
+        self.pg_dir = tempfile.mkdtemp(prefix="lockgate-chaos-pg-")
+        os.chmod(self.pg_dir, 0o700)
         shutil.chown(self.pg_dir, "postgres", "postgres")
         os.chmod(self.pg_dir, 0o700)
         sh("setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups",
@@ -748,6 +751,8 @@ class Run:
         if getattr(self, "fenced", None):
             self.fenced.kill()
             self.fenced.wait()
+        if self.pg_dir:
+            shutil.rmtree(self.pg_dir, ignore_errors=True)
         if getattr(self, "tmpfs", None):
             sh("umount", "-l", self.tmpfs, check=False, quiet=True)
         self.net.down()
