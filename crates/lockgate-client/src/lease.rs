@@ -90,7 +90,8 @@ fn ttl_of(ttl_s: f64) -> Duration {
 }
 
 impl LeaseKeeper {
-    /// Keeps the lease `token` of job `id`, granted just now, with the policy's `ttl`.
+    /// Keeps the lease `token` of job `id` with the policy's `ttl`, counted from now until
+    /// [`LeaseKeeper::confirm`] counts it from a renewal (call that before any work starts).
     pub fn new(
         client: Client,
         id: u64,
@@ -112,7 +113,7 @@ impl LeaseKeeper {
         }
     }
 
-    /// Keeps the lease of an admitted job (granted just now); `None` when it holds none.
+    /// Keeps the lease of an admitted job, as [`LeaseKeeper::new`]; `None` when it holds none.
     pub fn for_job(client: Client, job: &JobView, policy: WhileUnreachable) -> Option<LeaseKeeper> {
         let lease = job.lease.as_ref()?;
         Some(LeaseKeeper::new(
@@ -184,10 +185,7 @@ impl LeaseKeeper {
         let until = Instant::now() + self.ttl;
         loop {
             let sent = Instant::now();
-            let mut timeout = until.saturating_duration_since(sent).min(CALL_TIMEOUT);
-            if self.client.servers().len() > 1 {
-                timeout = timeout.min(self.ttl / 6);
-            }
+            let timeout = self.call_timeout(until.saturating_duration_since(sent));
             match self.client.heartbeat_within(self.id, self.token, timeout) {
                 Ok(job) => return Ok(self.held(sent, job)),
                 Err(e) if e.is_temporary() => {
@@ -198,13 +196,28 @@ impl LeaseKeeper {
                             self.ttl
                         ));
                     }
-                    let soon =
-                        (self.ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
-                    std::thread::sleep(soon.min(until - now));
+                    std::thread::sleep(self.retry_pause().min(until - now));
                 }
                 Err(e) => return Err(format!("the lease was lost before the work started: {e}")),
             }
         }
+    }
+
+    /// How long one renewal call may take with `left` before the keeper must give up.
+    fn call_timeout(&self, left: Duration) -> Duration {
+        let timeout = left.min(CALL_TIMEOUT);
+        if self.client.servers().len() > 1 {
+            // A paused leader accepts connections and never answers: leave it after a
+            // sixth of the TTL, so the next try (at most TTL/10 later) reaches the new one.
+            timeout.min(self.ttl / 6)
+        } else {
+            timeout
+        }
+    }
+
+    /// The pause between renewals that fail: TTL/10, from 10 ms to 1 s.
+    fn retry_pause(&self) -> Duration {
+        (self.ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
     }
 
     /// A renewal sent at `sent` got through.
@@ -226,12 +239,7 @@ impl LeaseKeeper {
         if sent >= give_up {
             return Renewal::GiveUp(self.give_up_reason());
         }
-        let mut timeout = (give_up - sent).min(CALL_TIMEOUT);
-        if self.client.servers().len() > 1 {
-            // A paused leader accepts connections and never answers: leave it after a
-            // sixth of the TTL, so the next try (at most TTL/10 later) reaches the new one.
-            timeout = timeout.min(self.ttl / 6);
-        }
+        let timeout = self.call_timeout(give_up - sent);
         match self.client.heartbeat_within(self.id, self.token, timeout) {
             Ok(job) => Renewal::Held(self.held(sent, job)),
             Err(e) if e.is_temporary() => {
@@ -240,8 +248,7 @@ impl LeaseKeeper {
                 if now >= self.give_up_at() {
                     return Renewal::GiveUp(self.give_up_reason());
                 }
-                let soon = (self.ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
-                self.next = (now + soon).min(self.give_up_at());
+                self.next = (now + self.retry_pause()).min(self.give_up_at());
                 Renewal::Retrying(e)
             }
             Err(e) => Renewal::Lost(e),

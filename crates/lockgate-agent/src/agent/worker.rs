@@ -9,9 +9,14 @@
 //!   group, SIGKILL after the grace period) as soon as the job is no longer ours: lease
 //!   lost, cancel requested, the server unreachable past `unreachable_grace`, or the agent
 //!   stopping;
+//! - no handler starts before [`LeaseKeeper::confirm`] has had a renewal through (an
+//!   assignment may have been granted long before it was fetched), and none runs twice
+//!   under one lease: the finish (and `prepared`) is retried until the server takes it,
+//!   so a restarted server that offers the lease again finds this worker;
 //! - the job is finished exactly once by this worker, with the handler's exit status and
-//!   the last lines of its output; a job whose lease was lost is not finished (it is no
-//!   longer ours to finish);
+//!   the last lines of its output; a handler stopped because the lease was lost or the
+//!   server was out of reach is finished `failed` (the server refuses that when the lease
+//!   really ran out: it is no longer ours to finish);
 //! - every line of a handler's output goes to the job's log on the server
 //!   (`lockgate_client::logs`, never blocking the handler), and the last lines are sent
 //!   before the finish, waiting at most `FINAL_FLUSH` (the server takes lines only from

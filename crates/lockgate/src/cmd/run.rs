@@ -387,7 +387,7 @@ fn run_admitted(
         return Ok(Run::Done(exit(EXIT_NOT_RUN)));
     }
     let mut guard = start_guard(args);
-    let mut child = match start_child(shared, args, (id, attempt, token), guard.as_mut())? {
+    let mut child = match start_child(shared, args, id, attempt, token, guard.as_mut())? {
         Ok(c) => c,
         Err(code) => {
             if let Some(g) = guard {
@@ -469,7 +469,9 @@ fn start_guard(args: &Args) -> Option<lockgate_client::guard::Guard> {
 fn start_child(
     shared: &Shared,
     args: &Args,
-    (id, attempt, token): (u64, u32, u64),
+    id: u64,
+    attempt: u32,
+    token: u64,
     guard: Option<&mut lockgate_client::guard::Guard>,
 ) -> anyhow::Result<Result<std::process::Child, ExitCode>> {
     let mut phase = shared.phase.lock().expect("phase lock");
