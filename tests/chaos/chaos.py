@@ -792,7 +792,7 @@ def main():
         need = n * CYCLE_S
         if args.duration < need:
             p.error(f"--duration {args.duration:.0f}s cannot meet every fault kind of the "
-                    f"{c} configuration once: {n} kinds take up to {CYCLE_S:.0f} s each, "
+                    f"{c} configuration once: {n} kind{'s' if n > 1 else ''} take{'' if n > 1 else 's'} up to {CYCLE_S:.0f} s each, "
                     f"so give at least {need:.0f}s")
     if os.geteuid() != 0:
         p.error("the harness makes network namespaces and mounts a tmpfs: run it as root")
