@@ -20,6 +20,20 @@ pub struct EventView {
     pub data: serde_json::Map<String, serde_json::Value>,
 }
 
+/// The last message of an event stream that the server ends itself, sent as
+/// `event: cut` with no `id` (so `Last-Event-ID` stays the last event received).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamCut {
+    /// Why: `write_stall` (no byte of the stream could be written for the server's
+    /// `--write-stall-timeout`: the client stopped reading).
+    pub reason: String,
+    /// The same for a person.
+    pub message: String,
+    /// The last event sent before the cut: resume with `Last-Event-ID` set to it.
+    pub resume_after: u64,
+}
+
 /// `GET /v1/events`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

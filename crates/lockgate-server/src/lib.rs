@@ -17,6 +17,7 @@
 //! endpoint touches one folder (plus one line in [`http::router`] for a new feature).
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod audit;
 pub mod auth;
 pub mod backups;
@@ -40,13 +41,12 @@ pub mod rpo;
 pub mod schedules;
 pub mod tokens;
 pub mod ui;
-// Issue 10, items 6-9: data-dir lock and watermark, free-space watch, serving loop.
+// The data-dir lock and watermark, free-space watch, serving loop.
 pub mod datadir;
 pub mod hardening;
 pub mod listener;
 pub mod longlived;
 pub mod space;
-pub mod trim;
 
 use auth::{Principal, Tokens};
 use event_loop::{wall_ms, Loop};
@@ -633,7 +633,7 @@ impl Server {
             app = app.layer(axum::middleware::from_fn_with_state(l, cluster::gate));
         }
         space.spawn_timer(stop_rx.clone());
-        tokio::spawn(trim::run(stop_rx.clone()));
+        alloc::purge_in_background();
         let serve_stop = stop_rx.clone();
 
         tokio::spawn(reload_on_sighup(

@@ -16,8 +16,10 @@
 //!   written for [`Limits::write_stall_timeout`] (every write `Pending`: the client's
 //!   receive window and the kernel's send buffer are full) is closed, request in flight or
 //!   not: an event stream or long-poll held by a reader that never drains frees its
-//!   buffers and its place under the caps. A stream's client resumes with
-//!   `Last-Event-ID`.
+//!   buffers and its place under the caps. An event stream is first told to end
+//!   ([`StallCut`]): its last message says why, and reaches a client that reads again
+//!   within [`CUT_GRACE`]; the connection closes once that answer is done or the grace
+//!   is over. A stream's client resumes with `Last-Event-ID`.
 //! - **Every line of a request head ends in CRLF.** A lone LF in a head is refused (400,
 //!   connection closed) instead of read as a line end (`Watched`).
 //! - **Shutdown is graceful**: when `stop` turns true nothing more is accepted, idle
@@ -47,6 +49,9 @@ pub const WRITE_BUFFER: usize = 64 * 1024;
 pub const FD_RESERVE: u64 = 256;
 /// At shutdown, connections get this long to finish their requests.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long an event stream told to end for a write stall ([`StallCut`]) may still take to
+/// deliver its last message, before its connection is closed anyway.
+pub const CUT_GRACE: Duration = Duration::from_secs(10);
 /// The listen backlog (the kernel caps it at `net.core.somaxconn`).
 const BACKLOG: i32 = 4096;
 
@@ -109,6 +114,63 @@ struct Conn {
     /// The next bytes read start a request head (set at accept and when an answer is
     /// done): [`Watched`] checks its line endings.
     expect_head: AtomicBool,
+    /// Tells this connection's event streams to end ([`StallCut`]).
+    cut: Arc<CutSignal>,
+    /// Milliseconds after the registry's epoch plus one when its streams were told to end
+    /// for a write stall; 0 before.
+    cut_since: AtomicU64,
+}
+
+/// What a connection's event streams listen to, to end with a last message of their own
+/// instead of a close (a request extension, so handlers find it).
+#[derive(Debug, Clone)]
+pub struct StallCut(Arc<CutSignal>);
+
+#[derive(Debug)]
+struct CutSignal {
+    /// Set to how long the connection's writes stalled when it reached the write-stall
+    /// timeout.
+    asked: watch::Sender<Option<Duration>>,
+    /// Streams listening ([`StallCut::listen`]): with none, a stall closes at once.
+    listening: AtomicUsize,
+}
+
+impl StallCut {
+    /// Listens until the returned [`CutListener`] is dropped.
+    pub fn listen(&self) -> CutListener {
+        self.0.listening.fetch_add(1, Ordering::AcqRel);
+        CutListener {
+            rx: self.0.asked.subscribe(),
+            signal: self.0.clone(),
+        }
+    }
+}
+
+/// One event stream's ear for [`StallCut`].
+#[derive(Debug)]
+pub struct CutListener {
+    rx: watch::Receiver<Option<Duration>>,
+    signal: Arc<CutSignal>,
+}
+
+impl CutListener {
+    /// Once the stream was told to end: how long its writes had stalled.
+    pub fn asked(&self) -> Option<Duration> {
+        *self.rx.borrow()
+    }
+
+    /// Resolves when the stream is told to end (never, if the connection is gone).
+    pub async fn wait(&mut self) {
+        if self.rx.wait_for(Option::is_some).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for CutListener {
+    fn drop(&mut self) {
+        self.signal.listening.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The open connections, oldest first (ids increase).
@@ -138,6 +200,11 @@ impl Registry {
             evict: Notify::new(),
             stalled_since: AtomicU64::new(0),
             expect_head: AtomicBool::new(true),
+            cut: Arc::new(CutSignal {
+                asked: watch::channel(None).0,
+                listening: AtomicUsize::new(0),
+            }),
+            cut_since: AtomicU64::new(0),
         });
         self.conns
             .lock()
@@ -332,6 +399,12 @@ async fn connection(
 /// When the connection expires if nothing changes (`None`: a request is in flight and
 /// its answer is being written).
 fn deadline(conn: &Conn, registry: &Registry, limits: &Limits) -> Option<Instant> {
+    let cut = conn.cut_since.load(Ordering::Acquire);
+    if cut > 0 {
+        // Told its streams to end: it closes when their answer is done (`http`), or at
+        // the grace.
+        return Some(registry.epoch + Duration::from_millis(cut - 1) + CUT_GRACE);
+    }
     let stalled = conn.stalled_since.load(Ordering::Acquire);
     let stall = (stalled > 0)
         .then(|| registry.epoch + Duration::from_millis(stalled - 1) + limits.write_stall_timeout);
@@ -346,6 +419,24 @@ fn deadline(conn: &Conn, registry: &Registry, limits: &Limits) -> Option<Instant
     };
     let idle = registry.epoch + since + timeout;
     Some(stall.map_or(idle, |s| s.min(idle)))
+}
+
+/// At a write stall's deadline: tells the connection's event streams to end, once, and
+/// gives them [`CUT_GRACE`] (true); false when it has none listening or already told them
+/// (the connection closes).
+fn ask_streams_to_end(conn: &Conn, registry: &Registry, limits: &Limits) -> bool {
+    let stalled = conn.stalled_since.load(Ordering::Acquire) > 0;
+    if !stalled
+        || conn.cut_since.load(Ordering::Acquire) > 0
+        || conn.cut.listening.load(Ordering::Acquire) == 0
+    {
+        return false;
+    }
+    conn.cut_since.store(registry.ms() + 1, Ordering::Release);
+    conn.cut
+        .asked
+        .send_replace(Some(limits.write_stall_timeout));
+    true
 }
 
 /// The connection's plaintext socket (above TLS), watched on its way to hyper:
@@ -501,8 +592,9 @@ async fn http<I>(
 {
     let svc = {
         let (conn, registry) = (conn.clone(), registry.clone());
-        hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             let busy = Busy::start(&conn, &registry);
+            req.extensions_mut().insert(StallCut(conn.cut.clone()));
             let mut app = app.clone();
             async move {
                 let Ok(resp) = app.call(req).await;
@@ -538,9 +630,18 @@ async fn http<I>(
         tokio::select! {
             _ = &mut served => return,
             () = conn.evict.notified() => return,
-            () = conn.changed.notified() => {}
+            () = conn.changed.notified() => {
+                let cut = conn.cut_since.load(Ordering::Acquire) > 0;
+                if cut && !stopping && conn.inflight.load(Ordering::Acquire) == 0 {
+                    // The stream's last message is out of its body: hyper writes what it
+                    // holds and closes.
+                    stopping = true;
+                    served.as_mut().graceful_shutdown();
+                }
+            }
             () = sleep => {
-                if deadline(conn, registry, &limits).is_some_and(|at| at <= Instant::now()) {
+                let due = deadline(conn, registry, &limits).is_some_and(|at| at <= Instant::now());
+                if due && !ask_streams_to_end(conn, registry, &limits) {
                     return;
                 }
             }

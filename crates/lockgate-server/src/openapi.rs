@@ -28,7 +28,7 @@
 use crate::http::NoQuery;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
-use lockgate_api::{ErrorBody, ErrorCode};
+use lockgate_api::{ErrorBody, ErrorCode, StreamCut};
 use std::sync::OnceLock;
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -45,7 +45,7 @@ use utoipa::OpenApi;
             See docs/api.md. Every error answer is `{\"error\": {code, message, field}}`.",
     ),
     paths(serve),
-    components(schemas(ErrorBody, ErrorCode)),
+    components(schemas(ErrorBody, ErrorCode, StreamCut)),
     security(("bearer" = [])),
     tags(
         (name = "jobs", description = "Submit, watch and hold jobs"),

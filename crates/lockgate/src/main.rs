@@ -27,6 +27,10 @@ macro_rules! println {
 
 mod cmd;
 
+/// The server's allocator (`lockgate_server::alloc`), for every command of the binary.
+#[global_allocator]
+static ALLOC: lockgate_server::alloc::Allocator = lockgate_server::alloc::Allocator;
+
 use cmd::exit::Exit;
 use cmd::session::{self, TokenSource};
 use lockgate_client::ClientError;

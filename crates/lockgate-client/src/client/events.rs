@@ -1,7 +1,7 @@
 //! The event-log calls: one page, or the Server-Sent Events stream.
 
 use crate::{Client, ClientError};
-use lockgate_api::{EventList, EventView};
+use lockgate_api::{EventList, EventView, StreamCut};
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
@@ -18,7 +18,10 @@ impl Client {
     /// stream ends or `f` returns false.
     ///
     /// # Errors
-    /// See [`ClientError`].
+    /// See [`ClientError`]. A stream the server ended itself (its last message,
+    /// `event: cut`, a [`StreamCut`]) is [`ClientError::Unreachable`] with the server's
+    /// reason: a temporary error, after which the caller resumes from the last event it
+    /// was given.
     pub fn follow_events(
         &self,
         after: u64,
@@ -32,7 +35,7 @@ impl Client {
             |req| req.set("Last-Event-ID", &last).call().map_err(Box::new),
         )?;
         let reader = BufReader::new(resp.into_reader());
-        let mut data = String::new();
+        let (mut data, mut kind) = (String::new(), String::new());
         for line in reader.lines() {
             let line = line.map_err(|e| ClientError::Unreachable {
                 url: url.clone(),
@@ -40,6 +43,14 @@ impl Client {
             })?;
             if let Some(d) = line.strip_prefix("data:") {
                 data.push_str(d.trim_start());
+            } else if let Some(k) = line.strip_prefix("event:") {
+                kind = k.trim().to_string();
+            } else if line.is_empty() && kind == "cut" {
+                let message = serde_json::from_str::<StreamCut>(&data).map_or_else(
+                    |_| format!("the server ended the stream: {data}"),
+                    |c| c.message,
+                );
+                return Err(ClientError::Unreachable { url, message });
             } else if line.is_empty() && !data.is_empty() {
                 let ev: EventView =
                     serde_json::from_str(&data).map_err(|e| ClientError::Decode {

@@ -4,13 +4,15 @@ use super::{visible, EventOp};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::http::{ok, ApiResult, AppState, Auth, Q};
+use crate::listener::{CutListener, StallCut};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use axum::Extension;
 use axum::Router;
-use lockgate_api::{EventList, EventView};
+use lockgate_api::{EventList, EventView, StreamCut};
 use serde::Deserialize;
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -80,6 +82,10 @@ struct Stream {
     /// One catch-up page at most ([`PAGE`], [`PAGE_BYTES`]).
     backlog: VecDeque<EventView>,
     catch_up: bool,
+    /// Told to end by the listener for a write stall (absent without a listener).
+    cut: Option<CutListener>,
+    /// The last message was sent: the next call ends the stream.
+    ended: bool,
     /// Its place under the cap on open streams, given back when the stream is dropped.
     _slot: crate::longlived::Slot,
 }
@@ -90,10 +96,33 @@ fn sse_event(ev: &EventView) -> SseEvent {
         .data(serde_json::to_string(ev).expect("serializes"))
 }
 
+/// The last message of a stream that its client stopped reading.
+fn cut_event(last: u64, stalled: std::time::Duration) -> SseEvent {
+    let cut = StreamCut {
+        reason: "write_stall".into(),
+        message: format!(
+            "the server ended this stream after it could not be written for {} s (the client stopped reading); resume with Last-Event-ID: {last}",
+            stalled.as_secs()
+        ),
+        resume_after: last,
+    };
+    SseEvent::default()
+        .event("cut")
+        .data(serde_json::to_string(&cut).expect("serializes"))
+}
+
 impl Stream {
-    /// The next event to send; `None` ends the stream (shutdown, or the loop is gone).
+    /// The next event to send; `None` ends the stream (shutdown, the loop is gone, or
+    /// after the last message of a cut).
     async fn next(&mut self) -> Option<SseEvent> {
         loop {
+            if self.ended {
+                return None;
+            }
+            if let Some(stalled) = self.cut.as_ref().and_then(CutListener::asked) {
+                self.ended = true;
+                return Some(cut_event(self.last, stalled));
+            }
             if let Some(ev) = self.backlog.pop_front() {
                 if ev.seq > self.last {
                     self.last = ev.seq;
@@ -125,7 +154,14 @@ impl Stream {
             if *shutdown.borrow() {
                 return None;
             }
+            let cut = async {
+                match self.cut.as_mut() {
+                    Some(c) => c.wait().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                () = cut => {}
                 r = self.rx.recv() => match r {
                     Ok(ev) => {
                         if ev.seq > self.last {
@@ -187,6 +223,7 @@ async fn stream(
     State(st): State<AppState>,
     Auth(p): Auth,
     headers: HeaderMap,
+    cut: Option<Extension<StallCut>>,
     Q(q): Q<EventsQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     let slot = st.open.take(crate::longlived::Kind::Stream, &p)?;
@@ -200,6 +237,8 @@ async fn stream(
         cursor: last,
         backlog: VecDeque::new(),
         catch_up: true,
+        cut: cut.map(|Extension(c)| c.listen()),
+        ended: false,
         _slot: slot,
     };
     let events = futures_util::stream::unfold(state, |mut s| async move {

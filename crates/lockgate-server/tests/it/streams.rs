@@ -133,6 +133,8 @@ fn a_stream_whose_client_stops_reading_is_cut_after_the_write_stall_timeout_and_
     let alice = submitter_token(&s, "alice");
     let (mut reader, head) = open_stream(&s, &alice);
     assert!(head[0].contains(" 200 "), "{head:?}");
+    // A second stream that never reads again.
+    let (mut gone, _) = open_stream(&s, &alice);
     // About 5 MB of alice's events: more than the socket buffers hold while she does not
     // read.
     let big = |i: usize| {
@@ -147,10 +149,14 @@ fn a_stream_whose_client_stops_reading_is_cut_after_the_write_stall_timeout_and_
     for i in 0..jobs {
         client.submit(&big(i)).unwrap();
     }
-    // She stops reading for well over the timeout; the server lets her go.
+    let submitted = Instant::now();
+    // She stops reading for well over the timeout, then reads again within the grace the
+    // server gives a stream it ends: after what was written she gets its last message,
+    // which says why and where to resume, and the connection closes.
     std::thread::sleep(Duration::from_secs(4));
     let start = Instant::now();
-    let (mut ids, mut last) = (0, 0u64);
+    let (mut ids, mut last, mut cut) = (0, 0u64, None);
+    let mut kind = String::new();
     loop {
         let mut line = String::new();
         let n = reader
@@ -162,12 +168,38 @@ fn a_stream_whose_client_stops_reading_is_cut_after_the_write_stall_timeout_and_
         if let Some(id) = line.strip_prefix("id:") {
             last = id.trim().parse().unwrap();
             ids += 1;
+        } else if let Some(k) = line.strip_prefix("event:") {
+            kind = k.trim().to_string();
+        } else if let Some(d) = line.strip_prefix("data:") {
+            if kind == "cut" {
+                cut = Some(serde_json::from_str::<lockgate_api::StreamCut>(d.trim()).unwrap());
+            }
         }
         assert!(start.elapsed() < Duration::from_secs(10));
     }
     assert!(
         ids > 0 && ids < jobs,
         "cut part-way: {ids} of {jobs} events"
+    );
+    let cut = cut.expect("the stream's last message says why it ended");
+    assert_eq!(cut.reason, "write_stall");
+    assert_eq!(cut.resume_after, last, "{cut:?}");
+    assert!(
+        cut.message.contains("could not be written for 1 s")
+            && cut.message.contains(&format!("Last-Event-ID: {last}")),
+        "{}",
+        cut.message
+    );
+    // The other never read again: its connection was closed at the end of the grace
+    // (what the kernel holds is still there to read, then the end).
+    let grace = Duration::from_secs(1) + lockgate_server::listener::CUT_GRACE;
+    std::thread::sleep((grace + Duration::from_secs(2)).saturating_sub(submitted.elapsed()));
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut gone, &mut rest)
+        .expect("closed after the grace (no read timeout)");
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("event: cut"),
+        "its last message could not be written"
     );
     // Resuming after the last event seen gives the rest, none twice.
     let (mut reader, head) = open_stream_with(&s, &alice, &format!("Last-Event-ID: {last}\r\n"));
