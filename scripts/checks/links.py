@@ -18,15 +18,16 @@ def files():
     yield from sorted(ROOT.glob("scripts/**/*.md"))
 
 
-def prose(text):
-    """The lines outside fenced code blocks, with inline code removed."""
+def prose(text, keep_code=False):
+    """The lines outside fenced code blocks, with inline code removed (kept for headings,
+    whose anchors include it)."""
     fenced = False
     for number, line in enumerate(text.splitlines(), 1):
         if FENCE.match(line):
             fenced = not fenced
             continue
         if not fenced:
-            yield number, re.sub(r"`[^`]*`", "", line)
+            yield number, line if keep_code else re.sub(r"`[^`]*`", "", line)
 
 
 def slug(heading):
@@ -41,7 +42,7 @@ def slug(heading):
 def anchors(path, cache={}):
     if path not in cache:
         seen, out = {}, set()
-        for _, line in prose(path.read_text(encoding="utf-8")):
+        for _, line in prose(path.read_text(encoding="utf-8"), keep_code=True):
             m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
             if not m:
                 continue

@@ -14,7 +14,7 @@
 //! # Invariants
 //! - **Admission is never slowed by a forecast**: the loop only takes the `snapshot::Input`
 //!   (no job copied, O(c log n) for the c jobs changed since the last one: about 0.1 ms
-//!   at 100k queued jobs, README "Forecast cost"); the rebuild and the forward runs happen on their own thread, one at a time,
+//!   at 100k queued jobs, docs/benchmarks.md "Forecasts"); the rebuild and the forward runs happen on their own thread, one at a time,
 //!   each run bounded by [`FORWARD_BUDGET`] of wall time. The debounce interval grows with
 //!   the copy's cost ([`COPY_SHARE`]), so copies never take more than a tenth of the loop.
 //! - An estimate is only ever read from a published snapshot: explain and

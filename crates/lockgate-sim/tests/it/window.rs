@@ -3,7 +3,7 @@
 //! the makespan is at most the lower bound / 0.95, on every example and every night (a
 //! property of the schedule, in virtual time), and never above FIFO's.
 //!
-//! `cargo test -p lockgate-sim --test it window_table -- --nocapture` prints the README's
+//! `cargo test -p lockgate-sim --test it window_table -- --nocapture` prints docs/benchmarks.md's
 //! table.
 
 use crate::common::*;

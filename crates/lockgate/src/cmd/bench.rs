@@ -8,7 +8,7 @@
 //! With `--database-url` the throughput and latency runs are repeated on a server whose
 //! store is that (empty) PostgreSQL database, in the same run, so both stores are measured
 //! on the same machine under the same load.
-//! Nothing here is asserted; the numbers go into `crates/lockgate-server/README.md`.
+//! Nothing here is asserted; the numbers go into docs/benchmarks.md.
 
 mod drain;
 

@@ -327,7 +327,7 @@ fn an_agent_refuses_handlers_whose_programs_are_missing() {
     );
 }
 
-/// The README's `schedule add nightly ...` makes a schedule whose runs an agent takes; a
+/// docs/schedules.md's `schedule add nightly ...` makes a schedule whose runs an agent takes; a
 /// run with no agent for its kind waits and `job explain` says so; `--executor client` is
 /// refused naming why.
 #[test]

@@ -1,4 +1,4 @@
-//! Forecast accuracy, measured (docs/forecasts.md, README "Forecast accuracy"): a real
+//! Forecast accuracy, measured (docs/forecasts.md, docs/benchmarks.md "Accuracy"): a real
 //! server, real `lockgate run -- sleep X` processes over a mixed workload with a known
 //! duration spread. Round 1 gives the server its history; round 2 has the same shape
 //! (durations drawn again from the same spread). Each round-2 job is explained right after
