@@ -9,6 +9,7 @@
 //! scripts/checks/postgres): a skipped failover test would show nothing.
 
 mod dbloss;
+mod hold;
 mod leader_crash;
 mod paused;
 mod procs;

@@ -42,6 +42,15 @@ fn release(s: &Srv, name: &str, code: i32) -> Output {
     .unwrap()
 }
 
+/// The pid of the keeper of hold `name`.
+fn keeper_pid(s: &Srv, name: &str) -> u32 {
+    std::fs::read_to_string(s.path(&format!("holds/{name}.pid")))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -176,11 +185,7 @@ fn a_waiting_acquire_rides_out_a_server_restart_and_a_killed_keeper_loses_its_sl
     let admin = s.admin();
     // The holder's keeper is killed: nothing releases, and the lease runs out (TTL 3 s,
     // with the restart's grace) before the waiting acquire is admitted.
-    let keeper: u32 = std::fs::read_to_string(s.path("holds/vm-300.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let keeper = keeper_pid(&s, "vm-300");
     signal(keeper, rustix::process::Signal::KILL);
     let t = Instant::now();
     let waited = waiting.wait_with_output().unwrap();
@@ -201,4 +206,44 @@ fn a_waiting_acquire_rides_out_a_server_restart_and_a_killed_keeper_loses_its_sl
         t.kill().unwrap();
         t.wait().unwrap();
     }
+}
+
+#[test]
+fn a_keeper_told_to_stop_keeps_the_slot_while_its_tool_runs_and_returns_it_when_the_tool_ends() {
+    let s = Srv::start(POLICY);
+    let admin = s.admin();
+    let mut tool_a = tool();
+    let out = acquire(&s, "vm-400", tool_a.id()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    let keeper = keeper_pid(&s, "vm-400");
+    // A shutdown's SIGTERM (and a stray SIGHUP): the tool still runs, so the slot stays
+    // taken past the lease's TTL (3 s) and nothing else is admitted.
+    signal(keeper, rustix::process::Signal::TERM);
+    signal(keeper, rustix::process::Signal::HUP);
+    let mut tool_b = tool();
+    let waiting = acquire(&s, "vm-401", tool_b.id()).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(admin.job(1).unwrap().state, JobState::Running);
+    assert_eq!(admin.job(2).unwrap().state, JobState::Queued);
+    let log = std::fs::read_to_string(s.path("holds/vm-400.log")).unwrap();
+    assert!(
+        log.contains("a stop signal; the hold goes on until process"),
+        "{log}"
+    );
+    // The tool ends (the same shutdown stopped it): the slot returns at once.
+    tool_a.kill().unwrap();
+    tool_a.wait().unwrap();
+    let t = Instant::now();
+    let waited = waiting.wait_with_output().unwrap();
+    assert_eq!(waited.status.code(), Some(0), "{}", err(&waited));
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "admitted {:?} after the tool ended",
+        t.elapsed()
+    );
+    assert_eq!(admin.job(1).unwrap().state, JobState::Failed);
+    let out = release(&s, "vm-401", 0);
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    tool_b.kill().unwrap();
+    tool_b.wait().unwrap();
 }

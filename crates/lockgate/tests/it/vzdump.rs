@@ -11,7 +11,9 @@
 //! process runs every guest of a job in turn.
 //!
 //! The stand-in for vzdump below is a Perl program (vzdump is Perl) doing exactly that,
-//! one per simulated PVE node, all at once against one server and one datastore.
+//! one per simulated PVE node, all at once against one server and one datastore. A node
+//! can have a host name of its own: its vzdump then runs in a UTS namespace of its own
+//! (`unshare --uts`, as root), so the hook reads that name as a PVE node's hook would.
 
 use crate::harness::*;
 use lockgate_core::JobState;
@@ -71,15 +73,42 @@ fn hook_script(s: &Srv) -> std::path::PathBuf {
     path
 }
 
-/// One PVE node's vzdump job over `vmids`; its output (the task log) goes to `out`.
-fn vzdump(
-    s: &Srv,
-    log: &Path,
-    out: &Path,
-    vmids: &[u32],
+/// One vzdump job of a PVE node.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    /// The guests, backed up in turn.
+    vmids: &'a [u32],
+    /// How long each guest's backup takes.
     backup_s: f64,
+    /// The guest that fails mid-backup.
     abort: Option<u32>,
-) -> Child {
+    /// The node's host name (else this machine's).
+    node: Option<&'a str>,
+    /// The storage backed up to (`STOREID`).
+    store: &'a str,
+}
+
+impl<'a> Job<'a> {
+    fn of(vmids: &'a [u32], backup_s: f64) -> Job<'a> {
+        Job {
+            vmids,
+            backup_s,
+            abort: None,
+            node: None,
+            store: "pbs1",
+        }
+    }
+}
+
+/// Starts `job`; its output (the task log) goes to `out`.
+fn vzdump(s: &Srv, log: &Path, out: &Path, job: Job) -> Child {
+    let Job {
+        vmids,
+        backup_s,
+        abort,
+        node,
+        store,
+    } = job;
     // Written once, like the hook: another node's perl may be reading it.
     let program = s.path("fake-vzdump.pl");
     if !program.exists() {
@@ -87,7 +116,20 @@ fn vzdump(
     }
     let task_log = std::fs::File::create(out).unwrap();
     let base = s.cli(&[]);
-    let mut cmd = Command::new("perl");
+    let mut cmd = match node {
+        None => Command::new("perl"),
+        Some(name) => {
+            let mut c = Command::new("unshare");
+            c.args([
+                "--uts",
+                "sh",
+                "-c",
+                "echo \"$0\" > /proc/sys/kernel/hostname && exec perl \"$@\"",
+                name,
+            ]);
+            c
+        }
+    };
     cmd.arg(&program)
         .arg(hook_script(s))
         .arg(log)
@@ -96,7 +138,7 @@ fn vzdump(
             base.get_envs()
                 .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
         )
-        .env("STOREID", "pbs1")
+        .env("STOREID", store)
         .env("BACKUP_S", backup_s.to_string())
         .env(
             "ABORT_VMID",
@@ -108,13 +150,33 @@ fn vzdump(
     cmd.spawn().unwrap()
 }
 
+/// Waits for every vzdump, each of which must succeed; their task logs, joined.
+fn wait_all(jobs: Vec<(Child, std::path::PathBuf)>) -> String {
+    let mut task_logs = String::new();
+    for (mut child, out) in jobs {
+        let status = child.wait().unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(status.success(), "a vzdump failed: {text}");
+        task_logs.push_str(&text);
+    }
+    task_logs
+}
+
 /// The most guests whose recorded backups overlap at one instant.
 fn most_at_once(log: &str) -> usize {
+    most_at_once_of(log, |_| true)
+}
+
+/// [`most_at_once`] among the guests `which` picks.
+fn most_at_once_of(log: &str, which: impl Fn(u32) -> bool) -> usize {
     let mut points: Vec<(f64, i32)> = log
         .lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
-            let (what, _, t) = (w.next()?, w.next()?, w.next()?.parse::<f64>().ok()?);
+            let (what, vmid, t) = (w.next()?, w.next()?, w.next()?.parse::<f64>().ok()?);
+            if !which(vmid.parse().ok()?) {
+                return None;
+            }
             match what {
                 "start" => Some((t, 1)),
                 "end" => Some((t, -1)),
@@ -142,16 +204,10 @@ fn three_pve_nodes_backing_up_to_one_datastore_never_run_more_guests_than_the_po
             .enumerate()
             .map(|(i, vmids)| {
                 let out = s.path(&format!("task-{i}.log"));
-                (vzdump(&s, &log, &out, vmids, 0.4, None), out)
+                (vzdump(&s, &log, &out, Job::of(vmids, 0.4)), out)
             })
             .collect();
-    let mut task_logs = String::new();
-    for (mut child, out) in nodes {
-        let status = child.wait().unwrap();
-        let text = std::fs::read_to_string(&out).unwrap();
-        assert!(status.success(), "a vzdump failed: {text}");
-        task_logs.push_str(&text);
-    }
+    let task_logs = wait_all(nodes);
     let record = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
         record.lines().filter(|l| l.starts_with("end")).count(),
@@ -188,12 +244,77 @@ fn three_pve_nodes_backing_up_to_one_datastore_never_run_more_guests_than_the_po
     }
 }
 
+/// Two limits at once: two guests per datastore, and one per PVE node through the
+/// `client` attribute, which the hook takes from the node's host name. Each node runs two
+/// vzdump jobs at once (two datacenter jobs whose times overlap), one per datastore, so
+/// only the per-node limit keeps a node to one guest.
+const PER_NODE_POLICY: &str = "[global]\nmax_running = 10\n[leases]\nttl = \"3s\"\n\n[[limit]]\nname = \"per-datastore\"\nper = [\"datastore\"]\nmax = 2\n\n[[limit]]\nname = \"per-node\"\nper = [\"client\"]\nmax = 1\n";
+
+#[test]
+fn the_client_attribute_is_the_pve_node_so_a_per_node_limit_holds_beside_the_datastore_s() {
+    let s = Srv::start(PER_NODE_POLICY);
+    let log = s.path("backups.log");
+    let nodes: Vec<(Child, std::path::PathBuf)> = (1..=3u32)
+        .flat_map(|n| [(n, "pbs1", 0), (n, "pbs2", 10)])
+        .map(|(n, store, first)| {
+            let out = s.path(&format!("task-{n}-{store}.log"));
+            let vmids = [n * 100 + first + 1, n * 100 + first + 2];
+            let name = format!("pve{n}");
+            let job = Job {
+                node: Some(&name),
+                store,
+                ..Job::of(&vmids, 0.3)
+            };
+            (vzdump(&s, &log, &out, job), out)
+        })
+        .collect();
+    let task_logs = wait_all(nodes);
+    let record = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        record.lines().filter(|l| l.starts_with("end")).count(),
+        12,
+        "{record}\n{task_logs}"
+    );
+    for n in 1..=3u32 {
+        assert_eq!(
+            most_at_once_of(&record, |vmid| vmid / 100 == n),
+            1,
+            "node pve{n}: one guest at a time: {record}"
+        );
+    }
+    for (store, first) in [("pbs1", 0), ("pbs2", 10)] {
+        let on_store = |vmid: u32| vmid % 100 > first && vmid % 100 <= first + 2;
+        assert!(
+            most_at_once_of(&record, on_store) <= 2,
+            "per-datastore max 2 on {store}: {record}"
+        );
+    }
+    assert!(
+        task_logs.contains("limit:per-node[client=pve"),
+        "a waiting guest names its node's limit: {task_logs}"
+    );
+    let jobs = s
+        .admin()
+        .jobs(&lockgate_api::JobQuery::default())
+        .unwrap()
+        .jobs;
+    assert_eq!(jobs.len(), 12);
+    for j in &jobs {
+        let vmid: u32 = j.attrs["vmid"].parse().unwrap();
+        assert_eq!(
+            j.attrs.get("client"),
+            Some(&format!("pve{}", vmid / 100)),
+            "{j:?}"
+        );
+    }
+}
+
 #[test]
 fn a_vzdump_killed_mid_backup_returns_its_slot_at_once_and_backup_abort_releases_as_failed() {
     let s = Srv::start(POLICY);
     let admin = s.admin();
     let log = s.path("backups.log");
-    let mut killed = vzdump(&s, &log, &s.path("task-k.log"), &[101], 60.0, None);
+    let mut killed = vzdump(&s, &log, &s.path("task-k.log"), Job::of(&[101], 60.0));
     assert!(eventually(Duration::from_secs(10), || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains("start 101"))
     }));
@@ -209,7 +330,15 @@ fn a_vzdump_killed_mid_backup_returns_its_slot_at_once_and_backup_abort_releases
         t.elapsed()
     );
 
-    let mut aborted = vzdump(&s, &log, &s.path("task-a.log"), &[102], 0.1, Some(102));
+    let mut aborted = vzdump(
+        &s,
+        &log,
+        &s.path("task-a.log"),
+        Job {
+            abort: Some(102),
+            ..Job::of(&[102], 0.1)
+        },
+    );
     assert!(aborted.wait().unwrap().success());
     let job = admin.job(2).unwrap();
     assert_eq!(job.state, JobState::Failed, "{job:?}");

@@ -2,8 +2,13 @@
 //! admitted job on stdin, it says `ready` (or `refused WHY`) on stdout once, then writes
 //! only to its log (its stderr) while it renews the lease and waits for a release, the
 //! bound process's end, or the lease's loss. See the parent module's docs.
+//!
+//! A stop signal (SIGTERM, SIGINT, SIGHUP) does not end the keeper: it is logged, and the
+//! hold goes on until the bound process ends or is released. Ending at the signal would
+//! hand the slot on while the tool still runs (after a TTL, or at once if it finished the
+//! job); at a shutdown the tool gets the same signal, and its end returns the slot.
 
-use super::{open_lock, path, start_time, Handover};
+use super::{interrupts, open_lock, path, start_time, Handover};
 use crate::cmd::run::retrying;
 use crate::GlobalArgs;
 use lockgate_client::{LeaseKeeper, Renewal, WhileUnreachable};
@@ -13,6 +18,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What `hold release` sends: one JSON line.
@@ -39,6 +46,7 @@ fn now() -> String {
 
 /// Runs the keeper; its exit code is only for its log.
 pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let signalled = interrupts()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
     let h: Handover = serde_json::from_str(&line)?;
@@ -98,6 +106,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         lease,
         listener,
         pidfd,
+        signalled,
         said_cancel: false,
         said_unreachable: false,
     };
@@ -123,6 +132,8 @@ struct Keeper<'a> {
     lease: LeaseKeeper,
     listener: UnixListener,
     pidfd: OwnedFd,
+    /// Set by a stop signal; taken back once it is logged.
+    signalled: Arc<AtomicBool>,
     said_cancel: bool,
     said_unreachable: bool,
 }
@@ -143,6 +154,14 @@ impl Keeper<'_> {
                     self.h.pid
                 );
                 return self.finish(Outcome::Failed, why.clone()).unwrap_or(why);
+            }
+            if self.signalled.swap(false, Ordering::AcqRel) {
+                eprintln!(
+                    "{} hold {}: job {id}: a stop signal; the hold goes on until process {} ends or is released (ending it now would hand the slot on while the tool runs)",
+                    now(),
+                    self.h.name,
+                    self.h.pid
+                );
             }
             if let Ok((stream, _)) = self.listener.accept() {
                 if let Some(why) = self.release(stream) {
