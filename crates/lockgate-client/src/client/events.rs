@@ -45,19 +45,24 @@ impl Client {
                 data.push_str(d.trim_start());
             } else if let Some(k) = line.strip_prefix("event:") {
                 kind = k.trim().to_string();
-            } else if line.is_empty() && kind == "cut" {
-                let message = serde_json::from_str::<StreamCut>(&data).map_or_else(
-                    |_| format!("the server ended the stream: {data}"),
-                    |c| c.message,
-                );
-                return Err(ClientError::Unreachable { url, message });
-            } else if line.is_empty() && !data.is_empty() {
+            } else if line.is_empty() {
+                // A message ends: its type is `kind` (none for an event), and both reset.
+                let (text, name) = (std::mem::take(&mut data), std::mem::take(&mut kind));
+                if name == "cut" {
+                    let message = serde_json::from_str::<StreamCut>(&text).map_or_else(
+                        |_| format!("the server ended the stream: {text}"),
+                        |c| c.message,
+                    );
+                    return Err(ClientError::Unreachable { url, message });
+                }
+                if !name.is_empty() || text.is_empty() {
+                    continue;
+                }
                 let ev: EventView =
-                    serde_json::from_str(&data).map_err(|e| ClientError::Decode {
+                    serde_json::from_str(&text).map_err(|e| ClientError::Decode {
                         url: url.clone(),
                         message: e.to_string(),
                     })?;
-                data.clear();
                 if !f(ev) {
                     return Ok(());
                 }

@@ -1,5 +1,6 @@
 //! The event stream's last message: a stream the server ends itself (`event: cut`) is a
-//! temporary error carrying the server's reason, after the events before it were given.
+//! temporary error carrying the server's reason, after the events before it were given;
+//! messages of other types are skipped.
 
 use lockgate_client::{Client, ClientError};
 use std::io::{BufRead, BufReader, Write};
@@ -30,6 +31,9 @@ fn serve_once(body: &'static str) -> String {
 fn a_stream_the_server_cut_gives_its_events_then_a_temporary_error_with_the_reason() {
     let url = serve_once(concat!(
         "id: 7\ndata: {\"seq\":7,\"at\":\"2026-03-27T22:17:41.5Z\",\"type\":\"node_lost\",\"node\":\"pve3\"}\n\n",
+        // A message of a type this client does not know is skipped, not read as an event.
+        "event: note\ndata: {\"not\":\"an event\"}\n\n",
+        ": a comment\n\n",
         "event: cut\ndata: {\"reason\":\"write_stall\",\"message\":\"the server ended this stream after it could not be written for 60 s (the client stopped reading); resume with Last-Event-ID: 7\",\"resume_after\":7}\n\n",
     ));
     let client = Client::new(&url, None).unwrap();
