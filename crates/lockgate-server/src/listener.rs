@@ -115,33 +115,25 @@ struct Conn {
     /// done): [`Watched`] checks its line endings.
     expect_head: AtomicBool,
     /// Tells this connection's event streams to end ([`StallCut`]).
-    cut: Arc<CutSignal>,
+    cut: StallCut,
     /// Milliseconds after the registry's epoch plus one when its streams were told to end
     /// for a write stall; 0 before.
     cut_since: AtomicU64,
 }
 
 /// What a connection's event streams listen to, to end with a last message of their own
-/// instead of a close (a request extension, so handlers find it).
+/// instead of a close (a request extension, so handlers find it). The value is set to how
+/// long the connection's writes had stalled when they reached the write-stall timeout; its
+/// receivers are the streams listening ([`StallCut::listen`]), and with none a stall
+/// closes at once.
 #[derive(Debug, Clone)]
-pub struct StallCut(Arc<CutSignal>);
-
-#[derive(Debug)]
-struct CutSignal {
-    /// Set to how long the connection's writes stalled when it reached the write-stall
-    /// timeout.
-    asked: watch::Sender<Option<Duration>>,
-    /// Streams listening ([`StallCut::listen`]): with none, a stall closes at once.
-    listening: AtomicUsize,
-}
+pub struct StallCut(Arc<watch::Sender<Option<Duration>>>);
 
 impl StallCut {
     /// Listens until the returned [`CutListener`] is dropped.
     pub fn listen(&self) -> CutListener {
-        self.0.listening.fetch_add(1, Ordering::AcqRel);
         CutListener {
-            rx: self.0.asked.subscribe(),
-            signal: self.0.clone(),
+            rx: self.0.subscribe(),
         }
     }
 }
@@ -150,7 +142,6 @@ impl StallCut {
 #[derive(Debug)]
 pub struct CutListener {
     rx: watch::Receiver<Option<Duration>>,
-    signal: Arc<CutSignal>,
 }
 
 impl CutListener {
@@ -164,12 +155,6 @@ impl CutListener {
         if self.rx.wait_for(Option::is_some).await.is_err() {
             std::future::pending::<()>().await;
         }
-    }
-}
-
-impl Drop for CutListener {
-    fn drop(&mut self) {
-        self.signal.listening.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -200,10 +185,7 @@ impl Registry {
             evict: Notify::new(),
             stalled_since: AtomicU64::new(0),
             expect_head: AtomicBool::new(true),
-            cut: Arc::new(CutSignal {
-                asked: watch::channel(None).0,
-                listening: AtomicUsize::new(0),
-            }),
+            cut: StallCut(Arc::new(watch::channel(None).0)),
             cut_since: AtomicU64::new(0),
         });
         self.conns
@@ -426,16 +408,11 @@ fn deadline(conn: &Conn, registry: &Registry, limits: &Limits) -> Option<Instant
 /// (the connection closes).
 fn ask_streams_to_end(conn: &Conn, registry: &Registry, limits: &Limits) -> bool {
     let stalled = conn.stalled_since.load(Ordering::Acquire) > 0;
-    if !stalled
-        || conn.cut_since.load(Ordering::Acquire) > 0
-        || conn.cut.listening.load(Ordering::Acquire) == 0
-    {
+    if !stalled || conn.cut_since.load(Ordering::Acquire) > 0 || conn.cut.0.receiver_count() == 0 {
         return false;
     }
     conn.cut_since.store(registry.ms() + 1, Ordering::Release);
-    conn.cut
-        .asked
-        .send_replace(Some(limits.write_stall_timeout));
+    conn.cut.0.send_replace(Some(limits.write_stall_timeout));
     true
 }
 
@@ -594,7 +571,7 @@ async fn http<I>(
         let (conn, registry) = (conn.clone(), registry.clone());
         hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             let busy = Busy::start(&conn, &registry);
-            req.extensions_mut().insert(StallCut(conn.cut.clone()));
+            req.extensions_mut().insert(conn.cut.clone());
             let mut app = app.clone();
             async move {
                 let Ok(resp) = app.call(req).await;
