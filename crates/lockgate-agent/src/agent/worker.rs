@@ -181,10 +181,7 @@ impl Worker<'_> {
             // renewal sent now, not from the last one before the wait.
             if let Err(why) = self.lease.confirm() {
                 tracing::warn!("job {id}: {why} (prepared)");
-                return self.finish(
-                    Outcome::Failed,
-                    format!("prepared on node {}, then {why}", self.sh.node),
-                );
+                return self.fail_prepared(&why);
             }
             if !self.wait_for_run() {
                 return;
@@ -341,6 +338,12 @@ impl Worker<'_> {
         result
     }
 
+    /// Finishes a prepared job failed: its lease could not be kept (`why`).
+    fn fail_prepared(&mut self, why: &str) {
+        let message = format!("prepared on node {}, then {why}", self.sh.node);
+        self.finish(Outcome::Failed, message);
+    }
+
     /// Reports `prepared`; false when the job is no longer ours (or the agent stops).
     fn report_prepared(&mut self) -> bool {
         let id = self.id();
@@ -414,10 +417,7 @@ impl Worker<'_> {
                     Renewal::Held(_) | Renewal::Retrying(_) => {}
                     Renewal::GiveUp(why) => {
                         tracing::warn!("job {id}: {why} (prepared, waiting for its run slot)");
-                        self.finish(
-                            Outcome::Failed,
-                            format!("prepared on node {}, then {why}", self.sh.node),
-                        );
+                        self.fail_prepared(&why);
                         return false;
                     }
                     Renewal::Lost(e) => {

@@ -73,6 +73,13 @@ fn ended(srv: &Srv, id: u64) -> JobState {
     admin.job(id).unwrap().state
 }
 
+/// Kills the server with -9 and starts it again 3.5 s later.
+fn down_for_3_5_s(srv: &mut Srv) {
+    srv.kill9();
+    std::thread::sleep(Duration::from_millis(3500));
+    srv.spawn();
+}
+
 /// The server is killed while a handler runs and started again after the agent gave up
 /// on it: whatever the handler was doing, it ran once under its lease.
 #[test]
@@ -86,17 +93,13 @@ fn a_handler_runs_once_under_its_lease_across_a_server_restart() {
     // 1. The handler ends while the server is down: the finish waits for the server.
     let once = submit(&srv, "once", "n1");
     assert!(started(&srv, 1), "{:?}", runs(&srv));
-    srv.kill9();
-    std::thread::sleep(Duration::from_millis(3500));
-    srv.spawn();
+    down_for_3_5_s(&mut srv);
     assert_eq!(ended(&srv, once), JobState::Succeeded);
 
     // 2. The prepare handler ends while the server is down: `prepared` waits for it.
     let staged = submit(&srv, "stage", "n1");
     assert!(started(&srv, 2), "{:?}", runs(&srv));
-    srv.kill9();
-    std::thread::sleep(Duration::from_millis(3500));
-    srv.spawn();
+    down_for_3_5_s(&mut srv);
     assert_eq!(
         ended(&srv, staged),
         JobState::Succeeded,
@@ -108,9 +111,7 @@ fn a_handler_runs_once_under_its_lease_across_a_server_restart() {
     //    attempt ends failed instead of running again under the same lease.
     let long = submit(&srv, "long", "n1");
     assert!(started(&srv, 4), "{:?}", runs(&srv));
-    srv.kill9();
-    std::thread::sleep(Duration::from_millis(3500));
-    srv.spawn();
+    down_for_3_5_s(&mut srv);
     assert_eq!(ended(&srv, long), JobState::Failed);
     let message = srv.admin().job(long).unwrap().message.unwrap_or_default();
     assert!(message.contains("handler was stopped"), "{message}");
