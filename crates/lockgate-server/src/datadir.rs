@@ -141,7 +141,7 @@ impl Watermark {
     }
 }
 
-fn write_watermark(path: &Path, mark: &Watermark) -> std::io::Result<()> {
+pub(crate) fn write_watermark(path: &Path, mark: &Watermark) -> std::io::Result<()> {
     let tmp = path.with_extension("watermark.tmp");
     let mut f = File::create(&tmp)?;
     f.write_all(serde_json::to_string(mark).expect("serializes").as_bytes())?;
@@ -149,7 +149,7 @@ fn write_watermark(path: &Path, mark: &Watermark) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-fn read_watermark(path: &Path) -> Result<Option<Watermark>, String> {
+pub(crate) fn read_watermark(path: &Path) -> Result<Option<Watermark>, String> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)

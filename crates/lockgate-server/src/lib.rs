@@ -46,6 +46,7 @@ pub mod datadir;
 pub mod hardening;
 pub mod listener;
 pub mod longlived;
+pub mod restore_db;
 pub mod space;
 
 use auth::{Principal, Tokens};

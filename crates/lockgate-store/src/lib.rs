@@ -36,7 +36,7 @@ pub use event_row::JOB_FIXED_FIELDS;
 pub use location::{AnyStore, OutboxReader, StoreLocation};
 pub use log_bounds::LINE_OVERHEAD as LOG_LINE_OVERHEAD;
 pub use postgres::{Fence, PgOutboxReader, PgStore, PG_SCHEMA_VERSION};
-pub use sqlite::{SqliteOutboxReader, SqliteStore, SCHEMA_VERSION};
+pub use sqlite::{copy, SqliteOutboxReader, SqliteStore, SCHEMA_VERSION};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

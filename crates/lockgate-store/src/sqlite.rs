@@ -12,6 +12,7 @@
 
 mod audit;
 mod backups;
+pub mod copy;
 mod events;
 #[cfg(test)]
 mod golden;

@@ -1,6 +1,7 @@
 //! One module per subcommand, and what they share: [`session`] (the connection),
 //! [`output`] (JSON and tables) and [`flags`] (shared flags and value parsers).
 
+pub mod admin;
 pub mod agent;
 pub mod audit;
 pub mod backup;

@@ -143,6 +143,9 @@ pub enum Command {
     Man(cmd::completions::ManArgs),
     /// Pause and resume admission (admin); list the pauses.
     Queue(cmd::queue::Args),
+    /// The server's own store: `backup-db FILE` copies it while the server runs,
+    /// `restore-db FILE` puts a copy back into a stopped server's data dir.
+    Admin(cmd::admin::Args),
     /// Each `[[rpo]]` rule's values: last success, age, status; `rpo forget` (admin).
     Rpo(cmd::rpo::Args),
     /// The audit log (admin): who changed or tried to change what, newest first.
@@ -184,6 +187,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => cmd::run::run(&cli.global, args),
         Command::Job(args) => cmd::job::run(&cli.global, args),
         Command::Queue(args) => cmd::queue::run(&cli.global, args),
+        Command::Admin(args) => cmd::admin::run(&cli.global, args),
         Command::Rpo(args) => cmd::rpo::run(&cli.global, args),
         Command::Audit(args) => cmd::audit::run(&cli.global, args),
         Command::Cluster(args) => cmd::cluster::run(&cli.global, args),

@@ -78,6 +78,19 @@ impl Srv {
         s
     }
 
+    /// A server not started yet on `dir` (its data dir `dir/data`), `policy` as its
+    /// `--config` file and `token` as the token its clients use.
+    pub fn unstarted(dir: tempfile::TempDir, policy: &str, token: &str) -> Srv {
+        std::fs::write(dir.path().join("lockgate.toml"), policy).unwrap();
+        Srv {
+            dir,
+            port: free_port(),
+            token: token.to_string(),
+            tls: false,
+            child: None,
+        }
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }

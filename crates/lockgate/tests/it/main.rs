@@ -1,6 +1,7 @@
 //! Integration tests of the `lockgate` binary: a real server process, real `lockgate run`
 //! processes, real signals and `kill -9`.
 
+mod admin_db;
 mod agent;
 mod audit;
 mod backup;
