@@ -22,6 +22,8 @@
 #[cfg(test)]
 mod conformance;
 mod event_row;
+#[cfg(test)]
+mod golden_stores;
 mod location;
 mod log_bounds;
 pub mod postgres;

@@ -23,7 +23,7 @@ mod conn;
 mod joblogs;
 mod outbox;
 mod read;
-mod schema;
+pub(crate) mod schema;
 #[cfg(any(test, feature = "testdb"))]
 pub mod testdb;
 mod write;

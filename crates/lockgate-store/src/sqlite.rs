@@ -32,7 +32,7 @@ pub use outbox::OutboxReader as SqliteOutboxReader;
 pub const SCHEMA_VERSION: u32 = 9;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 0 -> 1
     "CREATE TABLE jobs (
         id INTEGER PRIMARY KEY,

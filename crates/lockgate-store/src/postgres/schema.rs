@@ -18,14 +18,14 @@ pub const PG_SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 pub(super) const MIGRATION_LOCK: i64 = 0x6c6f_636b_6761_7465;
 
 /// Creates the version table when missing (outside the versioned migrations).
-pub(super) const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS lockgate_schema (
+pub(crate) const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS lockgate_schema (
         id int PRIMARY KEY CHECK (id = 1),
         version int NOT NULL
     );
     INSERT INTO lockgate_schema (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;";
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 0 -> 1: everything SQLite schema version 8 holds, and the leadership tables.
     "CREATE TABLE lockgate_jobs (
         id bigint PRIMARY KEY,

@@ -219,6 +219,28 @@ impl TestCluster {
         check("psql", &out).unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 
+    /// Runs the SQL file `path` on the database `url` with `psql`, in one transaction.
+    ///
+    /// # Panics
+    /// When it fails.
+    pub fn sql_file(&self, url: &str, path: &Path) {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "--single-transaction",
+                "-d",
+                url,
+                "-f",
+            ])
+            .arg(path)
+            .output()
+            .expect("run psql");
+        check("psql", &out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
     /// Stops the cluster (`pg_ctl stop -m fast`), keeping its files: for tests of a lost
     /// database. [`TestCluster::restart`] starts it again on the same port.
     pub fn stop(&self) {
