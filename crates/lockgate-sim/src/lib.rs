@@ -27,6 +27,7 @@
 //! - [`report`]: the summary printed by `lockgate simulate` ([`Report`], [`Summary`]).
 #![warn(missing_docs)]
 
+pub mod assert;
 pub mod baselines;
 pub mod bound;
 pub mod compare;

@@ -9,6 +9,8 @@ use lockgate_core::Policy;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod assertions;
+
 /// Arguments of `lockgate policy`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -20,6 +22,11 @@ pub struct Args {
 enum Sub {
     /// Print the active policy (TOML; -o json: `{digest, policy}`).
     Show,
+    /// Check a policy's promises offline: run --workload on --nodes through the engine in
+    /// virtual time and judge each `[[assert]]` of --assert FILE (a scope never above N, a
+    /// kind's p90 wait, the window done by a time, a kind started within a bound). Exit 0
+    /// when all hold, 1 when one fails (with its numbers), 2 for input that cannot be judged.
+    Test(assertions::TestArgs),
     /// Validate a policy file, and warn where a valid rule would apply to nothing.
     Check {
         /// Policy file (TOML).
@@ -240,6 +247,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Sub::Test(t) => Ok(assertions::run(global, &t)),
         Sub::Show => {
             let view = session::client(global)?.policy()?;
             if output::json(global) {

@@ -21,6 +21,7 @@ mod joblogs;
 mod load;
 mod notify;
 mod packaging;
+mod policy_test;
 mod postgres;
 mod preempt;
 mod queue;

@@ -1,0 +1,426 @@
+//! Policy assertions (`lockgate policy test --assert FILE`): promises an admin writes about
+//! a policy, checked against a simulated run of a workload, with the numbers that decided.
+//!
+//! ```toml
+//! [[assert]]                      # a scope never above N
+//! scope = "limit:per-storage[storage=s3-archive]"
+//! max = 2
+//!
+//! [[assert]]                      # a kind's p90 wait under a bound
+//! kind = "data-upload"
+//! wait_p90 = "10m"
+//!
+//! [[assert]]                      # the nightly window done by a time (from the workload's 0)
+//! done_within = "6h"
+//!
+//! [[assert]]                      # every restore starts within a bound of its submit
+//! kind = "data-download"
+//! start_within = "2m"
+//! ```
+//!
+//! # Invariants
+//! - **Every error names its line.** A file that does not parse, an unknown key, an
+//!   assertion with none or two of the checks, a scope the run never saw or a kind the
+//!   workload does not have: refused before anything is judged, with `FILE:LINE`.
+//! - **A result carries its numbers**: what was measured, the bound, and how many jobs it
+//!   was measured over, so a failure says by how much.
+//! - **Nothing unfinished passes a time bound**: a job that never started fails
+//!   `start_within` and `wait_p90`, and one that never ended fails `done_within`.
+
+use crate::report::secs;
+use crate::report::ScopePeak;
+use crate::sim::Run;
+use crate::WorkloadJob;
+use lockgate_core::durations::quantile;
+use lockgate_core::time::parse_duration;
+use std::time::Duration;
+
+/// One assertion as written.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    name: Option<String>,
+    scope: Option<String>,
+    kind: Option<String>,
+    max: Option<u64>,
+    wait_p90: Option<String>,
+    done_within: Option<String>,
+    start_within: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default, rename = "assert")]
+    asserts: Vec<toml::Spanned<Raw>>,
+}
+
+/// What one assertion checks.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "check")]
+pub enum Check {
+    /// The scope's peak never above `max`.
+    Max {
+        /// Scope name as `simulate` prints it.
+        scope: String,
+        /// The bound.
+        max: u64,
+    },
+    /// The p90 of the wait (submit to admission) at most `bound_ms`.
+    WaitP90 {
+        /// The bound.
+        bound_ms: u64,
+    },
+    /// Every job ended within `bound_ms` of the workload's 0.
+    DoneWithin {
+        /// The bound.
+        bound_ms: u64,
+    },
+    /// Every job admitted within `bound_ms` of its submit.
+    StartWithin {
+        /// The bound.
+        bound_ms: u64,
+    },
+}
+
+/// One assertion.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Assertion {
+    /// Its line in the file.
+    pub line: usize,
+    /// Its `name`, else a description made from it.
+    pub name: String,
+    /// Only the jobs of this kind (`None`: all).
+    pub kind: Option<String>,
+    /// What it checks.
+    #[serde(flatten)]
+    pub check: Check,
+}
+
+/// The result of one assertion.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Verdict {
+    /// The assertion.
+    #[serde(flatten)]
+    pub assertion: Assertion,
+    /// Whether it held.
+    pub ok: bool,
+    /// What was measured, in words with its numbers.
+    pub measured: String,
+}
+
+/// An assertion file that cannot be judged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {message}")]
+pub struct AssertError {
+    /// The file.
+    pub file: String,
+    /// Its line (1-based).
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+fn duration_ms(text: &str) -> Result<u64, String> {
+    parse_duration(text)
+        .map(|d: Duration| d.as_millis() as u64)
+        .map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// Parses an assertion file. `file` is only used in errors.
+///
+/// # Errors
+/// [`AssertError`] naming the line: a syntax error, an unknown key, an assertion with none
+/// or more than one check, `max` without `scope`, a bad duration.
+pub fn parse(text: &str, file: &str) -> Result<Vec<Assertion>, AssertError> {
+    let err = |line: usize, message: String| AssertError {
+        file: file.to_string(),
+        line,
+        message,
+    };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(1, |s| line_of(text, s.start));
+        err(line, e.message().to_string())
+    })?;
+    if raw.asserts.is_empty() {
+        return Err(err(1, "no [[assert]] table: nothing to check".into()));
+    }
+    let mut out = Vec::new();
+    for spanned in raw.asserts {
+        let line = line_of(text, spanned.span().start);
+        let r = spanned.into_inner();
+        let given = [
+            r.max.is_some(),
+            r.wait_p90.is_some(),
+            r.done_within.is_some(),
+            r.start_within.is_some(),
+        ];
+        if given.iter().filter(|g| **g).count() != 1 {
+            return Err(err(
+                line,
+                "an [[assert]] has exactly one of max (with scope), wait_p90, done_within, start_within".into(),
+            ));
+        }
+        let given_ms = |t: &Option<String>| t.as_deref().map(duration_ms).transpose();
+        let check = if let Some(max) = r.max {
+            let Some(scope) = r.scope.clone() else {
+                return Err(err(
+                    line,
+                    "max needs a scope (a name `lockgate simulate` prints under scopes)".into(),
+                ));
+            };
+            if r.kind.is_some() {
+                return Err(err(line, "max is per scope: a kind does not apply".into()));
+            }
+            Check::Max { scope, max }
+        } else if r.scope.is_some() {
+            return Err(err(line, "scope goes with max only".into()));
+        } else if let Some(b) =
+            given_ms(&r.wait_p90).map_err(|m| err(line, format!("wait_p90 {m}")))?
+        {
+            Check::WaitP90 { bound_ms: b }
+        } else if let Some(b) =
+            given_ms(&r.done_within).map_err(|m| err(line, format!("done_within {m}")))?
+        {
+            Check::DoneWithin { bound_ms: b }
+        } else {
+            let b = given_ms(&r.start_within)
+                .map_err(|m| err(line, format!("start_within {m}")))?
+                .expect("one check is given");
+            Check::StartWithin { bound_ms: b }
+        };
+        let name = r
+            .name
+            .unwrap_or_else(|| describe(&check, r.kind.as_deref()));
+        out.push(Assertion {
+            line,
+            name,
+            kind: r.kind,
+            check,
+        });
+    }
+    Ok(out)
+}
+
+fn describe(check: &Check, kind: Option<&str>) -> String {
+    let jobs = kind.map_or("every job".to_string(), |k| format!("every {k}"));
+    match check {
+        Check::Max { scope, max } => format!("{scope} never above {max}"),
+        Check::WaitP90 { bound_ms } => format!(
+            "p90 wait of {} at most {}",
+            kind.unwrap_or("all jobs"),
+            bound(*bound_ms)
+        ),
+        Check::DoneWithin { bound_ms } => {
+            format!("{jobs} done within {}", bound(*bound_ms))
+        }
+        Check::StartWithin { bound_ms } => {
+            format!("{jobs} started within {} of its submit", bound(*bound_ms))
+        }
+    }
+}
+
+/// Checks that every scope and kind the assertions name exists in the run (a misspelt
+/// name would otherwise pass vacuously).
+///
+/// # Errors
+/// [`AssertError`] at the assertion's line, listing what exists.
+pub fn check_names(
+    asserts: &[Assertion],
+    jobs: &[WorkloadJob],
+    scopes: &[ScopePeak],
+    file: &str,
+) -> Result<(), AssertError> {
+    for a in asserts {
+        if let Some(kind) = &a.kind {
+            if !jobs.iter().any(|j| &j.kind == kind) {
+                let mut kinds: Vec<&str> = jobs.iter().map(|j| j.kind.as_str()).collect();
+                kinds.sort();
+                kinds.dedup();
+                return Err(AssertError {
+                    file: file.to_string(),
+                    line: a.line,
+                    message: format!(
+                        "kind {kind:?}: no job of the workload has it (kinds: {})",
+                        kinds.join(", ")
+                    ),
+                });
+            }
+        }
+        if let Check::Max { scope, .. } = &a.check {
+            if !scopes.iter().any(|s| &s.scope == scope) {
+                let names: Vec<&str> = scopes.iter().map(|s| s.scope.as_str()).collect();
+                return Err(AssertError {
+                    file: file.to_string(),
+                    line: a.line,
+                    message: format!(
+                        "scope {scope:?}: no job of the run touched it (scopes: {})",
+                        names.join(", ")
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A measured duration in milliseconds for people (`12m30s`).
+fn format_duration_ms(ms: u64) -> String {
+    secs(ms as f64 / 1000.0)
+}
+
+/// A bound as the policy writes durations (`10m`).
+fn bound(ms: u64) -> String {
+    lockgate_core::time::format_duration(Duration::from_millis(ms))
+}
+
+/// Judges every assertion against the run of `jobs`.
+pub fn judge(asserts: &[Assertion], jobs: &[WorkloadJob], run: &Run) -> Vec<Verdict> {
+    asserts
+        .iter()
+        .map(|a| {
+            let chosen: Vec<usize> = (0..jobs.len())
+                .filter(|&i| a.kind.as_ref().is_none_or(|k| &jobs[i].kind == k))
+                .collect();
+            let (ok, measured) = match &a.check {
+                Check::Max { scope, max } => {
+                    let peak = run
+                        .scopes
+                        .iter()
+                        .find(|s| &s.scope == scope)
+                        .map_or(0, |s| s.peak);
+                    (peak <= *max, format!("peak {peak} (bound {max})"))
+                }
+                Check::WaitP90 { bound_ms } => {
+                    let mut waits: Vec<u64> = Vec::new();
+                    let mut never = 0;
+                    for &i in &chosen {
+                        let r = &run.jobs[i];
+                        match r.admitted_ms {
+                            Some(at) => waits.push(at.saturating_sub(r.submitted_ms)),
+                            None => never += 1,
+                        }
+                    }
+                    waits.sort_unstable();
+                    if never > 0 {
+                        (
+                            false,
+                            format!("{never} of {} jobs never started", chosen.len()),
+                        )
+                    } else {
+                        let p90 = quantile(&waits, 0.9);
+                        (
+                            p90 <= *bound_ms,
+                            format!(
+                                "p90 wait {} over {} jobs (max {}; bound {})",
+                                format_duration_ms(p90),
+                                waits.len(),
+                                format_duration_ms(*waits.last().unwrap_or(&0)),
+                                bound(*bound_ms)
+                            ),
+                        )
+                    }
+                }
+                Check::DoneWithin { bound_ms } => {
+                    let never = chosen
+                        .iter()
+                        .filter(|&&i| run.jobs[i].finished_ms.is_none())
+                        .count();
+                    let last = chosen
+                        .iter()
+                        .filter_map(|&i| run.jobs[i].finished_ms)
+                        .max()
+                        .unwrap_or(0);
+                    if never > 0 {
+                        (
+                            false,
+                            format!("{never} of {} jobs never ended", chosen.len()),
+                        )
+                    } else {
+                        (
+                            last <= *bound_ms,
+                            format!(
+                                "the last of {} jobs ended at {} (bound {})",
+                                chosen.len(),
+                                format_duration_ms(last),
+                                bound(*bound_ms)
+                            ),
+                        )
+                    }
+                }
+                Check::StartWithin { bound_ms } => {
+                    let worst = chosen
+                        .iter()
+                        .map(|&i| {
+                            let r = &run.jobs[i];
+                            (r.admitted_ms.map(|at| at.saturating_sub(r.submitted_ms)), i)
+                        })
+                        .max_by_key(|(w, _)| w.map_or(u64::MAX, |w| w));
+                    match worst {
+                        Some((None, i)) => (false, format!("workload job {} never started", i + 1)),
+                        Some((Some(w), i)) => (
+                            w <= *bound_ms,
+                            format!(
+                                "the longest of {} waits {} (workload job {}; bound {})",
+                                chosen.len(),
+                                format_duration_ms(w),
+                                i + 1,
+                                bound(*bound_ms)
+                            ),
+                        ),
+                        None => (true, "no job".into()),
+                    }
+                }
+            };
+            Verdict {
+                assertion: a.clone(),
+                ok,
+                measured,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_their_line() {
+        let cases = [
+            ("[[assert]]\nmax = 2\n", 1, "max needs a scope"),
+            (
+                "[[assert]]\nscope = \"global\"\nmax = 2\n\n[[assert]]\nkind = \"b\"\n",
+                5,
+                "exactly one of",
+            ),
+            ("[[assert]]\nwait_p90 = \"10 parsecs\"\n", 1, "wait_p90"),
+            (
+                "[[assert]]\nwait_p90 = \"1m\"\ndone_within = \"1h\"\n",
+                1,
+                "exactly one of",
+            ),
+            ("[[assert]]\nmaximum = 3\n", 2, "unknown field"),
+            ("\n\n[[assert]\n", 3, ""),
+            ("# nothing\n", 1, "no [[assert]]"),
+            (
+                "[[assert]]\nscope = \"global\"\nwait_p90 = \"1m\"\n",
+                1,
+                "scope goes with max",
+            ),
+        ];
+        for (text, line, needle) in cases {
+            let e = parse(text, "a.toml").expect_err(text);
+            assert_eq!(e.line, line, "{text:?}: {e}");
+            assert!(e.to_string().contains(needle), "{text:?}: {e}");
+            assert!(
+                e.to_string().starts_with(&format!("a.toml:{line}: ")),
+                "{e}"
+            );
+        }
+    }
+}
