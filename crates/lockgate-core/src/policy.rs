@@ -28,6 +28,7 @@ mod document;
 pub mod lint;
 mod locate;
 mod notify;
+mod parts;
 mod quotas;
 pub mod raw;
 mod rpo;

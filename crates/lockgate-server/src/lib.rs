@@ -210,11 +210,7 @@ pub(crate) fn startup_policy(
                 ))
             }
             (None, Some(path)) => {
-                let (policy, _) = file_policy(path)?;
-                let text = std::fs::read_to_string(path).map_err(|e| ServerError::PolicyFile {
-                    path: path.display().to_string(),
-                    message: e.to_string(),
-                })?;
+                let (policy, text) = read_policy(path)?;
                 Ok((policy, source, Some(text)))
             }
             (None, None) => Ok((Policy::unlimited(), source, None)),
@@ -233,21 +229,20 @@ pub(crate) fn startup_policy(
     Ok((policy, source, None))
 }
 
-/// The `--config` file's policy.
+/// The `--config` file's (or directory's) policy.
 fn file_policy(path: &Path) -> Result<(Policy, PolicySource), ServerError> {
-    {
-        {
-            let shown = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|e| ServerError::PolicyFile {
-                path: shown.clone(),
-                message: e.to_string(),
-            })?;
-            Ok((
-                Policy::from_toml(&text, Some(&shown))?,
-                PolicySource::File(path.to_path_buf()),
-            ))
+    let (policy, _) = read_policy(path)?;
+    Ok((policy, PolicySource::File(path.to_path_buf())))
+}
+
+/// Reads `--config` ([`policy::source::read`]).
+fn read_policy(path: &Path) -> Result<(Policy, String), ServerError> {
+    policy::source::read(path).map_err(|e| match e {
+        policy::source::ReadError::Io { path, message } => {
+            ServerError::PolicyFile { path, message }
         }
-    }
+        policy::source::ReadError::Policy(e) => ServerError::Policy(e),
+    })
 }
 
 /// The stored tokens as principals (names with a reserved prefix are skipped with a

@@ -21,6 +21,7 @@
 
 mod ops;
 mod routes;
+pub mod source;
 
 pub(crate) use routes::routes;
 pub(crate) use routes::ApiDoc;

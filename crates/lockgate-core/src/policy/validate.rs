@@ -90,6 +90,30 @@ impl Policy {
         })
     }
 
+    /// Parses and validates a policy written over several TOML documents, `parts` as (file
+    /// name, text) in the order they merge (a `conf.d` directory's `*.toml` in name
+    /// order): tables merge key by key, arrays of tables append, a key set twice is
+    /// refused (`policy/parts.rs`). Returns the policy and the merged document's text.
+    ///
+    /// # Errors
+    /// As [`Policy::from_toml`], naming the file and line the problem comes from.
+    pub fn from_toml_parts(parts: &[(String, String)]) -> Result<(Policy, String), PolicyError> {
+        let merged = super::parts::merge(parts)?;
+        let raw = locate::read_toml(&merged.text, None)?;
+        match validate(&raw) {
+            Ok(policy) => Ok((policy.with_raw(raw), merged.text)),
+            Err(problem) => {
+                let (file, line, local) = merged.locate(&problem.path, parts);
+                Err(PolicyError {
+                    file: Some(file),
+                    line,
+                    field: local.to_string(),
+                    message: problem.message,
+                })
+            }
+        }
+    }
+
     /// Parses and validates the same document as JSON.
     ///
     /// # Errors

@@ -98,6 +98,12 @@ impl Loop {
             });
         }
         match &self.source {
+            PolicySource::File(path) if path.is_dir() => {
+                return Err(ApiError::internal(format!(
+                        "policy not applied: the policy is the directory {} (its *.toml files merged); edit those files and reload (SIGHUP)",
+                    path.display()
+                )))
+            }
             PolicySource::File(path) => write_atomic(path, &text)
                 .map_err(|m| ApiError::internal(format!("policy not applied: {m}")))?,
             PolicySource::Store | PolicySource::Database { .. } => self.batch.policy = Some(text),
@@ -126,12 +132,14 @@ impl Loop {
             }
         };
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ApiError::internal(format!("cannot read {shown}: {e}; the active policy stays"))
-        })?;
-        let policy = Policy::from_toml(&text, Some(&shown)).map_err(|e| {
-            tracing::error!("{e}; the active policy stays");
-            policy_error(e)
+        let (policy, text) = super::source::read(path).map_err(|e| match e {
+            super::source::ReadError::Io { .. } => {
+                ApiError::internal(format!("{e}; the active policy stays"))
+            }
+            super::source::ReadError::Policy(e) => {
+                tracing::error!("{e}; the active policy stays");
+                policy_error(e)
+            }
         })?;
         self.check_schedule_names(&policy)?;
         crate::backups::check_policy_roots(&policy, Some(&shown)).map_err(|e| {

@@ -3,10 +3,10 @@
 use super::output::{self, print_json};
 use super::session;
 use crate::GlobalArgs;
-use anyhow::Context;
 use lockgate_client::PolicyPut;
 use lockgate_core::Policy;
-use std::path::PathBuf;
+use lockgate_server::policy::source as policy_source;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod assertions;
@@ -29,7 +29,7 @@ enum Sub {
     Test(assertions::TestArgs),
     /// Validate a policy file, and warn where a valid rule would apply to nothing.
     Check {
-        /// Policy file (TOML).
+        /// Policy file (TOML), or a directory whose *.toml files merge in name order.
         file: PathBuf,
         #[command(flatten)]
         lint: LintFlags,
@@ -41,7 +41,7 @@ enum Sub {
     /// What applying FILE would change, and which jobs it would admit now (a dry run);
     /// warns where a rule would apply to none of the jobs the server saw.
     Diff {
-        /// Policy file (TOML).
+        /// Policy file (TOML), or a directory whose *.toml files merge in name order.
         file: PathBuf,
         /// Show the changes even when FILE limits nothing where the active policy does.
         #[arg(long)]
@@ -51,7 +51,7 @@ enum Sub {
     },
     /// Apply FILE (with --config, the server rewrites its config file, keeping FILE.bak).
     Apply {
-        /// Policy file (TOML).
+        /// Policy file (TOML), or a directory whose *.toml files merge in name order.
         file: PathBuf,
         /// Apply only if the active policy still has this digest.
         #[arg(long)]
@@ -135,8 +135,10 @@ fn print_warnings(warnings: &[String]) {
     }
 }
 
-fn read(file: &PathBuf) -> anyhow::Result<String> {
-    std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
+/// The policy FILE stands for (a file, or a directory whose `*.toml` merge), and its
+/// text (a directory's merged document).
+fn load(file: &Path) -> anyhow::Result<(Policy, String)> {
+    Ok(policy_source::read(file)?)
 }
 
 fn print_answer(global: &GlobalArgs, a: &lockgate_api::PolicyAnswer) {
@@ -216,37 +218,35 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             file,
             lint: flags,
             history,
-        } => {
-            let text = read(&file)?;
-            match Policy::from_toml(&text, Some(&file.display().to_string())) {
-                Ok(policy) => {
-                    let secrets = secret_lines(&policy);
-                    let client = history.then(|| session::client(global)).transpose()?;
-                    let (warnings, code) = lint(&policy, &text, client.as_ref(), &flags)?;
-                    if output::json(global) {
-                        print_json(
-                            &serde_json::json!({"valid": true, "file": file, "secrets": secrets, "warnings": warnings}),
-                        );
-                    } else {
-                        println!("{}: valid", file.display());
-                        for line in &secrets {
-                            println!("  {line}");
-                        }
-                        print_warnings(&warnings);
+        } => match policy_source::read(&file) {
+            Ok((policy, text)) => {
+                let secrets = secret_lines(&policy);
+                let client = history.then(|| session::client(global)).transpose()?;
+                let (warnings, code) = lint(&policy, &text, client.as_ref(), &flags)?;
+                if output::json(global) {
+                    print_json(
+                        &serde_json::json!({"valid": true, "file": file, "secrets": secrets, "warnings": warnings}),
+                    );
+                } else {
+                    println!("{}: valid", file.display());
+                    for line in &secrets {
+                        println!("  {line}");
                     }
-                    Ok(code.unwrap_or(ExitCode::SUCCESS))
+                    print_warnings(&warnings);
                 }
-                Err(e) => {
-                    if output::json(global) {
-                        print_json(
-                            &serde_json::json!({"valid": false, "file": file, "line": e.line, "field": e.field, "message": e.to_string()}),
-                        );
-                    }
-                    eprintln!("lockgate: {e}");
-                    Ok(ExitCode::from(1))
-                }
+                Ok(code.unwrap_or(ExitCode::SUCCESS))
             }
-        }
+            Err(policy_source::ReadError::Policy(e)) => {
+                if output::json(global) {
+                    print_json(
+                        &serde_json::json!({"valid": false, "file": e.file.as_deref().unwrap_or_default(), "line": e.line, "field": e.field, "message": e.to_string()}),
+                    );
+                }
+                eprintln!("lockgate: {e}");
+                Ok(ExitCode::from(1))
+            }
+            Err(e) => Err(e.into()),
+        },
         Sub::Test(t) => Ok(assertions::run(global, &t)),
         Sub::Show => {
             let view = session::client(global)?.policy()?;
@@ -266,8 +266,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             allow_unlimited,
             lint: flags,
         } => {
-            let text = read(&file)?;
-            let policy = Policy::from_toml(&text, Some(&file.display().to_string()))?;
+            let (policy, text) = load(&file)?;
             let opts = PolicyPut {
                 dry_run: true,
                 if_match: None,
@@ -301,8 +300,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             dry_run: false,
             ..
         } => {
-            let text = read(&file)?;
-            Policy::from_toml(&text, Some(&file.display().to_string()))?;
+            let (_, text) = load(&file)?;
             let opts = PolicyPut {
                 dry_run: false,
                 if_match: if_match.as_deref(),
@@ -319,13 +317,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
 /// replayed under the active policy and FILE (`-o json`: `{"diff": .., "history": ..}`).
 fn dry_run(
     global: &GlobalArgs,
-    file: &PathBuf,
+    file: &Path,
     if_match: Option<&str>,
     allow_unlimited: bool,
     since: &str,
 ) -> anyhow::Result<ExitCode> {
-    let text = read(file)?;
-    let candidate = Policy::from_toml(&text, Some(&file.display().to_string()))?;
+    let (candidate, text) = load(file)?;
     let since = super::simulate::parse_since(since)?;
     let opts = PolicyPut {
         dry_run: true,

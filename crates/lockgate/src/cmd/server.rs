@@ -12,7 +12,8 @@ pub struct Args {
     /// Policy file: the one source of truth, read at start and on SIGHUP; `PUT /v1/policy`
     /// rewrites it atomically (keeping FILE.bak). Without it the store holds the policy.
     /// With --database-url the database holds it: the file only seeds an empty database
-    /// and SIGHUP applies it to the database; it is never written.
+    /// and SIGHUP applies it to the database; it is never written. A directory: its
+    /// *.toml files merged in name order (docs/policy.md), never written.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Where the store (lockgate.db) and admin.token live. Default: $XDG_DATA_HOME/lockgate,

@@ -91,6 +91,17 @@ impl Srv {
         }
     }
 
+    /// The `--config` the server gets: the directory `conf.d` when the test made one (a
+    /// policy split over files), else `lockgate.toml`.
+    pub fn config(&self) -> PathBuf {
+        let dir = self.path("conf.d");
+        if dir.is_dir() {
+            dir
+        } else {
+            self.path("lockgate.toml")
+        }
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -127,7 +138,7 @@ impl Srv {
             .arg("--data-dir")
             .arg(self.path("data"))
             .arg("--config")
-            .arg(self.path("lockgate.toml"))
+            .arg(self.config())
             .args(extra)
             .env("LOCKGATE_LOG", "warn")
             .stdin(Stdio::null())

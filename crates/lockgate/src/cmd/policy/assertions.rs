@@ -8,7 +8,6 @@
 use super::super::exit::Exit;
 use super::super::output::{self, print_json};
 use crate::GlobalArgs;
-use lockgate_core::Policy;
 use lockgate_sim::assert::{self, Verdict};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -37,8 +36,8 @@ fn read(path: &Path, what: &str) -> Result<String, String> {
 /// What the run judged, or why nothing could be.
 fn judge(args: &TestArgs) -> Result<Vec<Verdict>, String> {
     let name = |p: &Path| p.display().to_string();
-    let policy = Policy::from_toml(&read(&args.policy, "policy")?, Some(&name(&args.policy)))
-        .map_err(|e| e.to_string())?;
+    let (policy, _) =
+        lockgate_server::policy::source::read(&args.policy).map_err(|e| e.to_string())?;
     let nodes = lockgate_sim::parse_nodes(&read(&args.nodes, "nodes")?, &name(&args.nodes))
         .map_err(|e| e.to_string())?;
     let jobs =
