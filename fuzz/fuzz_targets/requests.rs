@@ -172,6 +172,7 @@ fn node(reg: NodeRegister) {
         labels: reg.labels,
         resources: reg.resources,
         kinds: reg.kinds,
+        instance: reg.instance,
     };
     let node = engine.register_node(reg.clone(), NOW);
     assert_eq!(node.labels, reg.labels);

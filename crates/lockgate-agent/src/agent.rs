@@ -17,6 +17,11 @@
 //!   passed to the worker, which ignores it unless it is waiting for its run slot. An
 //!   assignment with a *new* token (a retry) waits, unacknowledged, until the old worker
 //!   has stopped its handler, so one job never runs twice at once on this node.
+//! - **A new process never runs an old one's lease.** Every registration carries this
+//!   process's own id ([`Shared::instance`]); when it differs from the one the node had,
+//!   the server loses every job the node held (they are retried under new leases) before
+//!   this process can be offered one. The old handlers died with the old process
+//!   (`PR_SET_PDEATHSIG`).
 //! - **Only configured commands run.** The kind selects a handler of this agent's own
 //!   configuration; a job of a kind without a handler fails with a message saying so.
 //! - **A server restart costs no work.** Unreachable calls are retried; handlers keep
@@ -174,6 +179,9 @@ pub(crate) struct Shared {
     worker_gone: Condvar,
     pub shutdown: Shutdown,
     fatal: Mutex<Option<AgentError>>,
+    /// This process's id in its registrations: its pid and start time, so a restarted
+    /// agent (even one given the same pid) registers as a new process.
+    instance: String,
 }
 
 /// A node agent. See the module docs.
@@ -201,6 +209,7 @@ impl Agent {
                 worker_gone: Condvar::new(),
                 shutdown,
                 fatal: Mutex::new(None),
+                instance: instance_id(),
             }),
         })
     }
@@ -237,6 +246,14 @@ impl Agent {
     }
 }
 
+/// A new process id for [`Shared::instance`].
+fn instance_id() -> String {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}-{}", std::process::id(), started.as_nanos())
+}
+
 impl Shared {
     fn take_fatal(&self) -> Result<(), AgentError> {
         match self.fatal.lock().expect("fatal lock").take() {
@@ -256,6 +273,7 @@ impl Shared {
             labels: self.labels.clone(),
             resources: self.resources.clone(),
             kinds: self.config.kinds(),
+            instance: Some(self.instance.clone()),
         }
     }
 

@@ -18,6 +18,12 @@ pub struct NodeRegister {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub kinds: BTreeSet<String>,
+    /// The agent process's own id, new at each start (`lockgate agent` sends one). A
+    /// registration with another id than the node's last one is a new process: every job
+    /// admitted on the node is lost at once and retried under a new lease, so the new
+    /// process never runs a lease the old one held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 /// A node as JSON.

@@ -256,6 +256,7 @@ fn node(i: usize) -> NodeRegistration {
         labels,
         resources: BTreeMap::new(),
         kinds: ["data-upload".to_string()].into_iter().collect(),
+        instance: None,
     }
 }
 

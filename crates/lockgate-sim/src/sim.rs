@@ -188,6 +188,7 @@ pub fn simulate_at_with(
                 labels: n.labels.clone(),
                 resources: BTreeMap::new(),
                 kinds: kinds.clone(),
+                instance: None,
             },
             origin,
         );

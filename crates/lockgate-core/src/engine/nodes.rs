@@ -43,6 +43,11 @@ pub struct NodeRegistration {
     /// Job kinds its agent has handlers for.
     #[serde(default)]
     pub kinds: BTreeSet<String>,
+    /// The registering agent process's own id, new at each start (`None`: not an agent
+    /// that says). A registration with another id than the node's is a new process: what
+    /// the old one held is lost ([`Engine::register_node`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 /// A registered node.
@@ -56,6 +61,9 @@ pub struct Node {
     pub resources: BTreeMap<String, u64>,
     /// Kinds its agent runs.
     pub kinds: BTreeSet<String>,
+    /// The id of the agent process that registered it last (see
+    /// [`NodeRegistration::instance`]).
+    pub instance: Option<String>,
     /// Liveness.
     pub state: NodeState,
     /// Cordoned: admits nothing new.
@@ -134,6 +142,7 @@ pub(crate) fn fresh_node(reg: NodeRegistration, cordoned: bool, now: Timestamp) 
         labels: reg.labels,
         resources: reg.resources,
         kinds: reg.kinds,
+        instance: reg.instance,
         state: NodeState::Ready,
         cordoned,
         last_seen: now,
@@ -173,10 +182,20 @@ impl Engine {
     }
 
     /// Registers a node or updates its labels, resources and kinds. A lost node that
-    /// registers again is ready again.
+    /// registers again is ready again. A registration from another agent process than the
+    /// last one (both saying their [`NodeRegistration::instance`]) means the old process
+    /// is gone, and with it the handlers it ran (they die with their agent): every job
+    /// admitted on the node is lost at once (retried as its kind says, under a new lease),
+    /// so the new process is never handed a lease the old one held.
     pub fn register_node(&mut self, reg: NodeRegistration, now: Timestamp) -> &Node {
         self.handle_timeout(now);
         let name = reg.name.clone();
+        let old = self.nodes.get(&name).and_then(|n| n.instance.clone());
+        if let (Some(old), Some(new)) = (old, reg.instance.as_ref()) {
+            if &old != new {
+                self.lose_node_jobs(&name, "the node's agent restarted", now);
+            }
+        }
         let (number, rule) = self.policy.node_number(&reg.labels);
         let rule = rule.map(|i| self.policy.nodes.rules[i].selector.text().to_string());
         let node = self
@@ -187,6 +206,9 @@ impl Engine {
         node.labels = reg.labels;
         node.resources = reg.resources;
         node.kinds = reg.kinds;
+        if reg.instance.is_some() {
+            node.instance = reg.instance;
+        }
         node.state = NodeState::Ready;
         node.last_seen = now;
         node.number = number;

@@ -125,6 +125,7 @@ impl Engine {
                 labels: n.labels.clone(),
                 resources: n.resources.clone(),
                 kinds: n.kinds.clone(),
+                instance: n.instance.clone(),
             },
             cordoned: n.cordoned,
         };

@@ -52,6 +52,7 @@ pub fn node(e: &mut Engine, name: &str, labels: &[(&str, &str)], kinds: &[&str],
             labels: attrs(labels),
             resources: BTreeMap::new(),
             kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            instance: None,
         },
         Timestamp(now),
     );

@@ -1,7 +1,7 @@
 //! Engine behaviour: leases, retries, timers, reconfiguration, cancel, coordinator kinds.
 
 use crate::common::*;
-use lockgate_core::engine::{LeaseError, Mode};
+use lockgate_core::engine::{LeaseError, Mode, NodeRegistration};
 use lockgate_core::job::{JobSpec, JobState, Outcome};
 use lockgate_core::{Engine, Timestamp};
 
@@ -335,6 +335,53 @@ fn cordon_stops_admission_and_lost_node_loses_its_jobs() {
     e.handle_timeout(Timestamp(1_000));
     assert_eq!(state(&e, j), None, "the node went silent: its job is lost");
     assert_eq!(e.node("a").unwrap().state_name(), "lost");
+}
+
+/// A registration from another agent process loses what the node held at once; the same
+/// process registering again (after a server restart, a partition) loses nothing, and so
+/// does a registration that names no process.
+#[test]
+fn a_new_agent_process_on_a_node_loses_the_old_ones_jobs() {
+    let mut e = engine("[nodes]\nmax_running = 2\n");
+    let register = |e: &mut Engine, instance: Option<&str>, now: u64| {
+        e.register_node(
+            NodeRegistration {
+                name: "a".into(),
+                kinds: ["verify".to_string()].into(),
+                instance: instance.map(str::to_string),
+                ..NodeRegistration::default()
+            },
+            Timestamp(now),
+        );
+    };
+    register(&mut e, Some("p1"), 0);
+    let pinned = JobSpec {
+        node: Some("a".into()),
+        executor: Some(lockgate_core::policy::Executor::Agent),
+        ..spec("verify", &[])
+    };
+    let j = submit(&mut e, pinned.clone(), 0);
+    assert_eq!(state(&e, j), Some(JobState::Running));
+    register(&mut e, Some("p1"), 1);
+    register(&mut e, None, 2);
+    assert_eq!(
+        state(&e, j),
+        Some(JobState::Running),
+        "the same process, or none named"
+    );
+    register(&mut e, Some("p2"), 3);
+    assert_eq!(
+        state(&e, j),
+        None,
+        "a new process: the old one's job is lost"
+    );
+    let k = submit(&mut e, pinned, 4);
+    assert_eq!(
+        state(&e, k),
+        Some(JobState::Running),
+        "the new process takes new work"
+    );
+    e.check_invariants().unwrap();
 }
 
 /// Regression: a two-stage job waiting for an unregistered node was parked on the node's

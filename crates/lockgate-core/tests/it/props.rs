@@ -340,6 +340,7 @@ fn apply(e: &mut Engine, op: &Op, now: &mut u64, flavor: u8) -> bool {
                     labels,
                     resources: BTreeMap::new(),
                     kinds,
+                    instance: None,
                 },
                 t,
             );

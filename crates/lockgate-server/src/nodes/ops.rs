@@ -73,6 +73,7 @@ impl Loop {
                 labels: n.labels.clone(),
                 resources: n.resources.clone(),
                 kinds: n.kinds.clone(),
+                instance: n.instance.clone(),
             },
             cordoned: n.cordoned,
         })
@@ -133,6 +134,7 @@ impl Loop {
             labels: reg.labels,
             resources: reg.resources,
             kinds: reg.kinds,
+            instance: reg.instance,
         };
         self.engine.register_node(reg, now);
         if let Some(r) = self.node_record(&name) {

@@ -176,3 +176,38 @@ fn an_assignment_whose_lease_ran_out_before_the_agent_read_it_never_starts() {
         "only the group's holder ran"
     );
 }
+
+/// An agent killed with -9 and started again at once, well within the lease TTL: the new
+/// process registers with an id of its own, the server loses the job the old process
+/// held, and the retry runs under a newer token. The old lease is never run again.
+#[test]
+fn a_restarted_agent_never_runs_its_old_process_lease() {
+    let _serial = serial();
+    let srv = Srv::start(
+        "[leases]\nttl = \"60s\"\n[kinds.long]\nretry = { times = 1, interval = \"100ms\" }\n",
+    );
+    let mut agent = start_agent(&srv, "n1", &[], &config(&srv));
+    let id = submit(&srv, "long", "n1");
+    let started = |n: usize| eventually(Duration::from_secs(20), || runs(&srv).len() >= n);
+    assert!(started(1), "{:?}", runs(&srv));
+    agent.kill9();
+    respawn(&srv, &mut agent, &[]);
+    // Long before the 60 s TTL could free the slot.
+    assert!(started(2), "the retry never ran: {:?}", runs(&srv));
+    std::thread::sleep(Duration::from_millis(500));
+    let lines = runs(&srv);
+    let tokens: Vec<u64> = lines
+        .iter()
+        .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(tokens.len(), 2, "{lines:?}");
+    assert!(
+        tokens[1] > tokens[0],
+        "the second run has a newer token: {lines:?}"
+    );
+    let job = srv.admin().job(id).unwrap();
+    assert_eq!(job.attempt, 2, "{job:?}");
+    let events = srv.admin().events(0).unwrap();
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(text.contains("the node's agent restarted"), "{text}");
+}
