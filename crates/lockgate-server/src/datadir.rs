@@ -41,6 +41,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+/// The SQLite store's file name in the data dir.
+pub const DB_FILE: &str = "lockgate.db";
 /// The lock file's name in the data dir.
 pub const LOCK_FILE: &str = "lockgate.lock";
 /// The watermark file's name in the data dir.
@@ -168,7 +170,7 @@ fn problem(
 ) -> Option<String> {
     let found = format!(
         "the store {} holds events up to {} and jobs up to {}",
-        dir.join("lockgate.db").display(),
+        dir.join(DB_FILE).display(),
         loaded.last_event_seq,
         loaded.max_job_id
     );
@@ -211,7 +213,7 @@ pub fn check_store(
     start_fresh: bool,
 ) -> Result<Watermark, GuardError> {
     let path = dir.join(WATERMARK_FILE);
-    let db = dir.join("lockgate.db");
+    let db = dir.join(DB_FILE);
     let store_err = |e: StoreError| io_err(&db, e);
     let mark = read_watermark(&path);
     let store_id = store.identity().map_err(store_err)?;

@@ -112,7 +112,7 @@ impl Config {
     pub fn store_location(&self) -> StoreLocation {
         match &self.database_url {
             Some(url) => StoreLocation::Postgres(url.clone()),
-            None => StoreLocation::Sqlite(self.data_dir.join("lockgate.db")),
+            None => StoreLocation::Sqlite(self.data_dir.join(datadir::DB_FILE)),
         }
     }
 }

@@ -5,9 +5,9 @@
 //! - **Only into a stopped server's data dir.** The data dir's lock
 //!   ([`DataDirLock`]) is taken first and held to the end: a running server makes the
 //!   restore refuse, and no server starts halfway through it.
-//! - **The copy is checked before anything is touched**, as it is and again once copied
-//!   into the data dir (not a lockgate store, from a newer schema, damaged: refused, and
-//!   the data dir is as it was).
+//! - **The copy is checked before anything is touched** (not a lockgate store, from a
+//!   newer schema, damaged: refused, and the data dir is as it was); what is counted at
+//!   the end is the file lockgate itself wrote from it, so it is not checked twice.
 //! - **Nothing is deleted.** The store it replaces (with its `-wal` and `-shm`) is moved
 //!   aside to `lockgate.db.before-restore-<unix ms>`, never removed; the admin removes it
 //!   once the restored server is trusted.
@@ -17,13 +17,10 @@
 //!   given again. The watermark is then rewritten for the restored store, so the server
 //!   starts from it without `--start-fresh`.
 
-use crate::datadir::{self, DataDirLock, GuardError, Watermark};
-use lockgate_store::copy::{self, CopyError, Summary};
+use crate::datadir::{self, DataDirLock, GuardError, Watermark, DB_FILE};
+use lockgate_store::copy::{self, sibling, CopyError, Summary};
 use lockgate_store::SqliteStore;
 use std::path::{Path, PathBuf};
-
-/// The store's file name in a data dir.
-pub const DB_FILE: &str = "lockgate.db";
 
 /// What a restore did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -78,8 +75,7 @@ pub fn restore(dir: &Path, from: &Path) -> Result<Restored, RestoreError> {
     let incoming = dir.join(format!("{DB_FILE}.restoring"));
     let _ = std::fs::remove_file(&incoming);
     std::fs::copy(from, &incoming).map_err(io_err(&incoming))?;
-    let checked = copy::stand_alone(&incoming).and_then(|()| copy::inspect(&incoming));
-    if let Err(e) = checked {
+    if let Err(e) = copy::stand_alone(&incoming) {
         let _ = std::fs::remove_file(&incoming);
         return Err(e.into());
     }
@@ -89,7 +85,7 @@ pub fn restore(dir: &Path, from: &Path) -> Result<Restored, RestoreError> {
         .unwrap_or_default();
     let moved_aside = move_aside(&db)?;
     std::fs::rename(&incoming, &db).map_err(io_err(&db))?;
-    sync_dir(dir);
+    copy::sync_parent(&db);
     let store_err = |e: lockgate_store::StoreError| RestoreError::Store {
         path: db.clone(),
         message: e.to_string(),
@@ -102,7 +98,7 @@ pub fn restore(dir: &Path, from: &Path) -> Result<Restored, RestoreError> {
         .raise_counters(old_mark.max_job_id, old_mark.event_seq)
         .map_err(store_err)?;
     drop(store);
-    let summary = copy::inspect(&db)?;
+    let summary = copy::summarize(&db)?;
     let watermark = Watermark {
         store_id,
         event_seq: summary.event_seq,
@@ -142,16 +138,4 @@ fn move_aside(db: &Path) -> Result<Option<PathBuf>, RestoreError> {
         }
     }
     Ok(Some(aside))
-}
-
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
 }

@@ -175,12 +175,7 @@ impl SqliteStore {
     /// # Errors
     /// [`StoreError::Io`].
     pub fn identity(&self) -> Result<Option<String>, StoreError> {
-        self.conn
-            .query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(io("read identity"))
+        meta_text(&self.conn, "store_id").map_err(io("read identity"))
     }
 
     /// Stores `candidate` as the identity unless the store has one already; returns the
@@ -213,12 +208,7 @@ impl SqliteStore {
     }
 
     fn meta(&self, key: &str) -> Result<u64, StoreError> {
-        let v: Option<String> = self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(io("read meta"))?;
-        Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
+        meta_number(&self.conn, key).map_err(io("read meta"))
     }
 
     fn rows_to_jobs(
@@ -241,6 +231,19 @@ impl SqliteStore {
         }
         Ok(jobs)
     }
+}
+
+/// The `meta` row `key` (`store_id`, `max_job_id`, `event_seq`, ...).
+fn meta_text(conn: &Connection, key: &str) -> Result<Option<String>, rusqlite::Error> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .optional()
+}
+
+/// A counter of `meta` (0 when it was never written).
+fn meta_number(conn: &Connection, key: &str) -> Result<u64, rusqlite::Error> {
+    Ok(meta_text(conn, key)?
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0))
 }
 
 fn bump(tx: &rusqlite::Transaction<'_>, key: &str, value: u64) -> Result<(), rusqlite::Error> {

@@ -15,7 +15,7 @@
 //! - **[`inspect`] reads only.** It opens the file read-only: checking a file never
 //!   migrates or changes it.
 
-use super::SCHEMA_VERSION;
+use super::{meta_number, meta_text, SCHEMA_VERSION};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
 
@@ -101,10 +101,10 @@ fn io_err<'a>(
     }
 }
 
-/// The temporary name a copy to `dest` is written under.
-pub fn partial_name(dest: &Path) -> PathBuf {
-    let mut name = dest.as_os_str().to_owned();
-    name.push(".partial");
+/// `path` with `suffix` appended to its file name (`lockgate.db` + `-wal`).
+pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
     PathBuf::from(name)
 }
 
@@ -119,7 +119,7 @@ pub fn backup(source: &Path, dest: &Path) -> Result<Summary, CopyError> {
     if dest.exists() {
         return Err(CopyError::Exists(dest.to_path_buf()));
     }
-    let partial = partial_name(dest);
+    let partial = sibling(dest, ".partial");
     if partial.exists() {
         return Err(CopyError::Exists(partial));
     }
@@ -129,12 +129,10 @@ pub fn backup(source: &Path, dest: &Path) -> Result<Summary, CopyError> {
             why: "no such file (is --data-dir the server's?)".into(),
         });
     }
-    // Without CREATE: a wrong path never makes an empty store. (Read-write, because a
-    // read-only connection cannot join a WAL database whose -shm it may not write; the
-    // copy writes nothing to it.)
+    // Read-only: the copy can never create, migrate or write the server's file.
     let conn = Connection::open_with_flags(
         source,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(io_err("open", source))?;
     conn.busy_timeout(std::time::Duration::from_secs(30))
@@ -174,7 +172,7 @@ pub fn backup(source: &Path, dest: &Path) -> Result<Summary, CopyError> {
         }
     })?;
     let _ = std::fs::remove_file(&partial);
-    sync_dir(dest);
+    sync_parent(dest);
     Ok(Summary {
         path: dest.to_path_buf(),
         ..summary
@@ -201,7 +199,8 @@ pub fn stand_alone(path: &Path) -> Result<(), CopyError> {
         })
 }
 
-fn sync_dir(file: &Path) {
+/// Syncs the directory `file` is in, so that a rename or link there is on disk.
+pub fn sync_parent(file: &Path) {
     if let Some(dir) = file.parent() {
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
@@ -260,6 +259,24 @@ fn check_is_store(conn: &Connection, path: &Path) -> Result<u32, CopyError> {
 /// [`CopyError::NotAStore`], [`CopyError::TooNew`], [`CopyError::Damaged`],
 /// [`CopyError::Io`].
 pub fn inspect(path: &Path) -> Result<Summary, CopyError> {
+    let (conn, bytes) = open_read_only(path)?;
+    let schema_version = check_is_store(&conn, path)?;
+    check_integrity(&conn, path)?;
+    count(&conn, path, bytes, schema_version)
+}
+
+/// What the store at `path` holds, without SQLite's integrity check: for a file
+/// [`inspect`] has passed and lockgate itself wrote since.
+///
+/// # Errors
+/// As [`inspect`], but never [`CopyError::Damaged`].
+pub fn summarize(path: &Path) -> Result<Summary, CopyError> {
+    let (conn, bytes) = open_read_only(path)?;
+    let schema_version = check_is_store(&conn, path)?;
+    count(&conn, path, bytes, schema_version)
+}
+
+fn open_read_only(path: &Path) -> Result<(Connection, u64), CopyError> {
     let meta = std::fs::metadata(path).map_err(|e| CopyError::NotAStore {
         path: path.to_path_buf(),
         why: e.to_string(),
@@ -272,20 +289,21 @@ pub fn inspect(path: &Path) -> Result<Summary, CopyError> {
     }
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(io_err("open", path))?;
-    let schema_version = check_is_store(&conn, path)?;
+    Ok((conn, meta.len()))
+}
+
+fn check_integrity(conn: &Connection, path: &Path) -> Result<(), CopyError> {
     let damaged = |e: rusqlite::Error| CopyError::Damaged {
         path: path.to_path_buf(),
         report: e.to_string(),
     };
     let mut report = Vec::new();
-    {
-        let mut stmt = conn.prepare("PRAGMA integrity_check").map_err(damaged)?;
-        let mut rows = stmt.query([]).map_err(damaged)?;
-        while let Some(row) = rows.next().map_err(damaged)? {
-            let line: String = row.get(0).map_err(damaged)?;
-            if report.len() < 5 {
-                report.push(line);
-            }
+    let mut stmt = conn.prepare("PRAGMA integrity_check").map_err(damaged)?;
+    let mut rows = stmt.query([]).map_err(damaged)?;
+    while let Some(row) = rows.next().map_err(damaged)? {
+        let line: String = row.get(0).map_err(damaged)?;
+        if report.len() < 5 {
+            report.push(line);
         }
     }
     if report != ["ok"] {
@@ -294,19 +312,21 @@ pub fn inspect(path: &Path) -> Result<Summary, CopyError> {
             report: report.join("; "),
         });
     }
+    Ok(())
+}
+
+fn count(
+    conn: &Connection,
+    path: &Path,
+    bytes: u64,
+    schema_version: u32,
+) -> Result<Summary, CopyError> {
     let count = |sql: &str| -> Result<u64, CopyError> {
         conn.query_row(sql, [], |r| r.get::<_, i64>(0))
             .map(|n| n as u64)
             .map_err(io_err("count", path))
     };
-    let meta_value = |key: &str| -> Result<Option<String>, CopyError> {
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(io_err("read", path))
-    };
-    let number = |key: &str| -> Result<u64, CopyError> {
-        Ok(meta_value(key)?.and_then(|v| v.parse().ok()).unwrap_or(0))
-    };
+    let number = |key: &str| meta_number(conn, key).map_err(io_err("read", path));
     let schedules = if schema_version >= 2 {
         count("SELECT count(*) FROM schedules")?
     } else {
@@ -316,9 +336,9 @@ pub fn inspect(path: &Path) -> Result<Summary, CopyError> {
     let max_job_id = number("max_job_id")?.max(count("SELECT coalesce(max(id), 0) FROM jobs")?);
     Ok(Summary {
         path: path.to_path_buf(),
-        bytes: meta.len(),
+        bytes,
         schema_version,
-        store_id: meta_value("store_id")?,
+        store_id: meta_text(conn, "store_id").map_err(io_err("read", path))?,
         jobs: count("SELECT count(*) FROM jobs")?,
         live_jobs: count("SELECT count(*) FROM jobs WHERE live = 1")?,
         max_job_id,

@@ -1,6 +1,6 @@
 //! `lockgate admin`: the server's own state: `backup-db` copies the SQLite store while the
 //! server runs, `restore-db` puts a copy back into a stopped server's data dir
-//! (docs/operations.md, "Backing up lockgate's own store").
+//! (docs/operations.md, "Backing up the store" and "Restoring it").
 //!
 //! Both work on the files of the data dir, on the server's host and as its user; neither
 //! talks to the server. With PostgreSQL the store is the database: `pg_dump` is its backup.
@@ -56,7 +56,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                 );
             }
             let dir = data_dir.unwrap_or_else(lockgate_server::default_data_dir);
-            let source = dir.join(lockgate_server::restore_db::DB_FILE);
+            let source = dir.join(lockgate_server::datadir::DB_FILE);
             let started = std::time::Instant::now();
             let summary = copy::backup(&source, &file)?;
             if output::json(global) {
