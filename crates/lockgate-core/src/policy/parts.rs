@@ -28,110 +28,108 @@ pub(crate) struct Merged {
     origins: Vec<(FieldPath, usize, FieldPath)>,
 }
 
-fn err(file: &str, line: Option<usize>, field: String, message: String) -> PolicyError {
-    PolicyError {
-        file: Some(file.to_string()),
-        line,
-        field,
-        message,
-    }
-}
-
 /// Merges `parts` (name, text), in order.
 ///
 /// # Errors
 /// A part that does not read on its own, or a key set in two parts.
 pub(crate) fn merge(parts: &[(String, String)]) -> Result<Merged, PolicyError> {
     let mut merged = Table::new();
-    let mut origins = Vec::new();
-    let mut owner: Vec<(FieldPath, usize)> = Vec::new();
+    let mut m = Merger {
+        parts,
+        origins: Vec::new(),
+    };
     for (i, (name, text)) in parts.iter().enumerate() {
         locate::read_toml(text, Some(name))?;
-        let table: Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| err(name, None, String::new(), e.to_string()))?;
-        merge_table(
+        let table: Table = text.parse().map_err(|e: toml::de::Error| PolicyError {
+            file: Some(name.clone()),
+            line: None,
+            field: String::new(),
+            message: e.to_string(),
+        })?;
+        m.table(
             &mut merged,
             table,
             i,
             &FieldPath::root(),
             &FieldPath::root(),
-            parts,
-            &mut origins,
-            &mut owner,
         )?;
     }
     let text = toml::to_string(&merged).expect("a TOML table always serializes");
-    Ok(Merged { text, origins })
+    Ok(Merged {
+        text,
+        origins: m.origins,
+    })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn merge_table(
-    into: &mut Table,
-    from: Table,
-    file: usize,
-    at: &FieldPath,
-    local: &FieldPath,
-    parts: &[(String, String)],
-    origins: &mut Vec<(FieldPath, usize, FieldPath)>,
-    owner: &mut Vec<(FieldPath, usize)>,
-) -> Result<(), PolicyError> {
-    for (key, value) in from {
-        let path = at.key(&key);
-        let local_path = local.key(&key);
-        match (into.get_mut(&key), value) {
-            (Some(Value::Table(mine)), Value::Table(theirs)) => {
-                merge_table(
-                    mine,
-                    theirs,
-                    file,
-                    &path,
-                    &local_path,
-                    parts,
-                    origins,
-                    owner,
-                )?;
-            }
-            (Some(Value::Array(mine)), Value::Array(theirs))
-                if is_tables(mine) && is_tables(&theirs) =>
-            {
-                for (j, v) in theirs.into_iter().enumerate() {
-                    origins.push((path.index(mine.len()), file, local_path.index(j)));
-                    mine.push(v);
+/// The parts being merged and where each merged path came from.
+struct Merger<'p> {
+    parts: &'p [(String, String)],
+    origins: Vec<(FieldPath, usize, FieldPath)>,
+}
+
+impl Merger<'_> {
+    /// Merges `from`, of part `file`, into `into`; `at` is their path in the merged
+    /// document, `local` in the part.
+    fn table(
+        &mut self,
+        into: &mut Table,
+        from: Table,
+        file: usize,
+        at: &FieldPath,
+        local: &FieldPath,
+    ) -> Result<(), PolicyError> {
+        for (key, value) in from {
+            let path = at.key(&key);
+            let local_path = local.key(&key);
+            match (into.get_mut(&key), value) {
+                (Some(Value::Table(mine)), Value::Table(theirs)) => {
+                    self.table(mine, theirs, file, &path, &local_path)?;
                 }
-            }
-            (Some(_), _) => {
-                let first = owner
-                    .iter()
-                    .find(|(p, _)| *p == path)
-                    .map_or(0, |(_, f)| *f);
-                let (name, text) = &parts[file];
-                let line = Lines::parse(text).ok().and_then(|l| l.line(&local_path));
-                return Err(err(
-                    name,
-                    line,
-                    path.to_string(),
-                    format!(
-                        "already set in {}; a key may be set in one file of the directory only",
-                        parts[first].0
-                    ),
-                ));
-            }
-            (None, value) => {
-                if let Value::Array(items) = &value {
-                    if is_tables(items) {
-                        for j in 0..items.len() {
-                            origins.push((path.index(j), file, local_path.index(j)));
-                        }
+                (Some(Value::Array(mine)), Value::Array(theirs))
+                    if is_tables(mine) && is_tables(&theirs) =>
+                {
+                    for (j, v) in theirs.into_iter().enumerate() {
+                        let merged_at = path.index(mine.len());
+                        self.origins.push((merged_at, file, local_path.index(j)));
+                        mine.push(v);
                     }
                 }
-                origins.push((path.clone(), file, local_path));
-                owner.push((path, file));
-                into.insert(key, value);
+                (Some(_), _) => return Err(self.set_twice(&path, file, &local_path)),
+                (None, value) => {
+                    if let Value::Array(items) = &value {
+                        if is_tables(items) {
+                            for j in 0..items.len() {
+                                self.origins
+                                    .push((path.index(j), file, local_path.index(j)));
+                            }
+                        }
+                    }
+                    self.origins.push((path, file, local_path));
+                    into.insert(key, value);
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// The error for `path`, set by an earlier part and again by part `file`.
+    fn set_twice(&self, path: &FieldPath, file: usize, local: &FieldPath) -> PolicyError {
+        let first = self
+            .origins
+            .iter()
+            .find(|(p, _, _)| p == path)
+            .map_or(0, |(_, f, _)| *f);
+        let (name, text) = &self.parts[file];
+        PolicyError {
+            file: Some(name.clone()),
+            line: Lines::parse(text).ok().and_then(|l| l.line(local)),
+            field: path.to_string(),
+            message: format!(
+                "already set in {}; a key may be set in one file of the directory only",
+                self.parts[first].0
+            ),
+        }
+    }
 }
 
 fn is_tables(items: &[Value]) -> bool {
