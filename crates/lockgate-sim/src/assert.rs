@@ -29,7 +29,7 @@
 
 use crate::report::secs;
 use crate::report::ScopePeak;
-use crate::sim::Run;
+use crate::sim::{JobRecord, Run};
 use crate::WorkloadJob;
 use lockgate_core::durations::quantile;
 use lockgate_core::time::parse_duration;
@@ -283,98 +283,18 @@ pub fn judge(asserts: &[Assertion], jobs: &[WorkloadJob], run: &Run) -> Vec<Verd
     asserts
         .iter()
         .map(|a| {
-            let chosen: Vec<usize> = (0..jobs.len())
-                .filter(|&i| a.kind.as_ref().is_none_or(|k| &jobs[i].kind == k))
+            // The records of the jobs the assertion is about.
+            let chosen: Vec<(usize, &JobRecord)> = run
+                .jobs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| a.kind.as_ref().is_none_or(|k| &jobs[*i].kind == k))
                 .collect();
             let (ok, measured) = match &a.check {
-                Check::Max { scope, max } => {
-                    let peak = run
-                        .scopes
-                        .iter()
-                        .find(|s| &s.scope == scope)
-                        .map_or(0, |s| s.peak);
-                    (peak <= *max, format!("peak {peak} (bound {max})"))
-                }
-                Check::WaitP90 { bound_ms } => {
-                    let mut waits: Vec<u64> = Vec::new();
-                    let mut never = 0;
-                    for &i in &chosen {
-                        let r = &run.jobs[i];
-                        match r.admitted_ms {
-                            Some(at) => waits.push(at.saturating_sub(r.submitted_ms)),
-                            None => never += 1,
-                        }
-                    }
-                    waits.sort_unstable();
-                    if never > 0 {
-                        (
-                            false,
-                            format!("{never} of {} jobs never started", chosen.len()),
-                        )
-                    } else {
-                        let p90 = quantile(&waits, 0.9);
-                        (
-                            p90 <= *bound_ms,
-                            format!(
-                                "p90 wait {} over {} jobs (max {}; bound {})",
-                                format_duration_ms(p90),
-                                waits.len(),
-                                format_duration_ms(*waits.last().unwrap_or(&0)),
-                                bound(*bound_ms)
-                            ),
-                        )
-                    }
-                }
-                Check::DoneWithin { bound_ms } => {
-                    let never = chosen
-                        .iter()
-                        .filter(|&&i| run.jobs[i].finished_ms.is_none())
-                        .count();
-                    let last = chosen
-                        .iter()
-                        .filter_map(|&i| run.jobs[i].finished_ms)
-                        .max()
-                        .unwrap_or(0);
-                    if never > 0 {
-                        (
-                            false,
-                            format!("{never} of {} jobs never ended", chosen.len()),
-                        )
-                    } else {
-                        (
-                            last <= *bound_ms,
-                            format!(
-                                "the last of {} jobs ended at {} (bound {})",
-                                chosen.len(),
-                                format_duration_ms(last),
-                                bound(*bound_ms)
-                            ),
-                        )
-                    }
-                }
-                Check::StartWithin { bound_ms } => {
-                    let worst = chosen
-                        .iter()
-                        .map(|&i| {
-                            let r = &run.jobs[i];
-                            (r.admitted_ms.map(|at| at.saturating_sub(r.submitted_ms)), i)
-                        })
-                        .max_by_key(|(w, _)| w.map_or(u64::MAX, |w| w));
-                    match worst {
-                        Some((None, i)) => (false, format!("workload job {} never started", i + 1)),
-                        Some((Some(w), i)) => (
-                            w <= *bound_ms,
-                            format!(
-                                "the longest of {} waits {} (workload job {}; bound {})",
-                                chosen.len(),
-                                format_duration_ms(w),
-                                i + 1,
-                                bound(*bound_ms)
-                            ),
-                        ),
-                        None => (true, "no job".into()),
-                    }
-                }
+                Check::Max { scope, max } => max_peak(run, scope, *max),
+                Check::WaitP90 { bound_ms } => wait_p90(&chosen, *bound_ms),
+                Check::DoneWithin { bound_ms } => done_within(&chosen, *bound_ms),
+                Check::StartWithin { bound_ms } => start_within(&chosen, *bound_ms),
             };
             Verdict {
                 assertion: a.clone(),
@@ -383,6 +303,92 @@ pub fn judge(asserts: &[Assertion], jobs: &[WorkloadJob], run: &Run) -> Vec<Verd
             }
         })
         .collect()
+}
+
+/// The wait of a job, submit to admission (`None`: it never started).
+fn wait(r: &JobRecord) -> Option<u64> {
+    r.admitted_ms.map(|at| at.saturating_sub(r.submitted_ms))
+}
+
+fn max_peak(run: &Run, scope: &str, max: u64) -> (bool, String) {
+    let peak = run
+        .scopes
+        .iter()
+        .find(|s| s.scope == scope)
+        .map_or(0, |s| s.peak);
+    (peak <= max, format!("peak {peak} (bound {max})"))
+}
+
+fn wait_p90(chosen: &[(usize, &JobRecord)], bound_ms: u64) -> (bool, String) {
+    let mut waits: Vec<u64> = chosen.iter().filter_map(|(_, r)| wait(r)).collect();
+    let never = chosen.len() - waits.len();
+    if never > 0 {
+        return (
+            false,
+            format!("{never} of {} jobs never started", chosen.len()),
+        );
+    }
+    waits.sort_unstable();
+    let p90 = quantile(&waits, 0.9);
+    (
+        p90 <= bound_ms,
+        format!(
+            "p90 wait {} over {} jobs (max {}; bound {})",
+            format_duration_ms(p90),
+            waits.len(),
+            format_duration_ms(*waits.last().unwrap_or(&0)),
+            bound(bound_ms)
+        ),
+    )
+}
+
+fn done_within(chosen: &[(usize, &JobRecord)], bound_ms: u64) -> (bool, String) {
+    let never = chosen
+        .iter()
+        .filter(|(_, r)| r.finished_ms.is_none())
+        .count();
+    if never > 0 {
+        return (
+            false,
+            format!("{never} of {} jobs never ended", chosen.len()),
+        );
+    }
+    let last = chosen
+        .iter()
+        .filter_map(|(_, r)| r.finished_ms)
+        .max()
+        .unwrap_or(0);
+    (
+        last <= bound_ms,
+        format!(
+            "the last of {} jobs ended at {} (bound {})",
+            chosen.len(),
+            format_duration_ms(last),
+            bound(bound_ms)
+        ),
+    )
+}
+
+fn start_within(chosen: &[(usize, &JobRecord)], bound_ms: u64) -> (bool, String) {
+    // The longest wait; a job that never started counts as the longest.
+    let worst = chosen
+        .iter()
+        .map(|(i, r)| (wait(r), *i))
+        .max_by_key(|(w, _)| w.unwrap_or(u64::MAX));
+    match worst {
+        None => (true, "no job".into()),
+        Some((None, i)) => (false, format!("workload job {} never started", i + 1)),
+        Some((Some(w), i)) => (
+            w <= bound_ms,
+            format!(
+                "the longest of {} waits {} (workload job {}; bound {})",
+                chosen.len(),
+                format_duration_ms(w),
+                i + 1,
+                bound(bound_ms)
+            ),
+        ),
+    }
 }
 
 #[cfg(test)]

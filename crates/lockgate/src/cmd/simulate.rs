@@ -96,7 +96,7 @@ fn parse_baseline(text: &str) -> Result<Baseline, String> {
     })
 }
 
-fn read(path: &PathBuf, what: &str) -> anyhow::Result<String> {
+pub(super) fn read(path: &PathBuf, what: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the {what} file {}", path.display()))
 }

@@ -9,7 +9,7 @@ use super::super::exit::Exit;
 use super::super::output::{self, print_json};
 use crate::GlobalArgs;
 use lockgate_sim::assert::{self, Verdict};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `lockgate policy test`.
@@ -28,26 +28,18 @@ pub struct TestArgs {
     asserts: PathBuf,
 }
 
-fn read(path: &Path, what: &str) -> Result<String, String> {
-    std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the {what} file {}: {e}", path.display()))
-}
-
 /// What the run judged, or why nothing could be.
-fn judge(args: &TestArgs) -> Result<Vec<Verdict>, String> {
-    let name = |p: &Path| p.display().to_string();
-    let (policy, _) =
-        lockgate_server::policy::source::read(&args.policy).map_err(|e| e.to_string())?;
-    let nodes = lockgate_sim::parse_nodes(&read(&args.nodes, "nodes")?, &name(&args.nodes))
-        .map_err(|e| e.to_string())?;
+fn judge(args: &TestArgs) -> anyhow::Result<Vec<Verdict>> {
+    use super::super::simulate::read;
+    let name = |p: &PathBuf| p.display().to_string();
+    let (policy, _) = lockgate_server::policy::source::read(&args.policy)?;
+    let nodes = lockgate_sim::parse_nodes(&read(&args.nodes, "nodes")?, &name(&args.nodes))?;
     let jobs =
-        lockgate_sim::parse_workload(&read(&args.workload, "workload")?, &name(&args.workload))
-            .map_err(|e| e.to_string())?;
+        lockgate_sim::parse_workload(&read(&args.workload, "workload")?, &name(&args.workload))?;
     let file = name(&args.asserts);
-    let asserts =
-        assert::parse(&read(&args.asserts, "assertions")?, &file).map_err(|e| e.to_string())?;
-    let run = lockgate_sim::simulate(&policy, &nodes, &jobs).map_err(|e| e.to_string())?;
-    assert::check_names(&asserts, &jobs, &run.scopes, &file).map_err(|e| e.to_string())?;
+    let asserts = assert::parse(&read(&args.asserts, "assertions")?, &file)?;
+    let run = lockgate_sim::simulate(&policy, &nodes, &jobs)?;
+    assert::check_names(&asserts, &jobs, &run.scopes, &file)?;
     Ok(assert::judge(&asserts, &jobs, &run))
 }
 
@@ -55,8 +47,8 @@ fn judge(args: &TestArgs) -> Result<Vec<Verdict>, String> {
 pub fn run(global: &GlobalArgs, args: &TestArgs) -> ExitCode {
     let verdicts = match judge(args) {
         Ok(v) => v,
-        Err(message) => {
-            eprintln!("lockgate: {message}");
+        Err(e) => {
+            eprintln!("lockgate: {e:#}");
             return Exit::Usage.into();
         }
     };
