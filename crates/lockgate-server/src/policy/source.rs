@@ -39,7 +39,7 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> ReadError + '_ {
 ///
 /// # Errors
 /// [`ReadError::Io`], and a directory without a `*.toml` file.
-pub fn files(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
+fn files(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
     if !path.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
