@@ -45,11 +45,11 @@ FAULTS = {
     "postgres": [
         "kill-leader", "kill-standby", "pause-leader", "partition-leader-db",
         "kill-database", "restart-database", "kill-agent", "partition-agent",
-        "kill-wrapper", "partition-wrappers",
+        "kill-wrapper", "partition-wrappers", "clock-jump",
     ],
     "sqlite": [
         "kill-server", "pause-server", "full-disk", "kill-agent", "partition-agent",
-        "kill-wrapper", "partition-wrappers",
+        "kill-wrapper", "partition-wrappers", "clock-jump",
     ],
 }
 # One fault's cycle: held 1 to 2 TTLs, then a gap of 2 to 4 s: at most 10 s.
@@ -133,6 +133,15 @@ GROUPS = [f"g{i}" for i in range(1, 7)]
 
 def log(msg):
     print(f"chaos: {msg}", flush=True)
+
+
+def libfaketime():
+    """libfaketime's multi-threaded library (Debian's faketime), or None."""
+    for d in sorted(os.listdir("/usr/lib")):
+        p = os.path.join("/usr/lib", d, "faketime", "libfaketimeMT.so.1")
+        if os.path.exists(p):
+            return p
+    return None
 
 
 def sh(*args, check=True, quiet=False):
@@ -380,7 +389,18 @@ class Run:
                      "--replica-id", r]
         else:
             argv += ["--min-free-space", "1000000"]
-        self.spawn(r, r, argv, env={"LOCKGATE_LOG": "info"})
+        env = {"LOCKGATE_LOG": "info"}
+        if "clock-jump" in self.faults:
+            # Each server's wall clock is the host's offset by what its clock file holds
+            # (re-read at most every second); its monotonic clocks are left alone, as a
+            # real step of the clock leaves them.
+            clock = self.path(f"{r}.clock")
+            if not os.path.exists(clock):
+                with open(clock, "w") as f:
+                    f.write("+0\n")
+            env.update({"LD_PRELOAD": libfaketime(), "FAKETIME_TIMESTAMP_FILE": clock,
+                        "FAKETIME_CACHE_DURATION": "1", "DONT_FAKE_MONOTONIC": "1"})
+        self.spawn(r, r, argv, env=env)
 
     def start_agent(self, a):
         self.spawn(a, a, [self.bin, "agent", "--node", a, "--config", self.path("agent.toml")],
@@ -632,6 +652,22 @@ class Run:
             target = rng.choice(self.wrapper_hosts)
             self.net.link(target, False)
             return target, lambda: self.net.link(target, True)
+        if kind == "clock-jump":
+            # The serving replica's wall clock jumps ahead by one to ten minutes; the heal
+            # sets it back, a step back of the same size.
+            target = self.leader() if self.cfg == "postgres" else self.replicas[0]
+            if target is None:
+                return None
+            jump = self.rng.randint(60, 600)
+            clock = self.path(f"{target}.clock")
+
+            def set_clock(offset):
+                with open(clock + ".new", "w") as f:
+                    f.write(f"+{offset}\n")
+                os.replace(clock + ".new", clock)
+
+            set_clock(jump)
+            return f"{target} +{jump}s", lambda: set_clock(0)
         if kind == "full-disk":
             filler = os.path.join(self.tmpfs, "filler")
             st = os.statvfs(self.tmpfs)
@@ -794,6 +830,10 @@ def main():
             p.error(f"--duration {args.duration:.0f}s cannot meet every fault kind of the "
                     f"{c} configuration once: {n} kind{'s' if n > 1 else ''} take{'' if n > 1 else 's'} up to {CYCLE_S:.0f} s each, "
                     f"so give at least {need:.0f}s")
+    if any("clock-jump" in (args.faults or FAULTS[c]) for c in configs) and not args.plant \
+            and libfaketime() is None:
+        p.error("the clock-jump fault needs libfaketime (Debian's faketime): install it, "
+                "or leave the fault out with --faults")
     if os.geteuid() != 0:
         p.error("the harness makes network namespaces and mounts a tmpfs: run it as root")
     if not os.access(args.bin, os.X_OK):

@@ -84,6 +84,9 @@ pub struct Loop {
     /// Agent jobs admitted on a node and not yet acknowledged: node -> job -> token.
     pub(crate) offered: HashMap<String, BTreeMap<JobId, u64>>,
     housekeeping_at: Timestamp,
+    /// Engine time, safe for leases across a step of the wall clock (clock.rs).
+    clock: crate::clock::EngineClock,
+    /// Engine time at the last reading, in milliseconds.
     pub(crate) last_now: u64,
     pub(crate) batch: Batch,
     /// Jobs changed in this batch (the store has their previous state until the commit).
@@ -145,6 +148,10 @@ impl Loop {
         let _ = engine.share();
         let digest = policy_digest(engine.policy());
         let now = wall_ms();
+        let clock = crate::clock::EngineClock::new(
+            std::time::Duration::from_millis(now),
+            crate::clock::boot_now(),
+        );
         let notify = crate::notify::LoopSide::new(&engine.policy().notify, &digest);
         Loop {
             engine,
@@ -161,6 +168,7 @@ impl Loop {
             node_waiters: HashMap::new(),
             offered: HashMap::new(),
             housekeeping_at: Timestamp(now),
+            clock,
             last_now: now,
             batch: Batch::default(),
             changed: BTreeMap::new(),
@@ -181,9 +189,27 @@ impl Loop {
         }
     }
 
-    /// Engine time: wall-clock milliseconds, never going backwards.
+    /// Engine time: wall-clock milliseconds, never going backwards; a forward step of the
+    /// wall clock moves every lease and node TTL with it (clock.rs).
     pub(crate) fn now(&mut self) -> Timestamp {
-        self.last_now = self.last_now.max(wall_ms());
+        let reading = self
+            .clock
+            .read(crate::clock::wall_now(), crate::clock::boot_now());
+        if let Some(by) = reading.stepped {
+            self.engine.clock_stepped(by);
+            tracing::warn!(
+                "the wall clock stepped forward by {}: leases and node TTLs moved with it",
+                lockgate_core::time::format_duration(by)
+            );
+        }
+        if let Some(by) = reading.stepped_back {
+            tracing::warn!(
+                "the wall clock stepped back by {}: engine time runs at half speed until it \
+                 meets it (leases last up to twice their TTL meanwhile)",
+                lockgate_core::time::format_duration(by)
+            );
+        }
+        self.last_now = self.last_now.max(reading.now.as_millis() as u64);
         Timestamp(self.last_now)
     }
 

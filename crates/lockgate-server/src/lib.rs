@@ -21,6 +21,7 @@ pub mod alloc;
 pub mod audit;
 pub mod auth;
 pub mod backups;
+pub mod clock;
 pub mod cluster;
 pub mod error;
 pub mod event_loop;

@@ -71,6 +71,30 @@ impl Timers {
 }
 
 impl Engine {
+    /// The server's wall clock stepped forward by `by` (an NTP step, a clock set by hand):
+    /// every lease and every ready node's TTL moves forward by it, so none runs out early
+    /// because the calendar moved while its holder counted on a monotonic clock. Their
+    /// timers re-arm themselves at the moved deadlines when they fire (above). Other
+    /// deadlines (`max_wait`, `max_run`, retries, windows) count the step as time passed.
+    /// Cost O(n) in live jobs and nodes; a step is rare.
+    pub fn clock_stepped(&mut self, by: std::time::Duration) {
+        let held: Vec<JobId> = self
+            .entries
+            .values()
+            .filter(|e| e.job.state.is_admitted() && e.job.lease.is_some())
+            .map(|e| e.job.id)
+            .collect();
+        for id in held {
+            let job = self.entries.job_mut(id);
+            if let Some(lease) = &mut job.lease {
+                lease.expires_at = lease.expires_at.plus(by);
+            }
+        }
+        for node in self.nodes.values_mut() {
+            node.last_seen = node.last_seen.plus(by);
+        }
+    }
+
     /// Fires every timer due at `now`; returns whether anything may have changed.
     pub(crate) fn fire_timers(&mut self, now: Timestamp) -> bool {
         let mut fired = false;

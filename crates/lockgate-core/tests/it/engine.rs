@@ -39,6 +39,39 @@ fn expired_lease_frees_the_slot_and_the_job_is_lost() {
     );
 }
 
+/// A forward step of the server's wall clock moves leases and node TTLs with it: the holder
+/// still has the time it was given, and the slot is not handed on.
+#[test]
+fn a_clock_step_moves_leases_and_node_ttls_forward() {
+    let mut e =
+        engine("[global]\nmax_running = 1\n[leases]\nttl = \"100ms\"\n[nodes]\nttl = \"1s\"\n");
+    node(&mut e, "a", &[], &["verify"], 0);
+    let a = submit(&mut e, spec("backup", &[]), 0);
+    let b = submit(&mut e, spec("backup", &[]), 0);
+    let t = token(&e, a);
+    e.heartbeat(a, t, Timestamp(60)).unwrap();
+    // The wall clock jumps an hour at 70 ms.
+    let hour = std::time::Duration::from_secs(3600);
+    e.clock_stepped(hour);
+    e.handle_timeout(Timestamp(3_600_070));
+    assert_eq!(
+        state(&e, a),
+        Some(JobState::Running),
+        "60 ms of its 100 ms left"
+    );
+    assert_eq!(state(&e, b), Some(JobState::Queued));
+    assert_eq!(e.node("a").unwrap().state_name(), "ready");
+    e.handle_timeout(Timestamp(3_600_160));
+    assert_eq!(state(&e, a), None, "lost once its own 100 ms ran out");
+    assert_eq!(state(&e, b), Some(JobState::Running));
+    e.handle_timeout(Timestamp(3_601_000));
+    assert_eq!(
+        e.node("a").unwrap().state_name(),
+        "lost",
+        "the node's 1 s ran out"
+    );
+}
+
 #[test]
 fn failed_job_is_retried_with_the_same_id() {
     let mut e = engine("[kinds.data-upload]\nretry = { times = 1, interval = \"30s\" }\n");

@@ -13,6 +13,8 @@ pub struct Srv {
     pub token: String,
     /// Serve HTTPS with the fixture certificate.
     pub tls: bool,
+    /// More environment for the server process.
+    pub env: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -48,6 +50,7 @@ impl Srv {
             port: free_port(),
             token: String::new(),
             tls,
+            env: Vec::new(),
             child: None,
         };
         s.spawn();
@@ -68,6 +71,7 @@ impl Srv {
             port: free_port(),
             token: String::new(),
             tls: false,
+            env: Vec::new(),
             child: None,
         };
         s.spawn_with(&["--database-url", url]);
@@ -87,6 +91,7 @@ impl Srv {
             port: free_port(),
             token: token.to_string(),
             tls: false,
+            env: Vec::new(),
             child: None,
         }
     }
@@ -141,6 +146,7 @@ impl Srv {
             .arg(self.config())
             .args(extra)
             .env("LOCKGATE_LOG", "warn")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -271,6 +277,16 @@ pub fn tail(path: &Path, n: usize) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The server's jobs in `state` (the first page).
+pub fn jobs_in(c: &Client, state: &str) -> Vec<lockgate_api::JobView> {
+    c.jobs(&lockgate_api::JobQuery {
+        state: Some(state.into()),
+        ..Default::default()
+    })
+    .unwrap()
+    .jobs
 }
 
 /// A new agent token bound to `node` (`agent-NODE`), made with the admin client.

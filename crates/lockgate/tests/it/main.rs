@@ -8,6 +8,7 @@ mod backup;
 mod behaviour;
 mod borgmatic;
 mod cli;
+mod clock;
 mod conf_dir;
 mod crash;
 mod edges;

@@ -213,15 +213,7 @@ fn a_grant_read_after_its_lease_ran_out_does_not_start_the_command() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let waiting = || {
-        admin
-            .jobs(&lockgate_api::JobQuery {
-                state: Some("queued".into()),
-                ..Default::default()
-            })
-            .unwrap()
-            .jobs
-    };
+    let waiting = || jobs_in(&admin, "queued");
     assert!(eventually(Duration::from_secs(10), || waiting().len() == 1));
     let id = waiting()[0].id;
     // Let the wrapper's long-poll reach the server, then pause it: the admission is
@@ -280,15 +272,11 @@ fn exit_codes_follow_the_contract() {
     );
     // --max-wait: the job expires while the slot is held.
     let mut holder = s.run(&["--", "sleep", "30"]).spawn().unwrap();
-    assert!(eventually(Duration::from_secs(5), || s
-        .admin()
-        .jobs(&lockgate_api::JobQuery {
-            state: Some("running".into()),
-            ..Default::default()
-        })
-        .unwrap()
-        .jobs
-        .len()
+    assert!(eventually(Duration::from_secs(5), || jobs_in(
+        &s.admin(),
+        "running"
+    )
+    .len()
         == 1));
     assert_eq!(
         code(&mut s.run(&["--max-wait", "200ms", "--report", "x.json", "--", "true"])),
