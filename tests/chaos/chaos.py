@@ -36,8 +36,8 @@ import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SUBNET = "10.231.77"
-BRIDGE = "lgcbr0"
+# Network N (--net) is the bridge lgcbrN on 10.231.(77+N).0/24, its namespaces lgc-HOST
+# (lgcN-HOST for N > 0), so runs on different networks can go at once.
 TTL_S = 3.0
 
 # Fault kinds per configuration. Each is applied, held, then healed.
@@ -165,56 +165,65 @@ def parse_duration(text):
 # The network: one namespace per host on one bridge.
 
 class Net:
-    def __init__(self):
+    def __init__(self, n=0):
         self.hosts = {}
+        self.subnet = f"10.231.{77 + n}"
+        self.bridge = f"lgcbr{n}"
+        self.ns_prefix = "lgc-" if n == 0 else f"lgc{n}-"
+        self.veth_prefix = "lgc" if n == 0 else f"lg{n}"
 
-    @staticmethod
-    def cleanup_leftovers():
+    def ns(self, name):
+        return self.ns_prefix + name
+
+    def veth(self, name):
+        return self.veth_prefix + name
+
+    def cleanup_leftovers(self):
         for line in sh("ip", "netns", "list", quiet=True).stdout.splitlines():
             name = line.split()[0] if line.split() else ""
-            if name.startswith("lgc-"):
+            if name.startswith(self.ns_prefix):
                 sh("ip", "netns", "del", name, check=False, quiet=True)
-        sh("ip", "link", "del", BRIDGE, check=False, quiet=True)
+        sh("ip", "link", "del", self.bridge, check=False, quiet=True)
 
     def up(self):
         self.cleanup_leftovers()
-        sh("ip", "link", "add", BRIDGE, "type", "bridge")
-        sh("ip", "addr", "add", f"{SUBNET}.1/24", "dev", BRIDGE)
-        sh("ip", "link", "set", BRIDGE, "up")
+        sh("ip", "link", "add", self.bridge, "type", "bridge")
+        sh("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
 
     def add(self, name, octet):
-        ns, veth = f"lgc-{name}", f"lgc{name}"
+        ns, veth = self.ns(name), self.veth(name)
         sh("ip", "netns", "add", ns)
         sh("ip", "link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
         sh("ip", "link", "set", f"{veth}p", "netns", ns)
         sh("ip", "-n", ns, "link", "set", f"{veth}p", "name", "eth0")
-        sh("ip", "-n", ns, "addr", "add", f"{SUBNET}.{octet}/24", "dev", "eth0")
+        sh("ip", "-n", ns, "addr", "add", f"{self.subnet}.{octet}/24", "dev", "eth0")
         sh("ip", "-n", ns, "link", "set", "eth0", "up")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "link", "set", veth, "master", BRIDGE, "up")
-        self.hosts[name] = f"{SUBNET}.{octet}"
+        sh("ip", "link", "set", veth, "master", self.bridge, "up")
+        self.hosts[name] = f"{self.subnet}.{octet}"
         return self.hosts[name]
 
     def link(self, name, up):
-        sh("ip", "link", "set", f"lgc{name}", "up" if up else "down")
+        sh("ip", "link", "set", self.veth(name), "up" if up else "down")
 
     def cut(self, a, b, cut):
         """Drops traffic between hosts a and b both ways (blackhole routes on each)."""
         verb = "add" if cut else "del"
-        sh("ip", "-n", f"lgc-{a}", "route", verb, "blackhole", f"{self.hosts[b]}/32",
+        sh("ip", "-n", self.ns(a), "route", verb, "blackhole", f"{self.hosts[b]}/32",
            check=cut)
-        sh("ip", "-n", f"lgc-{b}", "route", verb, "blackhole", f"{self.hosts[a]}/32",
+        sh("ip", "-n", self.ns(b), "route", verb, "blackhole", f"{self.hosts[a]}/32",
            check=cut)
 
     def down(self):
         for name in list(self.hosts):
-            sh("ip", "netns", "del", f"lgc-{name}", check=False, quiet=True)
-        sh("ip", "link", "del", BRIDGE, check=False, quiet=True)
+            sh("ip", "netns", "del", self.ns(name), check=False, quiet=True)
+        sh("ip", "link", "del", self.bridge, check=False, quiet=True)
         self.hosts.clear()
 
-
-def in_ns(name, argv):
-    return ["ip", "netns", "exec", f"lgc-{name}", *argv]
+    def exec(self, name, argv):
+        """argv run in host name's namespace."""
+        return ["ip", "netns", "exec", self.ns(name), *argv]
 
 
 # ---------------------------------------------------------------------------------------
@@ -286,7 +295,7 @@ class Run:
         self.args = args
         self.out = out
         self.rng = random.Random(f"{args.seed}-{cfg}")
-        self.net = Net()
+        self.net = Net(args.net)
         self.procs = {}
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -313,8 +322,8 @@ class Run:
         logf = open(self.path(f"{logname or name}.log"), "ab")
         full_env = dict(os.environ)
         full_env.update(env or {})
-        p = subprocess.Popen(in_ns(host, argv), stdin=subprocess.DEVNULL, stdout=logf,
-                             stderr=logf, env=full_env, start_new_session=True)
+        p = subprocess.Popen(self.net.exec(host, argv), stdin=subprocess.DEVNULL,
+                             stdout=logf, stderr=logf, env=full_env, start_new_session=True)
         self.procs[name] = p
         return p
 
@@ -360,7 +369,7 @@ class Run:
            self.pg_bin("initdb"), "-D", self.pg_dir, "-U", "postgres", "-A", "trust",
            "--no-sync")
         with open(os.path.join(self.pg_dir, "pg_hba.conf"), "a") as f:
-            f.write(f"host all all {SUBNET}.0/24 trust\n")
+            f.write(f"host all all {self.net.subnet}.0/24 trust\n")
 
     def pg_start(self):
         self.spawn("postgres", "db", [
@@ -521,7 +530,7 @@ class Run:
                     "--attr", f"datastore={ds}", "--attr", f"group={group}"]
             logf = open(self.path("wrappers.log"), "ab")
             p = subprocess.Popen(
-                in_ns(host, argv), stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                self.net.exec(host, argv), stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                 env={**os.environ, "LOCKGATE_SERVER": ",".join(self.server_urls()),
                      "LOCKGATE_TOKEN": self.token}, start_new_session=True)
             with self.lock:
@@ -805,6 +814,9 @@ def main():
                    "configuration's)")
     p.add_argument("--plant", help="run with a planted bug the checker must report: "
                    + "; ".join(f"{k}: {v}" for k, v in PLANTS.items()))
+    p.add_argument("--net", type=int, default=0, choices=range(10), metavar="N",
+                   help="the network to make: the bridge lgcbrN on 10.231.(77+N).0/24 "
+                   "(0 to 9; runs on different networks can go at once)")
     p.add_argument("--out", help="where the evidence goes (default: a new directory "
                    "under /tmp, kept)")
     p.add_argument("--bin", default=os.path.join(HERE, "..", "..", "target", "debug",
