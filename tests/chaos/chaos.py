@@ -58,11 +58,24 @@ CYCLE_S = 2 * TTL_S + 4.0
 # Planted bugs: a mode of the cluster that breaks one promise. The checker must report a
 # violation for each.
 PLANTS = {
-    "agent-outlives-lease": (
-        "agents keep their handlers running for 60 s without a renewal "
-        "(unreachable_grace = 60s, past the 3 s TTL), and the nemesis partitions agents "
-        "from the servers"
-    ),
+    "agent-outlives-lease": {
+        "about": "agents keep their handlers running for 60 s without a renewal "
+                 "(unreachable_grace = 60s, past the 3 s TTL), and the nemesis partitions "
+                 "agents from the servers",
+        "configs": ["postgres", "sqlite"],
+        "faults": ["partition-agent"],
+        "server": False,
+        "long_commands": True,
+    },
+    "ack-before-commit": {
+        "about": "a finish answered before the batch that records it is committed (a "
+                 "server built with the plants feature), and the nemesis cuts the leader "
+                 "from the database and kills it",
+        "configs": ["postgres"],
+        "faults": ["partition-leader-db", "kill-leader"],
+        "server": True,
+        "long_commands": False,
+    },
 }
 
 POLICY = """\
@@ -305,9 +318,10 @@ class Run:
         self.pg_dir = None
         self.bin = args.bin
         self.plant = args.plant
-        # With the planted bug, handlers last longer than the TTL, so a partitioned agent
-        # still runs one when the server hands its slot on.
-        self.agent_ms = (5000, 9000) if args.plant == "agent-outlives-lease" else (300, 1500)
+        # With some planted bugs, commands last longer than the TTL, so a holder the bug
+        # keeps going still runs one when the server hands its slot on.
+        long = bool(args.plant) and PLANTS[args.plant]["long_commands"]
+        self.agent_ms = (5000, 9000) if long else (300, 1500)
 
     def note(self, entry):
         with self.lock:
@@ -399,6 +413,8 @@ class Run:
         else:
             argv += ["--min-free-space", "1000000"]
         env = {"LOCKGATE_LOG": "info"}
+        if self.plant and PLANTS[self.plant]["server"]:
+            env["LOCKGATE_PLANT"] = self.plant
         if "clock-jump" in self.faults:
             # Each server's wall clock is the host's offset by what its clock file holds
             # (re-read at most every second); its monotonic clocks are left alone, as a
@@ -428,16 +444,19 @@ class Run:
                 f'run = {q(task + ["--ms", "{attr.ms}"])}\n')
 
     def leader(self):
-        """The replica that leads now, by its own word (None when none does)."""
+        """The replica that leads now, by its own word (None when none does); of two that
+        say so, the one with the newer term."""
+        best = None
         for r in self.replicas:
             try:
                 url = f"http://{self.net.hosts[r]}:7400/v1/cluster"
                 with urllib.request.urlopen(url, timeout=1) as resp:
-                    if json.loads(resp.read()).get("role") == "leader":
-                        return r
-            except (OSError, ValueError):
+                    v = json.loads(resp.read())
+                    if v.get("role") == "leader" and (best is None or v["term"] > best[1]):
+                        best = (r, v["term"])
+            except (OSError, ValueError, KeyError):
                 pass
-        return None
+        return best and best[0]
 
     def setup(self):
         with open(self.path("policy.toml"), "w") as f:
@@ -738,8 +757,8 @@ class Run:
         faults = FAULTS[self.cfg]
         if self.args.faults:
             faults = [f for f in faults if f in self.args.faults]
-        if self.plant == "agent-outlives-lease":
-            faults = ["partition-agent"]
+        if self.plant:
+            faults = PLANTS[self.plant]["faults"]
         self.faults = faults
         try:
             self.setup()
@@ -813,7 +832,7 @@ def main():
     p.add_argument("--faults", help="comma-separated fault kinds (default: all of the "
                    "configuration's)")
     p.add_argument("--plant", help="run with a planted bug the checker must report: "
-                   + "; ".join(f"{k}: {v}" for k, v in PLANTS.items()))
+                   + "; ".join(f"{k}: {v['about']}" for k, v in PLANTS.items()))
     p.add_argument("--net", type=int, default=0, choices=range(10), metavar="N",
                    help="the network to make: the bridge lgcbrN on 10.231.(77+N).0/24 "
                    "(0 to 9; runs on different networks can go at once)")
@@ -825,6 +844,13 @@ def main():
     if args.plant and args.plant not in PLANTS:
         p.error(f"unknown plant {args.plant!r}: known are {', '.join(PLANTS)}")
     configs = ["postgres", "sqlite"] if args.config == "both" else [args.config]
+    if args.plant:
+        runs_on = PLANTS[args.plant]["configs"]
+        if args.config == "both":
+            configs = runs_on
+        elif args.config not in runs_on:
+            p.error(f"--plant {args.plant} runs on the {' and '.join(runs_on)} "
+                    f"configuration only, not {args.config}")
     if args.faults:
         wanted = [f.strip() for f in args.faults.split(",") if f.strip()]
         known = sorted({f for c in configs for f in FAULTS[c]})
@@ -836,7 +862,7 @@ def main():
     for c in configs:
         n = len(args.faults and [f for f in FAULTS[c] if f in args.faults] or FAULTS[c])
         if args.plant:
-            n = 1  # the plant runs its one fault kind
+            n = len(PLANTS[args.plant]["faults"])  # the plant runs its own fault kinds
         need = n * CYCLE_S
         if args.duration < need:
             p.error(f"--duration {args.duration:.0f}s cannot meet every fault kind of the "

@@ -65,7 +65,12 @@ impl Loop {
             }
             JobOp::Finish(id, req, reply) => {
                 let r = self.finish(p, id, req, now);
-                self.answer(reply, r);
+                if crate::plant::planted(crate::plant::Plant::AckBeforeCommit) {
+                    // The planted bug: answered before its batch is committed.
+                    let _ = reply.send(r);
+                } else {
+                    self.answer(reply, r);
+                }
             }
             JobOp::Cancel(id, force, reply) => {
                 let r = self.cancel(p, id, force, now);
