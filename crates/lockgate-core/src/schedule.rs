@@ -326,6 +326,20 @@ fn cycle_text(names: &[String]) -> String {
 /// `None` when there is no schedule `s`. `scope` ends the unknown-name message (`" in this
 /// policy"`).
 ///
+/// The one rule for a schedule's name, a policy's `[[schedule]]` and an API schedule alike,
+/// in words for errors. A name is a path segment (`/v1/schedules/{name}`) and the first
+/// part of its runs' idempotency keys (`<name>/<planned time>`), so it holds no `/`.
+pub const NAME_RULE: &str = "1 to 64 letters, digits or . _ : @ -";
+
+/// Whether `name` may name a schedule ([`NAME_RULE`]).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:@-".contains(c))
+}
+
 /// Each schedule names at most one other, so the schedules form chains; following the one
 /// from `name` either ends, runs into a cycle that does not hold `name` (that cycle is the
 /// error of its own members), or comes back to `name`: at most one step per schedule.
@@ -388,6 +402,13 @@ mod tests {
     }
 
     const T0: u64 = 1_796_083_200_000; // 2026-12-01T00:00:00Z
+
+    #[test]
+    fn a_schedule_name_is_a_path_segment() {
+        assert!(valid_name("verify-ds1") && valid_name("a.b_c:d@e-f"));
+        assert!(!valid_name("a/b") && !valid_name("") && !valid_name("a b"));
+        assert!(valid_name(&"x".repeat(64)) && !valid_name(&"x".repeat(65)));
+    }
 
     #[test]
     fn a_run_is_an_agent_job_on_any_node_unless_it_names_its_placement() {

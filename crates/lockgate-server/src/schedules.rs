@@ -113,15 +113,6 @@ pub fn server_zone() -> String {
     zone
 }
 
-/// Whether `name` may name an API-created schedule: 1 to 64 letters, digits or `. _ : @ -`.
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._:@-".contains(c))
-}
-
 /// The JSON field of a policy field path inside one `[[schedule]]` (`schedule[0].jitter`
 /// -> `jitter_s`).
 fn api_field(policy_field: &str) -> String {
@@ -153,12 +144,13 @@ fn api_field(policy_field: &str) -> String {
 /// selector, cost pool, `duplicates` or `misfire` value. `after` is passed through: the
 /// loop checks it against every schedule (`after.rs`).
 pub fn validate(req: &ScheduleRequest, policy: &Policy) -> Result<ScheduleSpec, ApiError> {
-    if !valid_name(&req.name) {
+    if !lockgate_core::schedule::valid_name(&req.name) {
         return Err(ApiError::invalid(
             "name",
             format!(
-                "invalid schedule name {:?}: 1 to 64 letters, digits or . _ : @ -",
-                req.name
+                "invalid schedule name {:?}: {}",
+                req.name,
+                lockgate_core::schedule::NAME_RULE
             ),
         ));
     }
@@ -193,6 +185,5 @@ mod tests {
         assert_eq!(api_field("schedule[0].retry.interval"), "retry.interval_s");
         assert_eq!(api_field("schedule[0].job.cost.tape"), "job.cost.tape");
         assert!(zone_known("UTC") && zone_known("Europe/Vienna") && !zone_known("Mars/Olympus"));
-        assert!(valid_name("verify-ds1") && !valid_name("a/b") && !valid_name(""));
     }
 }

@@ -249,7 +249,7 @@ fn lookup(
     name: &str,
     parse: &lockgate_core::calendar::CalendarError,
 ) -> anyhow::Result<(Schedule, String)> {
-    if !lockgate_server::schedules::valid_name(name) {
+    if !lockgate_core::schedule::valid_name(name) {
         bail!("invalid schedule expression {name:?}: {parse}");
     }
     let client = session::client(global)?;

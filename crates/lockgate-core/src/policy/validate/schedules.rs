@@ -30,7 +30,7 @@ pub(super) fn schedules(
 }
 
 pub(super) fn schedule(s: &RawSchedule, pools: &Pools<'_>, p: &FieldPath) -> Checked<ScheduleSpec> {
-    name(&s.name, &p.key("name"), "schedule")?;
+    schedule_name(&s.name, &p.key("name"))?;
     let when_limit = crate::limits::text("when", &s.when, crate::limits::MAX_EXPR_BYTES);
     within(when_limit, &p.key("when"))?;
     if s.when.trim().is_empty() {
@@ -95,7 +95,7 @@ pub(super) fn schedule(s: &RawSchedule, pools: &Pools<'_>, p: &FieldPath) -> Che
             .map(|r| retry(r, &p.key("retry")))
             .transpose()?,
         after: match &s.after {
-            Some(a) => name(a, &p.key("after"), "schedule").map(|()| Some(a.clone()))?,
+            Some(a) => schedule_name(a, &p.key("after")).map(|()| Some(a.clone()))?,
             None => None,
         },
     })
@@ -151,4 +151,16 @@ pub(super) fn job_template(j: &RawJob, pools: &Pools<'_>, p: &FieldPath) -> Chec
         max_wait: positive_duration(&j.max_wait, &p.key("max_wait"))?,
         max_run: positive_duration(&j.max_run, &p.key("max_run"))?,
     })
+}
+
+/// A schedule's name, or another's in `after`: [`crate::schedule::NAME_RULE`].
+fn schedule_name(text: &str, p: &FieldPath) -> Checked<()> {
+    if crate::schedule::valid_name(text) {
+        return Ok(());
+    }
+    let rule = crate::schedule::NAME_RULE;
+    bad(
+        p,
+        format!("invalid schedule name {text:?}: expected {rule}"),
+    )
 }

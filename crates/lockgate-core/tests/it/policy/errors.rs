@@ -253,6 +253,13 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
 #[case::misfire(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nmisfire = \"later\"\n"), 5, "schedule[0].misfire", "expected \"run-once\" or \"skip\", got \"later\"")]
 #[case::executor(&format!("{SCHEDULE}job = {{ kind = \"verify\", executor = \"robot\" }}\n"), 4, "schedule[0].job.executor", "expected \"client\" or \"agent\", got \"robot\"")]
 #[case::client_schedule(&format!("{SCHEDULE}job = {{ kind = \"verify\", executor = \"client\" }}\n"), 4, "schedule[0].job.executor", "a schedule's run is submitted by the server, so no client would hold it")]
+#[case::schedule_name_slash(
+    "[[schedule]]\nname = \"ds1/verify\"\nwhen = \"daily\"\njob = { kind = \"verify\" }\n",
+    2,
+    "schedule[0].name",
+    "invalid schedule name \"ds1/verify\": expected 1 to 64 letters, digits or . _ : @ -"
+)]
+#[case::schedule_after_name(&format!("{SCHEDULE}job = {{ kind = \"verify\" }}\nafter = \"\"\n"), 5, "schedule[0].after", "invalid schedule name \"\": expected 1 to 64")]
 #[case::duplicate_schedule(&format!("{SCHEDULE}job = {{ kind = \"a\" }}\n{SCHEDULE}job = {{ kind = \"b\" }}\n"), 6, "schedule[1].name", "already used by schedule[0]")]
 #[case::empty_when(
     "[[schedule]]\nname = \"s\"\nwhen = \" \"\njob = { kind = \"verify\" }\n",
