@@ -91,20 +91,6 @@ impl SecretRef {
             SecretRef::Env(v) => format!("secret_env {v}"),
         }
     }
-
-    /// Reads the secret now.
-    ///
-    /// # Errors
-    /// Which file or variable could not be read, and why.
-    pub fn resolve(&self) -> Result<String, String> {
-        match self {
-            SecretRef::File(p) => std::fs::read_to_string(p)
-                .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-                .map_err(|e| format!("cannot read secret_file {}: {e}", p.display())),
-            SecretRef::Env(v) => std::env::var(v)
-                .map_err(|_| format!("secret_env {v} is not set in the server's environment")),
-        }
-    }
 }
 
 /// The byte range of the password in `url` (`scheme://user:PASSWORD@host/..`), if any.

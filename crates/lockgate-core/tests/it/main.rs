@@ -8,6 +8,7 @@ mod holds;
 mod policy;
 mod preempt;
 mod props;
+mod pure;
 mod seeds;
 mod selector;
 mod window_order;

@@ -10,7 +10,7 @@
 //! Every attempt runs under the target's `timeout` as a whole (connect, TLS, request).
 
 use super::matcher::severity;
-use lockgate_core::policy::{NotifyTarget, NotifyVia};
+use lockgate_core::policy::{NotifyTarget, NotifyVia, SecretRef};
 use serde_json::{Map, Value};
 use std::sync::{Arc, OnceLock};
 
@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 /// # Errors
 /// Why it was not delivered (retried by the caller while retries remain).
 pub(crate) async fn send(target: &NotifyTarget, body: &str) -> Result<String, String> {
-    let secret = target.secret.as_ref().map(|s| s.resolve()).transpose()?;
+    let secret = target.secret.as_ref().map(resolve).transpose()?;
     let attempt = async {
         match &target.via {
             NotifyVia::Webhook { url } => webhook(url, secret.as_deref(), body).await,
@@ -32,6 +32,21 @@ pub(crate) async fn send(target: &NotifyTarget, body: &str) -> Result<String, St
             "no answer within the timeout of {}s",
             target.timeout.as_secs_f64()
         )),
+    }
+}
+
+/// Reads a target's secret now, at each attempt (a rotated file or variable takes effect
+/// at the next send). The policy only names it (`SecretRef`); the server reads it.
+///
+/// # Errors
+/// Which file or variable could not be read, and why.
+fn resolve(secret: &SecretRef) -> Result<String, String> {
+    match secret {
+        SecretRef::File(p) => std::fs::read_to_string(p)
+            .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+            .map_err(|e| format!("cannot read secret_file {}: {e}", p.display())),
+        SecretRef::Env(v) => std::env::var(v)
+            .map_err(|_| format!("secret_env {v} is not set in the server's environment")),
     }
 }
 
