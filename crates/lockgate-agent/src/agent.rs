@@ -33,7 +33,7 @@ mod worker;
 use crate::config::{AgentConfig, Stage};
 use lockgate_api::NodeRegister;
 use lockgate_client::child::Launcher;
-use lockgate_client::{Backoff, Client, ClientError};
+use lockgate_client::{retry_with, Backoff, Client, ClientError, RetryError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -279,34 +279,33 @@ impl Shared {
 
     /// Registers, retrying while the server is unreachable. False when stopped or refused.
     fn register_until_done(&self) -> bool {
-        let mut backoff = Backoff::new();
         let mut warned = false;
-        loop {
-            match self.client.register_node(&self.node, &self.registration()) {
-                Ok(_) => return true,
-                Err(e) if e.is_temporary() => {
-                    if !warned {
-                        tracing::warn!("{e}; retrying");
-                        warned = true;
-                    }
-                }
-                Err(e) if e.is_refused() => {
-                    self.fail(AgentError::Refused {
-                        node: self.node.clone(),
-                        error: Box::new(e),
-                    });
-                    return false;
-                }
-                Err(e) => {
-                    self.fail(AgentError::Rejected {
-                        node: self.node.clone(),
-                        error: Box::new(e),
-                    });
-                    return false;
-                }
+        let wait = |pause, e: &ClientError| {
+            if !warned {
+                tracing::warn!("{e}; retrying");
+                warned = true;
             }
-            if self.shutdown.wait_timeout(backoff.next_pause()) {
-                return false;
+            !self.shutdown.wait_timeout(pause)
+        };
+        let registered = retry_with(wait, || {
+            self.client.register_node(&self.node, &self.registration())
+        });
+        match registered {
+            Ok(_) => true,
+            Err(RetryError::GaveUp(_)) => false,
+            Err(RetryError::Permanent(e)) if e.is_refused() => {
+                self.fail(AgentError::Refused {
+                    node: self.node.clone(),
+                    error: Box::new(e),
+                });
+                false
+            }
+            Err(RetryError::Permanent(e)) => {
+                self.fail(AgentError::Rejected {
+                    node: self.node.clone(),
+                    error: Box::new(e),
+                });
+                false
             }
         }
     }

@@ -3,7 +3,9 @@
 //! [`Backoff`] pauses 20 ms, then twice as long each time, up to 1 s: a restarting server
 //! is found again within a second of being back, and a down server costs one request a
 //! second per waiting client. [`retry`] retries exactly the errors
-//! [`ClientError::is_temporary`] accepts, for a bounded time of *continuous* failure.
+//! [`ClientError::is_temporary`] accepts, for a bounded time of *continuous* failure;
+//! [`retry_with`] is the same loop with the caller's own wait (the agent's, which ends
+//! early when the agent stops).
 
 use crate::ClientError;
 use std::time::{Duration, Instant};
@@ -56,19 +58,41 @@ pub enum RetryError {
 /// once for any other error.
 pub fn retry<T>(
     limit: Duration,
-    mut f: impl FnMut() -> Result<T, ClientError>,
+    f: impl FnMut() -> Result<T, ClientError>,
 ) -> Result<T, RetryError> {
     let start = Instant::now();
+    retry_with(
+        |pause, _| {
+            let left = limit.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return false;
+            }
+            std::thread::sleep(pause.min(left));
+            true
+        },
+        f,
+    )
+}
+
+/// [`retry`] with the caller's own wait: after each temporary error, `wait` gets the
+/// [`Backoff`]'s next pause and the error, waits as it likes (a stop signal that ends the
+/// wait early, a log line the first time), and says whether to try again.
+///
+/// # Errors
+/// [`RetryError::GaveUp`] with the last temporary error once `wait` says no,
+/// [`RetryError::Permanent`] at once for any other error.
+pub fn retry_with<T>(
+    mut wait: impl FnMut(Duration, &ClientError) -> bool,
+    mut f: impl FnMut() -> Result<T, ClientError>,
+) -> Result<T, RetryError> {
     let mut backoff = Backoff::new();
     loop {
         match f() {
             Ok(v) => return Ok(v),
             Err(e) if e.is_temporary() => {
-                let left = limit.saturating_sub(start.elapsed());
-                if left.is_zero() {
+                if !wait(backoff.next_pause(), &e) {
                     return Err(RetryError::GaveUp(e));
                 }
-                std::thread::sleep(backoff.next_pause().min(left));
             }
             Err(e) => return Err(RetryError::Permanent(e)),
         }
@@ -123,6 +147,25 @@ mod tests {
         assert!(
             took >= Duration::from_millis(100) && took < Duration::from_secs(2),
             "{took:?}"
+        );
+    }
+
+    #[test]
+    fn retry_with_waits_as_told_and_stops_when_told() {
+        let mut pauses = Vec::new();
+        let r: Result<(), _> = retry_with(
+            |pause, e| {
+                assert_eq!(*e, unreachable());
+                pauses.push(pause.as_millis());
+                pauses.len() < 3
+            },
+            || Err(unreachable()),
+        );
+        assert_eq!(r, Err(RetryError::GaveUp(unreachable())));
+        assert_eq!(
+            pauses,
+            [20, 40, 80],
+            "the back-off's pauses, no sleep of its own"
         );
     }
 }

@@ -32,7 +32,7 @@ pub mod lease;
 pub mod logs;
 mod servers;
 
-pub use backoff::{retry, Backoff, RetryError};
+pub use backoff::{retry, retry_with, Backoff, RetryError};
 pub use client::{
     encode, AuditQuery, Client, PolicyPut, CALL_TIMEOUT, CLUSTER_CALL_TIMEOUT, CLUSTER_POLL,
 };

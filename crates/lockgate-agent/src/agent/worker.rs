@@ -29,8 +29,8 @@ use crate::template::{attr_env_name, render_argv, Context};
 use lockgate_api::{JobView, LogStream};
 use lockgate_client::child::{self, Supervised};
 use lockgate_client::{
-    hold_with, Backoff, ClientError, Ending, Holder, LeaseKeeper, LogShipper, Renewal, Stop,
-    WhileUnreachable,
+    hold_with, retry_with, ClientError, Ending, Holder, LeaseKeeper, LogShipper, Renewal,
+    RetryError, Stop, WhileUnreachable,
 };
 use lockgate_core::{JobState, Outcome};
 use std::process::{ExitStatus, Stdio};
@@ -347,36 +347,23 @@ impl Worker<'_> {
     /// Reports `prepared`; false when the job is no longer ours (or the agent stops).
     fn report_prepared(&mut self) -> bool {
         let id = self.id();
-        let mut backoff = Backoff::new();
-        loop {
-            match self.sh.client.prepared(id, self.token) {
-                Ok(job) => {
-                    if job.state == JobState::Running {
-                        self.run_assigned = true;
-                    }
-                    self.job = job;
-                    return true;
+        // The prepare handler has run: keep saying so until the server takes it (a
+        // restarted server offers the same lease again, and it must find this worker, not
+        // run the handler twice) or the agent stops.
+        let sh = &self.sh;
+        let reported = retry_with(
+            |pause, _| !sh.shutdown.wait_timeout(pause),
+            || sh.client.prepared(id, self.token),
+        );
+        match reported {
+            Ok(job) => {
+                if job.state == JobState::Running {
+                    self.run_assigned = true;
                 }
-                // The prepare handler has run: keep saying so until the server takes it
-                // (a restarted server offers the same lease again, and it must find this
-                // worker, not run the handler twice) or the agent stops.
-                Err(e) if e.is_temporary() => {}
-                Err(e) if e.code() == Some("wrong_state") => {
-                    // An earlier try got through and its answer was lost.
-                    return match self.sh.client.job(id) {
-                        Ok(j) if matches!(j.state, JobState::Prepared | JobState::Running) => true,
-                        _ => {
-                            tracing::warn!("job {id}: prepared: {e}");
-                            false
-                        }
-                    };
-                }
-                Err(e) => {
-                    tracing::warn!("job {id}: reporting prepared failed: {e}");
-                    return false;
-                }
+                self.job = job;
+                true
             }
-            if self.sh.shutdown.wait_timeout(backoff.next_pause()) {
+            Err(RetryError::GaveUp(_)) => {
                 self.finish(
                     Outcome::Failed,
                     format!(
@@ -384,7 +371,21 @@ impl Worker<'_> {
                         self.sh.node
                     ),
                 );
-                return false;
+                false
+            }
+            Err(RetryError::Permanent(e)) if e.code() == Some("wrong_state") => {
+                // An earlier try got through and its answer was lost.
+                match self.sh.client.job(id) {
+                    Ok(j) if matches!(j.state, JobState::Prepared | JobState::Running) => true,
+                    _ => {
+                        tracing::warn!("job {id}: prepared: {e}");
+                        false
+                    }
+                }
+            }
+            Err(RetryError::Permanent(e)) => {
+                tracing::warn!("job {id}: reporting prepared failed: {e}");
+                false
             }
         }
     }
@@ -438,39 +439,33 @@ impl Worker<'_> {
     /// the finish goes through, or is refused because the lease ran out there.
     fn finish(&mut self, outcome: Outcome, message: String) {
         let id = self.id();
-        let mut backoff = Backoff::new();
         let since = Instant::now();
         let mut said = false;
-        loop {
-            match self
-                .sh
-                .client
-                .finish_job(id, self.token, outcome, Some(message.clone()))
-            {
-                Ok(j) => {
-                    tracing::info!("job {id} {}: {}", j.kind, j.state);
-                    return;
-                }
-                Err(e) if e.is_temporary() => {
-                    if !said {
-                        tracing::warn!("job {id}: finishing ({outcome:?}): {e}; retrying until the server takes it");
-                        said = true;
-                    }
-                }
-                Err(e) => {
-                    log_finish_error(id, &e);
-                    return;
-                }
+        let sh = &self.sh;
+        let wait = |pause, e: &ClientError| {
+            if !said {
+                tracing::warn!(
+                    "job {id}: finishing ({outcome:?}): {e}; retrying until the server takes it"
+                );
+                said = true;
             }
-            let pause = backoff.next_pause();
-            if !self.sh.shutdown.is_triggered() {
-                self.sh.shutdown.wait_timeout(pause);
-            } else if since.elapsed() < self.sh.config.unreachable_grace {
+            if !sh.shutdown.is_triggered() {
+                sh.shutdown.wait_timeout(pause);
+            } else if since.elapsed() < sh.config.unreachable_grace {
                 std::thread::sleep(pause);
             } else {
-                tracing::warn!("job {id}: the agent is stopping and the server did not take the finish ({outcome:?}) within unreachable_grace; the job ends lost when its lease runs out");
-                return;
+                return false;
             }
+            true
+        };
+        let finished = retry_with(wait, || {
+            sh.client
+                .finish_job(id, self.token, outcome, Some(message.clone()))
+        });
+        match finished {
+            Ok(j) => tracing::info!("job {id} {}: {}", j.kind, j.state),
+            Err(RetryError::GaveUp(_)) => tracing::warn!("job {id}: the agent is stopping and the server did not take the finish ({outcome:?}) within unreachable_grace; the job ends lost when its lease runs out"),
+            Err(RetryError::Permanent(e)) => log_finish_error(id, &e),
         }
     }
 }
