@@ -8,6 +8,13 @@
 //! # Invariant
 //! [`ErrorCode::as_str`] and the serde name of every variant are the same string (the
 //! test `as_str_is_the_serde_name` checks every variant in [`ErrorCode::ALL`]).
+//!
+//! # Error rules
+//! - A code names a kind of failure a client can act on differently from the others;
+//!   details go in the message. A new code is added only with its HTTP status
+//!   ([`ErrorCode::http_status`]), its line in api.md and its variant in
+//!   [`ErrorCode::ALL`].
+//! - A code, once served, is never renamed or removed: clients match on it.
 
 use crate::ErrorDetail;
 use serde::{Deserialize, Serialize};

@@ -3,6 +3,17 @@
 //! [`ClientError::is_temporary`] is the only place that decides whether an error may go
 //! away by itself. `lockgate run`, the agent and the lease keeper all retry exactly the
 //! errors it accepts, with [`crate::Backoff`]; everything else is permanent for them.
+//!
+//! # Error rules
+//! - A server's error body is kept as it came ([`ClientError::Api`] holds its
+//!   `ErrorDetail`: code, message, field); the client never rewrites the server's words,
+//!   and decides by [`ClientError::code`], never by comparing messages.
+//! - An error the client makes itself names what it called: the URL for
+//!   [`ClientError::Unreachable`] and [`ClientError::Decode`], the file for a bad CA
+//!   ([`ClientError::Setup`]).
+//! - Whether to retry is [`ClientError::is_temporary`]'s to say, and whether a new token
+//!   is needed [`ClientError::is_refused`]'s; callers ask them instead of matching
+//!   statuses.
 
 use lockgate_api::ErrorDetail;
 

@@ -86,6 +86,9 @@ pub(crate) fn current() -> Option<Arc<AuditTag>> {
 
 /// Runs `f` with `tag` as the current audited request: every loop operation it asks for
 /// carries the tag.
+///
+/// # Cancel safety
+/// As cancel safe as `f`: dropping it drops `f` (the tag goes with it).
 pub(crate) async fn scope<F: std::future::Future>(tag: Arc<AuditTag>, f: F) -> F::Output {
     TAG.scope(tag, f).await
 }
@@ -190,6 +193,11 @@ pub enum AuditOp {
 
 /// The route layer of the module docs: tags every request that is not a read, and
 /// records what the loop did not.
+///
+/// # Cancel safety
+/// Not fully: dropped after the route ran (the client went away) and before the audit row
+/// of an answer the loop did not record was asked for, that row is not written; every
+/// operation that reached the loop was recorded there, in its own batch.
 pub(crate) async fn record(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     if matches!(method, Method::GET | Method::HEAD | Method::OPTIONS) {

@@ -183,6 +183,11 @@ impl Backups {
     }
 
     /// The active policy's `[blocks]` section and `p`'s owner settings.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a read; a dropped ask loses only its answer ([`LoopHandle::ask`]).
+    ///
+    /// [`LoopHandle::ask`]: crate::protocol::LoopHandle::ask
     pub(crate) async fn scope(&self, p: &Principal) -> Result<BackupScope, ApiError> {
         let owner = p.name.clone();
         self.lp
@@ -260,6 +265,13 @@ impl Backups {
 
     /// Stops handing out the backup's blocks and cancels its data-movement jobs. Safe to
     /// call more than once.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: the flag and the pool's cancel are set before the first await, and
+    /// a job's cancel, once sent, is applied whether or not its answer is awaited; but the
+    /// job ids are taken from the run first, so a drop midway leaves the jobs not yet
+    /// asked running to their own end, and a second call does not find them. Callers
+    /// await it to its end.
     pub(crate) async fn cancel_running(&self, run: &Running) {
         run.cancelled.store(true, Ordering::SeqCst);
         if let Some(h) = run.handle.lock().expect("handle lock").as_ref() {

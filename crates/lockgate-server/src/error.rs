@@ -1,6 +1,23 @@
 //! [`ApiError`]: every 4xx/5xx answer, as `{"error": {"code", "message", "field"}}`,
 //! and [`parse_json`], the one reading of a JSON body (400 `malformed_json`, also for
 //! trailing data after the value; 422 `invalid_field` naming the field).
+//!
+//! # Error rules
+//! - Every error a client sees is an [`ApiError`]; a handler never builds a response of
+//!   its own for an error (the framework's own errors are rewritten into this shape by
+//!   `http/shape.rs`). The one exception is a page meant for a person: the dashboard's
+//!   sign-in page with its error (`HtmlPage`).
+//! - Whoever builds one picks its [`ErrorCode`], never an HTTP status: the status follows
+//!   from the code, so one kind of failure has one status everywhere.
+//! - The message says what was refused in the request's own terms: the value given and
+//!   what was expected, or the state that stands in the way (`job 7 already ended
+//!   (succeeded)`), and what to do when there is something to do. When one field is at
+//!   fault, `field` names it as the JSON spells it.
+//! - A message never holds a secret: tokens are named by their name, a URL's password is
+//!   masked (lockgate-core `redact_url`).
+//! - Errors that never reach a client (a server that cannot start: `ServerError`; reading
+//!   a policy file: `ReadError`) are enums of their own module, each naming the path or
+//!   address at fault; the binary prints them and exits.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -252,6 +252,12 @@ impl Loop {
     }
 
     /// Runs until [`Op::Shutdown`] or until every sender is gone.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: it owns the engine and the store. Dropped between batches, what
+    /// was acknowledged is committed and nothing is lost, but waiters get no answer and
+    /// the store is not flushed; dropped inside a commit (it blocks there, so only with
+    /// its thread), the batch's answers are never sent. Stop it with [`Op::Shutdown`].
     pub async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
         let mut msgs: Vec<Msg> = Vec::with_capacity(MAX_BATCH);
         let mut stopping = None;

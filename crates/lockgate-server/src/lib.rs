@@ -553,6 +553,11 @@ impl Server {
     ///
     /// # Errors
     /// [`ServerError::Tls`] when the certificate or key cannot be loaded.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping it skips the graceful stop (no last answers, no flush;
+    /// what was acknowledged is committed already, so nothing acknowledged is lost, as
+    /// after a kill -9). Stop it by resolving `shutdown`.
     pub async fn run(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -728,6 +733,10 @@ async fn reload_on_sighup(
 }
 
 /// Resolves on SIGTERM or SIGINT.
+///
+/// # Cancel safety
+/// Cancel safe: the signal handlers stay installed, and a signal that came while it was
+/// not awaited is seen by the next call.
 pub async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");

@@ -151,6 +151,10 @@ impl CutListener {
     }
 
     /// Resolves when the stream is told to end (never, if the connection is gone).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches a channel, so it may lose a `select!` and be awaited
+    /// again; the request to end stays set and the next call sees it at once.
     pub async fn wait(&mut self) {
         if self.rx.wait_for(Option::is_some).await.is_err() {
             std::future::pending::<()>().await;
@@ -278,6 +282,10 @@ pub fn load_tls(
 ///
 /// # Errors
 /// The listener could not be handed to the runtime.
+///
+/// # Cancel safety
+/// Not cancel safe: dropping it stops accepting at once, without the drain `stop` gives
+/// (in-flight requests are cut, long-polls get no last answer). Stop it through `stop`.
 pub async fn serve(
     listener: std::net::TcpListener,
     app: Router,

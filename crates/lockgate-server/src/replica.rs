@@ -173,6 +173,10 @@ pub(crate) fn start_term(
 
 /// Stops a term's loop: the gate and the shared handle first, then the notification
 /// task, then the loop (which answers its waiters and ends), joined.
+///
+/// # Cancel safety
+/// Not cancel safe: once it has cleared the handle, dropping it leaves the term's loop
+/// thread running without a gate in front of it. It is awaited to its end by `follow`.
 pub(crate) async fn stop_term(running: Running, lp: &LoopHandle) {
     if let Some((l, _)) = &running.lead {
         l.stop_serving();
@@ -187,6 +191,10 @@ pub(crate) async fn stop_term(running: Running, lp: &LoopHandle) {
 
 /// Follows the leadership loop's changes for the life of the server: builds a term's
 /// loop on `Won`, stops it on `Lost`. Ends at shutdown.
+///
+/// # Cancel safety
+/// Not cancel safe: it owns the term's loop; dropping it mid-takeover leaves a loop
+/// loading or running with nothing to stop it. It is spawned once and ends with `stop`.
 pub(crate) async fn follow(
     replica: Replica,
     lp: LoopHandle,

@@ -170,6 +170,9 @@ fn is_new_submit(req: &Request) -> bool {
 
 /// Axum middleware: 507 `insufficient_storage` for new submits while the watch refuses
 /// them (see the module docs); every other request passes through.
+///
+/// # Cancel safety
+/// Cancel safe: it decides before it hands the request on, and changes nothing itself.
 pub async fn refuse_new_submits(
     State(watch): State<Arc<SpaceWatch>>,
     req: Request,

@@ -41,6 +41,15 @@ pub use postgres::{Fence, PgOutboxReader, PgStore, PG_SCHEMA_VERSION};
 pub use sqlite::{copy, SqliteOutboxReader, SqliteStore, SCHEMA_VERSION};
 
 /// Why a store operation failed.
+///
+/// # Error rules
+/// - Each variant names where it happened: the store's path or redacted URL, the
+///   operation, or the table of a corrupt row; the database's own words come after it.
+/// - A store error never says whether to retry: the server decides (a failed commit keeps
+///   its batch on a database, and on SQLite only for a full disk, [`StoreError::Full`];
+///   a [`StoreError::Fenced`] commit ends the term; anything else stops the server
+///   before an answer could outrun the disk).
+/// - A URL in a message has its password masked (`postgres::redact`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// The database could not be opened or created.

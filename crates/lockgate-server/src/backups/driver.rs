@@ -44,6 +44,12 @@ fn progress(p: Progress) -> BackupProgress {
 }
 
 /// Runs one backup to its end (see the module docs).
+///
+/// # Cancel safety
+/// Not cancel safe: it is spawned as the backup's own task and must run to its end.
+/// Dropped between its loop operations, the backup's job stays admitted until its lease
+/// runs out (then lost), the pool's plan keeps going until its next block, and no final
+/// record is written: the next start marks the backup `Failed`, as after a crash.
 pub(crate) async fn drive(
     b: &Arc<Backups>,
     run: &Arc<Running>,

@@ -49,6 +49,9 @@ fn standby_answers(path: &str) -> bool {
 
 /// The gate of a replica's router; see the module's invariants. `/metrics` gets the
 /// leadership metrics appended on the leader, and is only those on a standby.
+///
+/// # Cancel safety
+/// As cancel safe as the route behind it: it only reads the leadership before and after.
 pub async fn gate(State(l): State<Leadership>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     if standby_answers(&path) {

@@ -34,6 +34,10 @@ const MAX_MESSAGE: usize = 4 * 1024;
 
 /// Refuses a request whose target or headers are too large (414, 431), or that carries
 /// two `Authorization` headers (400: the first used to win).
+///
+/// # Cancel safety
+/// Cancel safe: it changes nothing before it hands the request on; once handed on, the
+/// route's own cancel safety applies (hyper drops the future when the client goes away).
 pub async fn limit_request(req: Request, next: Next) -> Response {
     let target = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
     if target > MAX_TARGET {
@@ -92,6 +96,9 @@ fn code_of(status: StatusCode) -> ErrorCode {
 pub struct HtmlPage;
 
 /// Rewrites a non-JSON error answer into the `{"error": ...}` shape (same status).
+///
+/// # Cancel safety
+/// Cancel safe: it only reads and rewrites the answer's body.
 pub async fn shape_errors(resp: Response) -> Response {
     let status = resp.status();
     if !(status.is_client_error() || status.is_server_error()) {

@@ -18,6 +18,11 @@ use std::sync::{Arc, OnceLock};
 ///
 /// # Errors
 /// Why it was not delivered (retried by the caller while retries remain).
+///
+/// # Cancel safety
+/// Cancel safe: dropping it abandons the attempt (a request half sent, an SMTP session
+/// cut); nothing here records the attempt, so the caller's outbox still holds the event
+/// and the next attempt sends it again (delivery is at least once).
 pub(crate) async fn send(target: &NotifyTarget, body: &str) -> Result<String, String> {
     let secret = target.secret.as_ref().map(resolve).transpose()?;
     let attempt = async {
