@@ -44,12 +44,12 @@ TTL_S = 3.0
 FAULTS = {
     "postgres": [
         "kill-leader", "kill-standby", "pause-leader", "partition-leader-db",
-        "kill-database", "restart-database", "kill-agent", "partition-agent",
-        "kill-wrapper", "partition-wrappers", "clock-jump",
+        "kill-database", "restart-database", "kill-agent", "restart-agent",
+        "partition-agent", "kill-wrapper", "partition-wrappers", "clock-jump",
     ],
     "sqlite": [
-        "kill-server", "pause-server", "full-disk", "kill-agent", "partition-agent",
-        "kill-wrapper", "partition-wrappers", "clock-jump",
+        "kill-server", "pause-server", "full-disk", "kill-agent", "restart-agent",
+        "partition-agent", "kill-wrapper", "partition-wrappers", "clock-jump",
     ],
 }
 # One fault's cycle: held 1 to 2 TTLs, then a gap of 2 to 4 s: at most 10 s.
@@ -657,6 +657,13 @@ class Run:
             self.kill("postgres", signal.SIGINT)
             self.pg_start()
             return "postgres", lambda: None
+        if kind == "restart-agent":
+            # kill -9 and started again at once, well within a TTL: the new process must
+            # never run the old one's leases.
+            target = rng.choice(self.agents)
+            self.kill(target)
+            self.start_agent(target)
+            return target, lambda: None
         if kind == "kill-agent":
             target = rng.choice(self.agents)
             self.kill(target)
