@@ -389,10 +389,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (pidfile, done) = (dir.path().join("pid"), dir.path().join("done"));
         // The leader dies of SIGTERM at once; its child cleans up for 300 ms first, as
-        // restic does under `sh -c` when it removes its lock.
+        // restic does under `sh -c` when it removes its lock. The child writes the pid
+        // file itself once its trap is set, so the signal never comes before the trap (on
+        // a loaded machine it did, and the child died without cleaning up).
         let script = format!(
-            "(trap 'sleep 0.3; echo cleaned > {}; exit 0' TERM; echo $$ > /dev/null; \
-             while :; do sleep 0.05; done) & echo $! > {}; wait",
+            "(trap 'sleep 0.3; echo cleaned > {}; exit 0' TERM; echo $$ > {}; \
+             while :; do sleep 0.05; done) & wait",
             done.display(),
             pidfile.display()
         );
