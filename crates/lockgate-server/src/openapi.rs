@@ -201,9 +201,6 @@ fn error_answer(server: bool) -> Response {
 /// `GET /v1/openapi.json`.
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "server", security(()),
     responses((status = 200, description = "This document (OpenAPI 3.1)", body = Object)))]
-///
-/// # Cancel safety
-/// Cancel safe: it builds a document and changes nothing.
 pub(crate) async fn serve(_: NoQuery) -> impl IntoResponse {
     ([(CONTENT_TYPE, "application/json")], json())
 }
