@@ -124,10 +124,7 @@ pub struct Loop {
 
 /// Wall-clock milliseconds since the Unix epoch.
 pub fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::clock::wall_now().as_millis() as u64
 }
 
 impl Loop {
@@ -209,7 +206,8 @@ impl Loop {
                 lockgate_core::time::format_duration(by)
             );
         }
-        self.last_now = self.last_now.max(reading.now.as_millis() as u64);
+        // The clock never goes back (clock.rs), so neither does this.
+        self.last_now = reading.now.as_millis() as u64;
         Timestamp(self.last_now)
     }
 

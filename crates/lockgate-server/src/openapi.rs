@@ -198,6 +198,8 @@ fn error_answer(server: bool) -> Response {
         .build()
 }
 
+// Cancel safety: cancel safe, it builds a document and changes nothing. (A plain comment:
+// utoipa serves the doc comment below as the operation's description.)
 /// `GET /v1/openapi.json`.
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "server", security(()),
     responses((status = 200, description = "This document (OpenAPI 3.1)", body = Object)))]

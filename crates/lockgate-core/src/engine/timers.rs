@@ -81,7 +81,7 @@ impl Engine {
         let held: Vec<JobId> = self
             .entries
             .values()
-            .filter(|e| e.job.state.is_admitted() && e.job.lease.is_some())
+            .filter(|e| e.job.state.is_admitted())
             .map(|e| e.job.id)
             .collect();
         for id in held {
