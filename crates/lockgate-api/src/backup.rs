@@ -210,6 +210,16 @@ pub struct BackupList {
 /// # Errors
 /// What is wrong with it and what is expected.
 pub fn check_backup_name(name: &str) -> Result<(), String> {
+    check_name("backup", name)
+}
+
+/// Whether `name` is a valid name for a backup or a restore (`what`): it names a file or
+/// a directory in the data dir, so 1-63 characters of a-z, 0-9, '-', '.' and '_',
+/// starting with a letter or digit.
+///
+/// # Errors
+/// The message names `what`, the name and the rule.
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._".contains(c);
     let first_ok = name
         .chars()
@@ -217,7 +227,7 @@ pub fn check_backup_name(name: &str) -> Result<(), String> {
         .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if name.is_empty() || name.len() > 63 || !first_ok || !name.chars().all(ok_char) {
         return Err(format!(
-            "invalid backup name {name:?}: expected 1-63 characters of a-z, 0-9, '-', '.' and '_', starting with a letter or digit"
+            "invalid {what} name {name:?}: expected 1-63 characters of a-z, 0-9, '-', '.' and '_', starting with a letter or digit"
         ));
     }
     Ok(())

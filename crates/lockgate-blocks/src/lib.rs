@@ -22,6 +22,9 @@
 //!   exists), takes only its [`NamespaceScope`] and runs hooks only under
 //!   [`HookPolicy::Run`]; refused items are named ([`Plan::refused`],
 //!   [`BackupResult::refused`]).
+//! - [`restore::RestorePlan`]: a finished backup's archive ([`restore::read::read`]) turned
+//!   back into manifests to apply, cleaned and namespace-mapped, one file per phase in
+//!   restore order ([`restore::RestorePlan::write`]).
 //! - [`InputLimits`] and [`Cancel`] (in [`PlanOptions`]): regular files only, no endless
 //!   walks, caps on bytes per file, total bytes, items and directory entries, and a
 //!   cancellation token checked while the input is read.
@@ -52,6 +55,7 @@ pub mod names;
 pub mod plan;
 mod pool;
 mod report;
+pub mod restore;
 pub mod result;
 pub mod source;
 

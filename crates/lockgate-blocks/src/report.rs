@@ -175,6 +175,7 @@ pub(crate) fn write_metadata(
     })?;
     archive::append_streamed(tar, archive, "metadata/result.json", |w| {
         let doc = ResultDoc {
+            format: crate::restore::ARCHIVE_FORMAT,
             result,
             item_status: ItemLines { backup },
         };
@@ -229,6 +230,8 @@ impl Serialize for BlockItems<'_> {
 
 #[derive(Serialize)]
 struct ResultDoc<'a> {
+    /// The archive's format (`crate::restore::ARCHIVE_FORMAT`), read back by a restore.
+    format: u64,
     #[serde(flatten)]
     result: &'a BackupResult,
     item_status: ItemLines<'a>,

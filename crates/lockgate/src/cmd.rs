@@ -22,6 +22,7 @@ pub mod notify;
 pub mod output;
 pub mod policy;
 pub mod queue;
+pub mod restore;
 pub mod rpo;
 pub mod run;
 pub mod schedule;

@@ -136,6 +136,8 @@ pub enum Command {
     Bench(cmd::bench::Args),
     /// Item-block backups of Kubernetes manifests: create (or --dry-run), ls, describe, cancel.
     Backup(cmd::backup::Args),
+    /// Restores of item-block backups: manifests in apply order (create or --dry-run, ls, describe).
+    Restore(cmd::restore::Args),
     /// Shell completions on stdout: `lockgate completions bash > /etc/bash_completion.d/lockgate`.
     Completions(cmd::completions::Args),
     /// Internal: write one man page per subcommand into DIR (the package build).
@@ -202,6 +204,7 @@ fn main() -> std::process::ExitCode {
         Command::Schedule(args) => cmd::schedule::run(&cli.global, args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Backup(args) => cmd::backup::run(&cli.global, args),
+        Command::Restore(args) => cmd::restore::run(&cli.global, args),
         Command::Agent(args) => cmd::agent::run(&cli.global, args),
         Command::Demo(args) => cmd::demo::run(&cli.global, args),
         Command::DemoTask(args) => cmd::demo::task::run(args),

@@ -1,5 +1,6 @@
 //! Integration tests of lockgate-blocks: one binary, one module per area.
 
+mod apps;
 mod blocks;
 mod confine;
 mod fixtures;
@@ -7,4 +8,5 @@ mod hooks;
 mod input;
 mod ordered;
 mod pool;
+mod restore;
 mod scope;

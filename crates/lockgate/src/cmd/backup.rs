@@ -5,6 +5,7 @@
 //! Everything else talks to the server, which reads `--from` from **its own** filesystem
 //! (the path is sent as an absolute path).
 
+use super::flags::ItemFilters;
 use super::output::{self, or_dash, print_json, table};
 use super::session;
 use crate::GlobalArgs;
@@ -26,7 +27,7 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 enum Sub {
     /// Back up Kubernetes manifests in item blocks, on the server's shared worker pool.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// List backups.
     Ls,
     /// Phase, per-item status and hook results (`-o json`: the backup's
@@ -51,25 +52,8 @@ struct CreateArgs {
     /// server reads it from its own filesystem; the path is sent as an absolute path.
     #[arg(long, value_name = "FILE|DIR")]
     from: PathBuf,
-    /// Namespaces to take (default: all).
-    #[arg(long, value_delimiter = ',', value_name = "NS,..")]
-    include_namespaces: Vec<String>,
-    /// Namespaces to leave out.
-    #[arg(long, value_delimiter = ',', value_name = "NS,..")]
-    exclude_namespaces: Vec<String>,
-    /// Resources to take (`pods`, `deployments.apps`, `Deployment`; default: all).
-    #[arg(long, value_delimiter = ',', value_name = "RESOURCE,..")]
-    include_resources: Vec<String>,
-    /// Resources to leave out.
-    #[arg(long, value_delimiter = ',', value_name = "RESOURCE,..")]
-    exclude_resources: Vec<String>,
-    /// Take every cluster-scoped item (`=false`: none). Default: all of them without a
-    /// namespace filter, only those an included item relates to under one.
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    include_cluster_resources: Option<bool>,
-    /// Only items whose labels match (kubectl's -l syntax).
-    #[arg(long, short = 'l', value_name = "SELECTOR")]
-    selector: Option<String>,
+    #[command(flatten)]
+    filters: ItemFilters,
     /// An item whose block runs first, one at a time in the given order (repeatable).
     #[arg(long = "ordered", value_name = "RESOURCE/NS/NAME")]
     ordered: Vec<String>,
@@ -90,6 +74,9 @@ struct CreateArgs {
 /// so printing it again gives the same document).
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ResultDoc {
+    /// The archive's format (absent in archives of format 1 written before it was named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    format: Option<u64>,
     #[serde(flatten)]
     result: BackupResult,
     item_status: Vec<ItemResult>,
@@ -98,8 +85,8 @@ struct ResultDoc {
 /// Runs `lockgate backup`.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
-        Sub::Create(a) if a.dry_run => dry_run(a),
-        Sub::Create(a) => create(global, a),
+        Sub::Create(a) if a.dry_run => dry_run(*a),
+        Sub::Create(a) => create(global, *a),
         Sub::Ls => ls(global),
         Sub::Describe { name } => describe(global, &name),
         Sub::Cancel { name } => {
@@ -120,12 +107,12 @@ fn request(a: &CreateArgs) -> anyhow::Result<BackupRequest> {
     Ok(BackupRequest {
         name: a.name.clone(),
         from: from.display().to_string(),
-        include_namespaces: a.include_namespaces.clone(),
-        exclude_namespaces: a.exclude_namespaces.clone(),
-        include_resources: a.include_resources.clone(),
-        exclude_resources: a.exclude_resources.clone(),
-        include_cluster_resources: a.include_cluster_resources,
-        selector: a.selector.clone(),
+        include_namespaces: a.filters.include_namespaces.clone(),
+        exclude_namespaces: a.filters.exclude_namespaces.clone(),
+        include_resources: a.filters.include_resources.clone(),
+        exclude_resources: a.filters.exclude_resources.clone(),
+        include_cluster_resources: a.filters.include_cluster_resources,
+        selector: a.filters.selector.clone(),
         ordered: a.ordered.clone(),
         dry_run: false,
     })

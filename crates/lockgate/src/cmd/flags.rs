@@ -3,10 +3,35 @@
 //! [`JobFlags`] is what a job takes and where it is pinned: `job submit`, `schedule add`
 //! and `lockgate run` flatten it, so a flag spelled or parsed one way for one of them is
 //! spelled and parsed that way for all three (`--priority -1` included). [`JobShape`] adds
-//! what only server-run jobs have (`job submit`, `schedule add`).
+//! what only server-run jobs have (`job submit`, `schedule add`). [`ItemFilters`] is which
+//! Kubernetes items `backup create` takes and `restore create` restores.
 
 use lockgate_core::policy::Executor;
 use std::time::Duration;
+
+/// Which items of a set of Kubernetes manifests to take (Velero's filters).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ItemFilters {
+    /// Namespaces to take (default: all).
+    #[arg(long, value_delimiter = ',', value_name = "NS,..")]
+    pub include_namespaces: Vec<String>,
+    /// Namespaces to leave out.
+    #[arg(long, value_delimiter = ',', value_name = "NS,..")]
+    pub exclude_namespaces: Vec<String>,
+    /// Resources to take (`pods`, `deployments.apps`, `Deployment`; default: all).
+    #[arg(long, value_delimiter = ',', value_name = "RESOURCE,..")]
+    pub include_resources: Vec<String>,
+    /// Resources to leave out.
+    #[arg(long, value_delimiter = ',', value_name = "RESOURCE,..")]
+    pub exclude_resources: Vec<String>,
+    /// Take every cluster-scoped item (`=false`: none). Default: all of them without a
+    /// namespace filter, only those a taken item relates to under one.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub include_cluster_resources: Option<bool>,
+    /// Only items whose labels match (kubectl's -l syntax).
+    #[arg(long, short = 'l', value_name = "SELECTOR")]
+    pub selector: Option<String>,
+}
 
 /// What a job takes and where it is pinned.
 #[derive(Debug, Clone, clap::Args)]

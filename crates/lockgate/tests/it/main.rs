@@ -27,6 +27,7 @@ mod policy_test;
 mod postgres;
 mod preempt;
 mod queue;
+mod restore;
 mod rpo;
 mod run;
 mod schedule;

@@ -1,0 +1,309 @@
+//! Restores: an item-block archive turned back into manifests a person can apply.
+//!
+//! [`RestorePlan::new`] reads the archive of a finished backup ([`read`]), takes the items
+//! the [`RestoreOptions`] select, cleans each one of what the cluster assigned when it was
+//! made and maps its namespace (`clean.rs`), leaves out what already exists in the target
+//! under [`ExistingPolicy::None`], and sorts the rest into phases, one per resource, in
+//! restore priority order (`order.rs`, [`Priorities`]). [`RestorePlan::write`] writes one file per phase
+//! into the restore's directory, each a JSON `List` that `kubectl apply -f` takes as it is,
+//! and `metadata/result.json` with every item's status (`write.rs`).
+//!
+//! # Invariants
+//! - The same archive and options give the same files, byte for byte: items are sorted by
+//!   phase and then by their target name, and nothing in the manifests depends on time.
+//! - A restore's directory exists only once it is complete: it is written as
+//!   `<dir>.partial` and renamed; a failed write removes the partial directory.
+//! - An archive is read only when it is whole: it ends with `metadata/result.json`, its
+//!   format is one this build reads, and its backup did not fail; every entry and the whole
+//!   archive are read through the caps of [`crate::InputLimits`], so a hostile archive
+//!   (a gzip bomb, an entry that claims gigabytes) is refused, never held in memory.
+//! - A namespace mapping names a valid namespace on both sides, and maps a namespace once.
+
+mod clean;
+mod order;
+pub mod read;
+mod write;
+
+pub use order::{Priorities, DEFAULT_PRIORITIES};
+pub use read::{ArchiveError, ArchiveItem, BackupArchive};
+pub use write::{
+    read_result, RestoreCounts, RestoreItemResult, RestoreItemStatus, RestoreResult, WriteError,
+    RESULT_FILE,
+};
+
+use crate::filter::Filters;
+use crate::names::{group_of, KindTable};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// The archive format this build writes and reads (`format` in `metadata/result.json`;
+/// an archive without it is format 1).
+pub const ARCHIVE_FORMAT: u64 = 1;
+
+/// What to do with an item that already exists in the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExistingPolicy {
+    /// Leave it as it is: the item is not written (Velero's default).
+    #[default]
+    None,
+    /// Write the backup's version, so applying the files updates it.
+    Update,
+}
+
+impl std::str::FromStr for ExistingPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(ExistingPolicy::None),
+            "update" => Ok(ExistingPolicy::Update),
+            _ => Err(format!("expected none or update, got {s:?}")),
+        }
+    }
+}
+
+/// How one restore is made. The default restores every item of the archive into the
+/// namespaces it came from, without status, in Velero's order.
+#[derive(Debug, Clone, Default)]
+pub struct RestoreOptions {
+    /// Which items of the archive to restore (namespaces as the backup names them).
+    pub filters: Filters,
+    /// Source namespace -> target namespace (`--namespace-mappings a:b,c:d`).
+    pub namespace_mappings: BTreeMap<String, String>,
+    /// What to do with an item the target already has ([`RestoreOptions::existing`]).
+    pub existing_policy: ExistingPolicy,
+    /// Keep each item's `status` (default: removed, as the cluster sets it again).
+    pub restore_status: bool,
+    /// Keep a Service's node ports (default: removed, so the cluster assigns free ones).
+    pub preserve_node_ports: bool,
+    /// The order of the phases (default [`DEFAULT_PRIORITIES`]).
+    pub priorities: Priorities,
+    /// What the target already has: manifests as `kubectl get -A -o json` prints them
+    /// (default: nothing, every item is new).
+    pub existing: Vec<Value>,
+}
+
+/// Why a restore cannot be made; nothing is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    /// The archive cannot be read (missing, damaged, truncated, over a cap, newer, failed).
+    #[error(transparent)]
+    Archive(#[from] read::ArchiveError),
+    /// A namespace mapping is not valid.
+    #[error("--namespace-mappings: {0}")]
+    Mapping(String),
+}
+
+/// One item as it will be restored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoreItem {
+    /// Its name in the archive (`pods/app/web-0`).
+    pub from: String,
+    /// Its name in the target (`pods/app-copy/web-0`).
+    pub name: String,
+    /// Its qualified resource (`pods`).
+    pub resource: String,
+    /// The cleaned, mapped manifest.
+    pub manifest: Value,
+    /// Whether the target already had it (written under [`ExistingPolicy::Update`]).
+    pub existed: bool,
+}
+
+/// One phase: the items of one resource, applied together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phase {
+    /// The resource (`namespaces`, `deployments.apps`).
+    pub resource: String,
+    /// Its items, by target name.
+    pub items: Vec<RestoreItem>,
+}
+
+/// A restore, planned: its phases in order and the items it leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestorePlan {
+    /// The backup restored from.
+    pub backup: String,
+    /// The phases, in the order to apply them.
+    pub phases: Vec<Phase>,
+    /// Items not restored, with why (`Skipped`: exists; `Failed`: a bad manifest).
+    pub left_out: Vec<RestoreItemResult>,
+}
+
+impl RestorePlan {
+    /// Plans the restore of `archive` under `options`.
+    ///
+    /// # Errors
+    /// [`RestoreError::Mapping`] for a mapping to or from an invalid namespace name, or
+    /// one that maps a namespace twice.
+    pub fn new(archive: &BackupArchive, options: &RestoreOptions) -> Result<Self, RestoreError> {
+        validate_mappings(&options.namespace_mappings)?;
+        let mut kinds = KindTable::default();
+        for item in &archive.items {
+            if item.manifest["kind"] == "CustomResourceDefinition" {
+                kinds.add_crd(&item.manifest);
+            }
+        }
+        let taken = select(archive, options, &kinds);
+        let existing = existing_index(&options.existing, &kinds, options);
+        let mut by_resource: BTreeMap<String, Vec<RestoreItem>> = BTreeMap::new();
+        let mut left_out = Vec::new();
+        for item in taken {
+            let map = &options.namespace_mappings;
+            let manifest = clean::clean(&item.manifest, &item.resource, options, map);
+            let name = clean::target_name(item, map);
+            let there = existing.get(&name);
+            if let (Some(there), ExistingPolicy::None) = (there, options.existing_policy) {
+                let same = *there == manifest;
+                left_out.push(RestoreItemResult::skipped(&item.name, &name, same));
+                continue;
+            }
+            by_resource
+                .entry(item.resource.clone())
+                .or_default()
+                .push(RestoreItem {
+                    from: item.name.clone(),
+                    name,
+                    resource: item.resource.clone(),
+                    manifest,
+                    existed: there.is_some(),
+                });
+        }
+        for bad in &archive.bad {
+            left_out.push(RestoreItemResult::failed(&bad.0, &bad.1));
+        }
+        let phases = options
+            .priorities
+            .sort(by_resource.keys().cloned().collect())
+            .into_iter()
+            .map(|resource| {
+                let mut items = by_resource.remove(&resource).unwrap_or_default();
+                items.sort_by(|a, b| a.name.cmp(&b.name));
+                Phase { resource, items }
+            })
+            .collect();
+        Ok(RestorePlan {
+            backup: archive.backup.clone(),
+            phases,
+            left_out,
+        })
+    }
+
+    /// How many items the restore writes.
+    pub fn item_count(&self) -> usize {
+        self.phases.iter().map(|p| p.items.len()).sum()
+    }
+}
+
+/// The items `options` select: namespaced ones by namespace, resource and labels;
+/// cluster-scoped ones directly (no namespace filter, or `include_cluster_resources`) or
+/// when a selected item relates to them (its Namespace, its PV, its StorageClass, its CRD).
+fn select<'a>(
+    archive: &'a BackupArchive,
+    options: &RestoreOptions,
+    kinds: &KindTable,
+) -> Vec<&'a ArchiveItem> {
+    let f = &options.filters;
+    let ok = |i: &ArchiveItem| {
+        let info = kinds.resolve(group_of(i.api_version()), i.kind());
+        f.resource_ok(&info) && f.labels_ok(&labels(&i.manifest))
+    };
+    let namespaced: Vec<&ArchiveItem> = archive
+        .items
+        .iter()
+        .filter(|i| i.namespace.as_deref().is_some_and(|ns| f.namespace_ok(ns)) && ok(i))
+        .collect();
+    let related = clean::related_cluster_items(&namespaced);
+    let mut taken = namespaced;
+    for i in archive.items.iter().filter(|i| i.namespace.is_none()) {
+        let direct = f.cluster_direct() && ok(i);
+        let wanted = f.cluster_related()
+            && related.contains(&i.name)
+            && f.resource_ok(&kinds.resolve(group_of(i.api_version()), i.kind()));
+        if direct || wanted {
+            taken.push(i);
+        }
+    }
+    taken
+}
+
+fn labels(manifest: &Value) -> BTreeMap<String, String> {
+    manifest["metadata"]["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The target's items by name, cleaned as a restored item is, so that an item restored
+/// before compares equal to the same item restored again.
+fn existing_index(
+    existing: &[Value],
+    kinds: &KindTable,
+    options: &RestoreOptions,
+) -> HashMap<String, Value> {
+    existing
+        .iter()
+        .filter_map(|m| {
+            let item = ArchiveItem::from_manifest(m.clone(), kinds)?;
+            let no_mapping = BTreeMap::new();
+            let cleaned = clean::clean(&item.manifest, &item.resource, options, &no_mapping);
+            Some((item.name, cleaned))
+        })
+        .collect()
+}
+
+/// A namespace name as Kubernetes takes it: an RFC 1123 label.
+pub fn valid_namespace(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// Parses `a:b,c:d` into a mapping, validated.
+///
+/// # Errors
+/// A pair that is not `SOURCE:TARGET`, a namespace name that is not valid, or a source
+/// mapped twice.
+pub fn parse_mappings(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((from, to)) = pair.split_once(':') else {
+            return Err(format!("{pair:?}: expected SOURCE:TARGET"));
+        };
+        if out
+            .insert(from.trim().to_string(), to.trim().to_string())
+            .is_some()
+        {
+            return Err(format!("namespace {from:?} is mapped twice"));
+        }
+    }
+    validate_mappings(&out).map_err(|e| match e {
+        RestoreError::Mapping(m) => m,
+        other => other.to_string(),
+    })?;
+    Ok(out)
+}
+
+fn validate_mappings(map: &BTreeMap<String, String>) -> Result<(), RestoreError> {
+    for (from, to) in map {
+        for ns in [from, to] {
+            if !valid_namespace(ns) {
+                return Err(RestoreError::Mapping(format!(
+                    "{ns:?} is not a valid namespace name (lowercase letters, digits and '-', \
+                     at most 63, starting and ending with a letter or digit)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

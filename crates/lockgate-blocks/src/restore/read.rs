@@ -1,0 +1,331 @@
+//! Reading a backup's archive for a restore.
+//!
+//! The archive is the tar.gz a backup writes (`crate::archive`): manifests under
+//! `resources/<resource>/namespaces/<ns>/<name>.json` and
+//! `resources/<resource>/cluster/<name>.json`, then `metadata/blocks.json` and, last,
+//! `metadata/result.json`. An item's name comes from its path, as the backup wrote it.
+//!
+//! # Invariants
+//! - Decompressed bytes are counted as they are read: an entry above
+//!   [`InputLimits::max_file_bytes`], a total above [`InputLimits::max_total_bytes`] or more
+//!   than [`InputLimits::max_items`] items refuses the archive; no entry is read whole
+//!   before its size is checked.
+//! - Nothing is extracted to disk; a path with an empty, `.` or `..` segment, or a resource
+//!   that is not a lowercase resource name, is a bad item and never names a file.
+//! - A manifest whose path and `metadata` disagree (another name or namespace) is a bad
+//!   item: the restore says so instead of writing one of the two.
+
+use crate::limits::InputLimits;
+use crate::names::{group_of, item_name, KindTable, DEFAULT_NAMESPACE};
+use crate::restore::ARCHIVE_FORMAT;
+use flate2::read::GzDecoder;
+use serde_json::Value;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// One manifest of the archive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArchiveItem {
+    /// `<resource>/<ns>/<name>` or `<resource>/<name>`.
+    pub name: String,
+    /// Qualified resource (`pods`, `deployments.apps`).
+    pub resource: String,
+    /// Namespace, `None` for a cluster-scoped item.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub short_name: String,
+    /// The manifest as the backup took it.
+    pub manifest: Value,
+}
+
+impl ArchiveItem {
+    /// `apiVersion` (empty when missing).
+    pub fn api_version(&self) -> &str {
+        self.manifest["apiVersion"].as_str().unwrap_or("")
+    }
+
+    /// `kind` (empty when missing).
+    pub fn kind(&self) -> &str {
+        self.manifest["kind"].as_str().unwrap_or("")
+    }
+
+    /// An item of the target named from its manifest (`kubectl get -o json` output);
+    /// `None` when it has no kind or name.
+    pub(crate) fn from_manifest(manifest: Value, kinds: &KindTable) -> Option<ArchiveItem> {
+        let kind = manifest["kind"].as_str()?;
+        let short_name = manifest["metadata"]["name"].as_str()?.to_string();
+        let info = kinds.resolve(
+            group_of(manifest["apiVersion"].as_str().unwrap_or("")),
+            kind,
+        );
+        let namespace = (!info.cluster).then(|| {
+            manifest["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(DEFAULT_NAMESPACE)
+                .to_string()
+        });
+        Some(ArchiveItem {
+            name: item_name(&info.resource, namespace.as_deref(), &short_name),
+            resource: info.resource,
+            namespace,
+            short_name,
+            manifest,
+        })
+    }
+}
+
+/// A finished backup's archive, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackupArchive {
+    /// The backup's name (the archive's file name without `.tar.gz`).
+    pub backup: String,
+    /// The backup's phase (`Completed` or `PartiallyFailed`).
+    pub phase: String,
+    /// Its manifests, in archive order.
+    pub items: Vec<ArchiveItem>,
+    /// Entries that are not a usable item: (archive path, why).
+    pub bad: Vec<(String, String)>,
+}
+
+/// Why an archive cannot be restored from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArchiveError {
+    /// No archive at the path.
+    #[error("{}: no such backup archive", path.display())]
+    Missing {
+        /// The path looked at.
+        path: PathBuf,
+    },
+    /// The backup is still writing its archive (`<path>.partial` exists).
+    #[error("{}: the backup is still running; restore from it once it has finished", path.display())]
+    StillRunning {
+        /// The archive's path.
+        path: PathBuf,
+    },
+    /// Not a readable tar.gz, or cut short.
+    #[error("{}: damaged or truncated archive: {message}", path.display())]
+    Damaged {
+        /// The archive's path.
+        path: PathBuf,
+        /// What the reader found.
+        message: String,
+    },
+    /// Over one of the caps of [`InputLimits`].
+    #[error("{}: {what} exceeds {cap} (the archive is refused)", path.display())]
+    Limit {
+        /// The archive's path.
+        path: PathBuf,
+        /// Which cap.
+        what: String,
+        /// Its value.
+        cap: u64,
+    },
+    /// Written by a newer lockgate.
+    #[error("{}: archive format {format} is newer than this lockgate reads ({ARCHIVE_FORMAT}); restore with a newer lockgate", path.display())]
+    Newer {
+        /// The archive's path.
+        path: PathBuf,
+        /// Its format.
+        format: u64,
+    },
+    /// The backup failed: its archive is not a backup to restore from.
+    #[error("{}: the backup failed ({reasons}); it cannot be restored from", path.display())]
+    Failed {
+        /// The archive's path.
+        path: PathBuf,
+        /// The backup's reasons.
+        reasons: String,
+    },
+}
+
+/// Reads the archive at `path` within `limits`.
+///
+/// # Errors
+/// See [`ArchiveError`].
+pub fn read(path: &Path, limits: &InputLimits) -> Result<BackupArchive, ArchiveError> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut partial = path.as_os_str().to_owned();
+            partial.push(".partial");
+            return Err(if Path::new(&partial).exists() {
+                ArchiveError::StillRunning { path: path.into() }
+            } else {
+                ArchiveError::Missing { path: path.into() }
+            });
+        }
+        Err(e) => return Err(damaged(path, e)),
+    };
+    let backup = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(|n| n.trim_end_matches(".tar.gz").to_string())
+        .unwrap_or_default();
+    let mut reader = Reader {
+        path,
+        limits,
+        total: 0,
+        out: BackupArchive {
+            backup,
+            phase: String::new(),
+            items: Vec::new(),
+            bad: Vec::new(),
+        },
+        result: None,
+    };
+    let mut tar = tar::Archive::new(GzDecoder::new(BufReader::new(file)));
+    for entry in tar.entries().map_err(|e| damaged(path, e))? {
+        let entry = entry.map_err(|e| damaged(path, e))?;
+        reader.entry(entry)?;
+    }
+    reader.finish()
+}
+
+fn damaged(path: &Path, e: impl std::fmt::Display) -> ArchiveError {
+    ArchiveError::Damaged {
+        path: path.into(),
+        message: e.to_string(),
+    }
+}
+
+struct Reader<'a> {
+    path: &'a Path,
+    limits: &'a InputLimits,
+    total: u64,
+    out: BackupArchive,
+    result: Option<Value>,
+}
+
+impl Reader<'_> {
+    fn entry(&mut self, mut entry: tar::Entry<'_, impl Read>) -> Result<(), ArchiveError> {
+        let name = entry
+            .path()
+            .map_err(|e| damaged(self.path, e))?
+            .to_string_lossy()
+            .into_owned();
+        if !entry.header().entry_type().is_file() {
+            return Ok(());
+        }
+        let bytes = self.contents(&mut entry, &name)?;
+        if name == "metadata/result.json" {
+            let v = serde_json::from_slice(&bytes)
+                .map_err(|e| damaged(self.path, format!("metadata/result.json: {e}")))?;
+            self.result = Some(v);
+        } else if name.starts_with("resources/") {
+            if self.out.items.len() + self.out.bad.len() >= self.limits.max_items {
+                return Err(self.limit("the number of items", self.limits.max_items as u64));
+            }
+            match item(&name, &bytes) {
+                Ok(i) => self.out.items.push(i),
+                Err(why) => self.out.bad.push((name, why)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The entry's bytes, counted against the caps as they are read.
+    fn contents(&mut self, entry: &mut impl Read, name: &str) -> Result<Vec<u8>, ArchiveError> {
+        let cap = self.limits.max_file_bytes;
+        let mut bytes = Vec::new();
+        entry
+            .take(cap + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| damaged(self.path, format!("{name}: {e}")))?;
+        if bytes.len() as u64 > cap {
+            return Err(self.limit(&format!("entry {name}"), cap));
+        }
+        self.total += bytes.len() as u64;
+        if self.total > self.limits.max_total_bytes {
+            return Err(self.limit("the archive's unpacked size", self.limits.max_total_bytes));
+        }
+        Ok(bytes)
+    }
+
+    fn limit(&self, what: &str, cap: u64) -> ArchiveError {
+        ArchiveError::Limit {
+            path: self.path.into(),
+            what: what.to_string(),
+            cap,
+        }
+    }
+
+    fn finish(mut self) -> Result<BackupArchive, ArchiveError> {
+        let Some(result) = self.result else {
+            return Err(damaged(
+                self.path,
+                "no metadata/result.json (a backup writes it last)",
+            ));
+        };
+        let format = result["format"].as_u64().unwrap_or(1);
+        if format > ARCHIVE_FORMAT {
+            return Err(ArchiveError::Newer {
+                path: self.path.into(),
+                format,
+            });
+        }
+        let phase = result["phase"].as_str().unwrap_or("").to_string();
+        if phase == "Failed" {
+            let reasons: Vec<&str> = result["reasons"]
+                .as_array()
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            return Err(ArchiveError::Failed {
+                path: self.path.into(),
+                reasons: reasons.join("; "),
+            });
+        }
+        self.out.phase = phase;
+        Ok(self.out)
+    }
+}
+
+/// The item of one `resources/...` entry.
+fn item(path: &str, bytes: &[u8]) -> Result<ArchiveItem, String> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let (resource, namespace, file) = match parts[..] {
+        ["resources", r, "namespaces", ns, f] => (r, Some(ns), f),
+        ["resources", r, "cluster", f] => (r, None, f),
+        _ => return Err("not a resources/<resource>/... path".into()),
+    };
+    let short = file.strip_suffix(".json").unwrap_or("");
+    let segments = [resource, namespace.unwrap_or("x"), short];
+    if segments
+        .iter()
+        .any(|s| s.is_empty() || *s == "." || *s == "..")
+    {
+        return Err("an empty, '.' or '..' path segment".into());
+    }
+    let resource_ok = resource
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    if !resource_ok {
+        return Err(format!("{resource:?} is not a resource name"));
+    }
+    let manifest: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let meta = &manifest["metadata"];
+    if meta["name"].as_str() != Some(short) {
+        return Err(format!(
+            "metadata.name {} does not match the path",
+            meta["name"]
+        ));
+    }
+    if let Some(ns) = namespace {
+        let stated = meta["namespace"].as_str().unwrap_or(DEFAULT_NAMESPACE);
+        if stated != ns {
+            return Err(format!(
+                "metadata.namespace {stated:?} does not match the path"
+            ));
+        }
+    }
+    if manifest["kind"].as_str().is_none_or(str::is_empty) {
+        return Err("no kind".into());
+    }
+    Ok(ArchiveItem {
+        name: item_name(resource, namespace, short),
+        resource: resource.to_string(),
+        namespace: namespace.map(str::to_string),
+        short_name: short.to_string(),
+        manifest,
+    })
+}

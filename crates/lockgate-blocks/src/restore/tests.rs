@@ -1,0 +1,211 @@
+use super::*;
+use rstest::rstest;
+use serde_json::json;
+
+fn item(resource: &str, ns: Option<&str>, manifest: Value) -> ArchiveItem {
+    let short = manifest["metadata"]["name"].as_str().unwrap().to_string();
+    ArchiveItem {
+        name: crate::names::item_name(resource, ns, &short),
+        resource: resource.into(),
+        namespace: ns.map(str::to_string),
+        short_name: short,
+        manifest,
+    }
+}
+
+fn mapping(pairs: &[(&str, &str)]) -> RestoreOptions {
+    RestoreOptions {
+        namespace_mappings: pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect(),
+        ..RestoreOptions::default()
+    }
+}
+
+fn cleaned(resource: &str, m: Value, o: &RestoreOptions) -> Value {
+    clean::clean(&m, resource, o, &o.namespace_mappings)
+}
+
+#[test]
+fn assigned_metadata_and_status_go_labels_and_spec_stay() {
+    let m = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "a", "uid": "u", "resourceVersion": "7",
+                     "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 2,
+                     "managedFields": [{"manager": "kubectl"}], "ownerReferences": [{"uid": "x"}],
+                     "labels": {"app": "web"}, "annotations": {"note": "kept"}},
+        "data": {"k": "v"}, "status": {"x": 1}});
+    let got = cleaned("configmaps", m, &mapping(&[("a", "b")]));
+    assert_eq!(
+        got,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "b", "labels": {"app": "web"},
+                         "annotations": {"note": "kept"}},
+            "data": {"k": "v"}})
+    );
+    let mut keep = mapping(&[]);
+    keep.restore_status = true;
+    let m = json!({"kind": "Pod", "metadata": {"name": "p"}, "status": {"phase": "Running"}});
+    assert_eq!(cleaned("pods", m, &keep)["status"]["phase"], "Running");
+}
+
+#[rstest]
+#[case::cluster_ip_goes(json!({"clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7"], "ports": [{"port": 80}]}), false,
+    json!({"ports": [{"port": 80}]}))]
+#[case::headless_stays(json!({"clusterIP": "None", "clusterIPs": ["None"]}), false,
+    json!({"clusterIP": "None", "clusterIPs": ["None"]}))]
+#[case::node_ports_go(json!({"type": "LoadBalancer", "healthCheckNodePort": 31000, "ports": [{"port": 80, "nodePort": 30080}]}), false,
+    json!({"type": "LoadBalancer", "ports": [{"port": 80}]}))]
+#[case::node_ports_kept_when_asked(json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}), true,
+    json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}))]
+fn service_addresses(#[case] spec: Value, #[case] keep: bool, #[case] want: Value) {
+    let mut o = mapping(&[]);
+    o.preserve_node_ports = keep;
+    let m = json!({"kind": "Service", "metadata": {"name": "s"}, "spec": spec});
+    assert_eq!(cleaned("services", m, &o)["spec"], want);
+}
+
+#[test]
+fn a_volume_forgets_its_old_claim_and_follows_the_mapping() {
+    let m = json!({"kind": "PersistentVolume", "metadata": {"name": "pv-1"},
+        "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "namespace": "a", "name": "data",
+                              "uid": "u-1", "resourceVersion": "9"}}});
+    let got = cleaned("persistentvolumes", m, &mapping(&[("a", "b")]));
+    assert_eq!(
+        got["spec"]["claimRef"],
+        json!({"kind": "PersistentVolumeClaim", "namespace": "b", "name": "data"})
+    );
+}
+
+#[test]
+fn a_pod_loses_its_node_priority_and_legacy_token_volume() {
+    let m = json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "a"},
+        "spec": {"nodeName": "n1", "priority": 0, "serviceAccountName": "app",
+                 "volumes": [{"name": "data"}, {"name": "app-token-x7k2q"}],
+                 "containers": [{"name": "c", "volumeMounts": [{"name": "data"}, {"name": "app-token-x7k2q"}]}]}});
+    let got = cleaned("pods", m, &mapping(&[]));
+    assert_eq!(
+        got["spec"],
+        json!({"serviceAccountName": "app", "volumes": [{"name": "data"}],
+               "containers": [{"name": "c", "volumeMounts": [{"name": "data"}]}]})
+    );
+}
+
+#[test]
+fn bindings_and_namespaces_follow_the_mapping() {
+    let o = mapping(&[("a", "b")]);
+    let rb = json!({"kind": "RoleBinding", "metadata": {"name": "r", "namespace": "a"},
+        "subjects": [{"kind": "ServiceAccount", "name": "app", "namespace": "a"},
+                     {"kind": "ServiceAccount", "name": "ci", "namespace": "tools"},
+                     {"kind": "User", "name": "ann"}]});
+    let got = cleaned("rolebindings.rbac.authorization.k8s.io", rb, &o);
+    assert_eq!(got["subjects"][0]["namespace"], "b");
+    assert_eq!(got["subjects"][1]["namespace"], "tools");
+    assert_eq!(got["subjects"][2], json!({"kind": "User", "name": "ann"}));
+    let ns = json!({"kind": "Namespace", "metadata": {"name": "a",
+        "labels": {"kubernetes.io/metadata.name": "a", "team": "x"}}});
+    let i = item("namespaces", None, ns.clone());
+    assert_eq!(
+        clean::target_name(&i, &o.namespace_mappings),
+        "namespaces/b"
+    );
+    let got = cleaned("namespaces", ns, &o);
+    assert_eq!(
+        got["metadata"],
+        json!({"name": "b", "labels": {"kubernetes.io/metadata.name": "b", "team": "x"}})
+    );
+}
+
+#[test]
+fn cleaning_twice_changes_nothing() {
+    let o = mapping(&[]);
+    let m = json!({"kind": "Service", "metadata": {"name": "s", "namespace": "a", "uid": "u"},
+        "spec": {"clusterIP": "10.0.0.1", "ports": [{"port": 80, "nodePort": 30000}]},
+        "status": {"loadBalancer": {}}});
+    let once = cleaned("services", m, &o);
+    assert_eq!(cleaned("services", once.clone(), &o), once);
+}
+
+#[rstest]
+#[case("a:b,c:d", true)]
+#[case(" a : b ", true)]
+#[case("a", false)]
+#[case("a:B", false)]
+#[case("a:-b", false)]
+#[case("a:b,a:c", false)]
+#[case(
+    "a:this-name-is-far-too-long-for-a-namespace-because-it-has-64-chars",
+    false
+)]
+fn mappings(#[case] text: &str, #[case] ok: bool) {
+    assert_eq!(
+        parse_mappings(text).is_ok(),
+        ok,
+        "{text}: {:?}",
+        parse_mappings(text)
+    );
+}
+
+#[test]
+fn a_namespace_filter_brings_the_cluster_items_it_relates_to() {
+    let archive = BackupArchive {
+        backup: "b".into(),
+        phase: "Completed".into(),
+        items: vec![
+            item(
+                "namespaces",
+                None,
+                json!({"kind": "Namespace", "metadata": {"name": "a"}}),
+            ),
+            item(
+                "namespaces",
+                None,
+                json!({"kind": "Namespace", "metadata": {"name": "z"}}),
+            ),
+            item(
+                "persistentvolumeclaims",
+                Some("a"),
+                json!({"kind": "PersistentVolumeClaim", "metadata": {"name": "d", "namespace": "a"},
+                       "spec": {"volumeName": "pv-1", "storageClassName": "fast"}}),
+            ),
+            item(
+                "persistentvolumes",
+                None,
+                json!({"kind": "PersistentVolume", "metadata": {"name": "pv-1"}}),
+            ),
+            item(
+                "persistentvolumes",
+                None,
+                json!({"kind": "PersistentVolume", "metadata": {"name": "pv-9"}}),
+            ),
+            item(
+                "storageclasses.storage.k8s.io",
+                None,
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast"}}),
+            ),
+            item(
+                "configmaps",
+                Some("z"),
+                json!({"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "z"}}),
+            ),
+        ],
+        bad: vec![],
+    };
+    let mut o = mapping(&[("a", "a2")]);
+    o.filters.include_namespaces = vec!["a".into()];
+    let plan = RestorePlan::new(&archive, &o).unwrap();
+    let names: Vec<&str> = plan
+        .phases
+        .iter()
+        .flat_map(|p| p.items.iter().map(|i| i.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "namespaces/a2",
+            "storageclasses.storage.k8s.io/fast",
+            "persistentvolumes/pv-1",
+            "persistentvolumeclaims/a2/d"
+        ]
+    );
+}

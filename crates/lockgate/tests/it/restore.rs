@@ -1,0 +1,169 @@
+//! `lockgate restore`: a backup made by a real server restored from its data dir into a
+//! mapped namespace, the same restore again over the first one's files, ls and describe.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+
+fn run(s: &Srv, args: &[&str]) -> (bool, String, String) {
+    let out = s.cli(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_backup_restores_into_a_mapped_namespace_and_again_writes_nothing() {
+    let s = Srv::start("");
+    std::fs::create_dir_all(s.path("in")).unwrap();
+    let items = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app", "uid": "u0"}},
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "cfg", "namespace": "app", "uid": "u1", "resourceVersion": "9"},
+         "data": {"k": "v"}},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": "web", "namespace": "app"},
+         "spec": {"clusterIP": "10.96.0.9", "ports": [{"port": 80, "nodePort": 30080}]},
+         "status": {"loadBalancer": {}}}
+    ]});
+    std::fs::write(s.path("in/cluster.json"), items.to_string()).unwrap();
+    let (ok, out, err) = run(
+        &s,
+        &["backup", "create", "nightly", "--from", "in", "--wait"],
+    );
+    assert!(ok, "{out}\n{err}");
+    let data = s.path("data").display().to_string();
+
+    // A dry run prints the result and writes nothing.
+    let (ok, out, err) = run(
+        &s,
+        &[
+            "restore",
+            "create",
+            "r1",
+            "--from",
+            "nightly",
+            "--data-dir",
+            &data,
+            "--namespace-mappings",
+            "app:app-copy",
+            "--dry-run",
+        ],
+    );
+    assert!(ok, "{err}");
+    let dry: Value = serde_json::from_str(&out).expect("stdout is only JSON");
+    assert_eq!(
+        dry["files"],
+        json!([
+            "000-namespaces.json",
+            "001-configmaps.json",
+            "002-services.json"
+        ])
+    );
+    assert!(!s.path("data/restores/r1").exists());
+
+    let (ok, out, err) = run(
+        &s,
+        &[
+            "restore",
+            "create",
+            "r1",
+            "--from",
+            "nightly",
+            "--data-dir",
+            &data,
+            "--namespace-mappings",
+            "app:app-copy",
+        ],
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("Completed (3 restored, 0 skipped, 0 failed)"),
+        "{out}"
+    );
+    let svc: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.path("data/restores/r1/002-services.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        svc["items"][0],
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "app-copy"},
+               "spec": {"ports": [{"port": 80}]}})
+    );
+
+    // Again, over what the first one wrote: nothing to write, everything said to exist.
+    let first = s.path("data/restores/r1").display().to_string();
+    let (ok, out, err) = run(
+        &s,
+        &[
+            "restore",
+            "create",
+            "r2",
+            "--from",
+            "nightly",
+            "--data-dir",
+            &data,
+            "--namespace-mappings",
+            "app:app-copy",
+            "--existing",
+            &first,
+        ],
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("Completed (0 restored, 3 skipped, 0 failed)"),
+        "{out}"
+    );
+
+    let (ok, out, _) = run(&s, &["-o", "json", "restore", "ls", "--data-dir", &data]);
+    assert!(ok);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["restore"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["r1", "r2"]);
+    let (ok, out, _) = run(
+        &s,
+        &[
+            "-o",
+            "json",
+            "restore",
+            "describe",
+            "r1",
+            "--data-dir",
+            &data,
+        ],
+    );
+    assert!(ok);
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["items"][2]["item"], "services/app-copy/web");
+    assert_eq!(doc["items"][2]["from"], "services/app/web");
+
+    // The same name again, a bad mapping, an unknown backup: refused, nothing written.
+    for (args, says) in [
+        (
+            vec!["--from", "nightly"],
+            "a restore of this name exists already",
+        ),
+        (
+            vec!["--from", "nightly", "--namespace-mappings", "app:App"],
+            "not a valid namespace name",
+        ),
+        (vec!["--from", "weekly"], "no such backup archive"),
+    ] {
+        let mut all = vec!["restore", "create", "r1", "--data-dir", &data];
+        all.extend(args);
+        let (ok, _, err) = run(&s, &all);
+        assert!(!ok && err.contains(says), "{all:?}: {err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(s.path("data/restores")).unwrap().count(),
+        2,
+        "only r1 and r2"
+    );
+}
