@@ -179,7 +179,9 @@ impl Backups {
     }
 
     pub(crate) fn archive_path(&self, name: &str) -> PathBuf {
-        self.data_dir.join("backups").join(format!("{name}.tar.gz"))
+        self.data_dir
+            .join(lockgate_host::data_dir::BACKUPS_DIR)
+            .join(format!("{name}.tar.gz"))
     }
 
     /// The active policy's `[blocks]` section and `p`'s owner settings.

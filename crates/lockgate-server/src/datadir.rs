@@ -41,8 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-/// The SQLite store's file name in the data dir.
-pub const DB_FILE: &str = "lockgate.db";
+pub use lockgate_host::data_dir::DB_FILE;
 /// The lock file's name in the data dir.
 pub const LOCK_FILE: &str = "lockgate.lock";
 /// The watermark file's name in the data dir.
@@ -192,7 +191,7 @@ fn problem(
             ))
         }
         Ok(Some(_)) => None,
-        Ok(None) if loaded.tokens.is_empty() && dir.join("admin.token").exists() => Some(format!(
+        Ok(None) if loaded.tokens.is_empty() && dir.join(lockgate_host::data_dir::ADMIN_TOKEN_FILE).exists() => Some(format!(
             "admin.token exists but the store holds no token: the store was deleted, emptied or replaced ({found})"
         )),
         Ok(None) => None,

@@ -240,13 +240,13 @@ fn file_policy(path: &Path) -> Result<(Policy, PolicySource), ServerError> {
     Ok((policy, PolicySource::File(path.to_path_buf())))
 }
 
-/// Reads `--config` ([`policy::source::read`]).
+/// Reads `--config` ([`lockgate_host::policy_files::read`]).
 fn read_policy(path: &Path) -> Result<(Policy, String), ServerError> {
-    policy::source::read(path).map_err(|e| match e {
-        policy::source::ReadError::Io { path, message } => {
+    lockgate_host::policy_files::read(path).map_err(|e| match e {
+        lockgate_host::policy_files::ReadError::Io { path, message } => {
             ServerError::PolicyFile { path, message }
         }
-        policy::source::ReadError::Policy(e) => ServerError::Policy(e),
+        lockgate_host::policy_files::ReadError::Policy(e) => ServerError::Policy(e),
     })
 }
 
@@ -282,7 +282,7 @@ fn load_tokens(
             },
         );
     }
-    let path = dir.join("admin.token");
+    let path = dir.join(lockgate_host::data_dir::ADMIN_TOKEN_FILE);
     if has_admin {
         let Some(why) = own_file.then(|| lost_admin_file(&path, &tokens)).flatten() else {
             return Ok((tokens, None));
@@ -354,18 +354,6 @@ fn data_dir_err(path: &Path, e: impl std::fmt::Display) -> ServerError {
         path: path.display().to_string(),
         message: e.to_string(),
     }
-}
-
-/// The default data dir: `$XDG_DATA_HOME/lockgate`, else `~/.local/share/lockgate`, else
-/// `./lockgate-data`.
-pub fn default_data_dir() -> PathBuf {
-    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
-        return PathBuf::from(x).join("lockgate");
-    }
-    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        return PathBuf::from(h).join(".local/share/lockgate");
-    }
-    PathBuf::from("lockgate-data")
 }
 
 /// The load path of a start and of a replica's takeover: reads the store, rebuilds the

@@ -21,7 +21,6 @@
 
 mod ops;
 mod routes;
-pub mod source;
 
 pub(crate) use routes::routes;
 pub(crate) use routes::ApiDoc;

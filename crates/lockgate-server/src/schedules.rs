@@ -1,7 +1,7 @@
-//! Periodic schedules (design `schedules.md`): what the server and the CLI share.
+//! Periodic schedules (design `schedules.md`) in the server.
 //!
-//! - [`local_zone`]: the zone for times without one (`TZ`, else `/etc/localtime`, else UTC),
-//!   read here, at the edge, never in `lockgate-core`.
+//! - [`server_zone`]: the zone for times without one (`TZ`, else `/etc/localtime`, else
+//!   UTC; `lockgate_host::zone`, read at the edge, never in `lockgate-core`).
 //! - [`validate`]: a schedule created through the API is checked with the policy's own
 //!   rules (the same validator as a `[[schedule]]` table, against the active policy's pools),
 //!   plus a stricter name rule (it becomes a URL path segment).
@@ -29,7 +29,6 @@ use crate::error::ApiError;
 use crate::nodes::Removed;
 use crate::protocol::Reply;
 use lockgate_api::{ScheduleList, ScheduleRequest, ScheduleView};
-use lockgate_core::calendar::Schedule;
 use lockgate_core::policy::ScheduleSpec;
 use lockgate_core::Policy;
 
@@ -65,47 +64,10 @@ fn taken_message(name: &str) -> String {
     )
 }
 
-/// Whether the calendar knows the zone `name` (its bundled IANA database).
-pub fn zone_known(name: &str) -> bool {
-    Schedule::parse("daily")
-        .map(|s| s.next_after(0, name).is_ok())
-        .unwrap_or(false)
-}
-
-/// The machine's local zone as an IANA name, as systemd reads it: `TZ` (a zone name such
-/// as `Europe/Vienna`, `:Europe/Vienna` or a path into a zoneinfo directory), else the
-/// zone `/etc/localtime` names; `UTC` when neither gives a zone the calendar knows (a POSIX
-/// `TZ` rule such as `CET-1CEST` is not supported). The second value says why it fell back.
-pub fn local_zone_checked() -> (String, Option<String>) {
-    match jiff::tz::TimeZone::try_system() {
-        Ok(z) => match z.iana_name() {
-            Some(name) if zone_known(name) => (name.to_string(), None),
-            Some(name) => (
-                "UTC".into(),
-                Some(format!(
-                    "the local zone {name:?} is not in lockgate's zone database; using UTC"
-                )),
-            ),
-            None => (
-                "UTC".into(),
-                Some("the local zone has no IANA name (set TZ=Area/City); using UTC".into()),
-            ),
-        },
-        Err(e) => (
-            "UTC".into(),
-            Some(format!("cannot determine the local zone ({e}); using UTC")),
-        ),
-    }
-}
-
-/// [`local_zone_checked`] without the reason.
-pub fn local_zone() -> String {
-    local_zone_checked().0
-}
-
-/// The server's zone: [`local_zone_checked`], logging why it fell back to UTC.
+/// The server's zone: [`lockgate_host::zone::local_zone_checked`], logging why it fell back
+/// to UTC.
 pub fn server_zone() -> String {
-    let (zone, why) = local_zone_checked();
+    let (zone, why) = lockgate_host::zone::local_zone_checked();
     match why {
         Some(why) => tracing::warn!("schedules: {why}"),
         None => tracing::info!("schedules: times without a zone are {zone} times"),
@@ -184,6 +146,5 @@ mod tests {
         assert_eq!(api_field("schedule[0].jitter"), "jitter_s");
         assert_eq!(api_field("schedule[0].retry.interval"), "retry.interval_s");
         assert_eq!(api_field("schedule[0].job.cost.tape"), "job.cost.tape");
-        assert!(zone_known("UTC") && zone_known("Europe/Vienna") && !zone_known("Mars/Olympus"));
     }
 }

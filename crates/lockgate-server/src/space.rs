@@ -55,7 +55,8 @@ pub struct SpaceWatch {
 }
 
 fn store_bytes(dir: &Path) -> u64 {
-    ["lockgate.db", "lockgate.db-wal"]
+    let db = lockgate_host::data_dir::DB_FILE;
+    [db.to_string(), format!("{db}-wal")]
         .iter()
         .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
         .map(|m| m.len())

@@ -132,11 +132,11 @@ impl Loop {
             }
         };
         let shown = path.display().to_string();
-        let (policy, text) = super::source::read(path).map_err(|e| match e {
-            super::source::ReadError::Io { .. } => {
+        let (policy, text) = lockgate_host::policy_files::read(path).map_err(|e| match e {
+            lockgate_host::policy_files::ReadError::Io { .. } => {
                 ApiError::internal(format!("{e}; the active policy stays"))
             }
-            super::source::ReadError::Policy(e) => {
+            lockgate_host::policy_files::ReadError::Policy(e) => {
                 tracing::error!("{e}; the active policy stays");
                 policy_error(e)
             }

@@ -55,8 +55,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
                     "LOCKGATE_DATABASE_URL is set: that store is a PostgreSQL database; back it up with pg_dump (docs/operations.md, \"Backing up the store\")"
                 );
             }
-            let dir = data_dir.unwrap_or_else(lockgate_server::default_data_dir);
-            let source = dir.join(lockgate_server::datadir::DB_FILE);
+            let dir = data_dir.unwrap_or_else(lockgate_host::data_dir::default_data_dir);
+            let source = dir.join(lockgate_host::data_dir::DB_FILE);
             let started = std::time::Instant::now();
             let summary = copy::backup(&source, &file)?;
             if output::json(global) {
@@ -72,7 +72,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         Sub::RestoreDb { file, data_dir } => {
-            let dir = data_dir.unwrap_or_else(lockgate_server::default_data_dir);
+            let dir = data_dir.unwrap_or_else(lockgate_host::data_dir::default_data_dir);
             let done = lockgate_server::restore_db::restore(&dir, &file)?;
             if output::json(global) {
                 print_json(&done);

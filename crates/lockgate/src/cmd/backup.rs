@@ -129,9 +129,11 @@ fn dry_run(a: CreateArgs) -> anyhow::Result<ExitCode> {
         }
         None => lockgate_core::policy::BlocksPolicy::default(),
     };
-    let req = request(&a)?;
-    let options = lockgate_server::backups::plan_options(&req, &blocks)
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let options = lockgate_blocks::PlanOptions {
+        filters: a.filters.filters()?,
+        ordered: a.ordered.clone(),
+        ..lockgate_blocks::PlanOptions::from_policy(&blocks)
+    };
     let plan = Plan::load(&a.from, &options)?;
     println!("{}", plan.blocks_json());
     for w in plan.warnings() {

@@ -75,7 +75,7 @@ impl Bench {
             database_url,
         })?;
         let url = format!("http://{}", server.local_addr());
-        let token = match std::fs::read_to_string(dir.join("admin.token")) {
+        let token = match std::fs::read_to_string(dir.join(lockgate_host::data_dir::ADMIN_TOKEN_FILE)) {
             Ok(t) => t.trim().to_string(),
             Err(_) if on_database => anyhow::bail!(
                 "the --database-url database is not empty (it has an admin token already): give the bench an empty database"

@@ -33,6 +33,35 @@ pub struct ItemFilters {
     pub selector: Option<String>,
 }
 
+impl ItemFilters {
+    /// The filters as `lockgate-blocks` takes them, the selector parsed.
+    ///
+    /// # Errors
+    /// A selector that does not parse, with the character it stops at.
+    pub fn filters(&self) -> anyhow::Result<lockgate_blocks::Filters> {
+        let label_selector = match self.selector.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => Some(
+                lockgate_core::selector::Selector::parse_labels(text).map_err(|e| {
+                    anyhow::anyhow!(
+                        "--selector {text:?}: {} (at character {})",
+                        e.message,
+                        e.position
+                    )
+                })?,
+            ),
+        };
+        Ok(lockgate_blocks::Filters {
+            include_namespaces: self.include_namespaces.clone(),
+            exclude_namespaces: self.exclude_namespaces.clone(),
+            include_resources: self.include_resources.clone(),
+            exclude_resources: self.exclude_resources.clone(),
+            label_selector,
+            include_cluster_resources: self.include_cluster_resources,
+        })
+    }
+}
+
 /// What a job takes and where it is pinned.
 #[derive(Debug, Clone, clap::Args)]
 pub struct JobFlags {

@@ -5,7 +5,7 @@ use super::session;
 use crate::GlobalArgs;
 use lockgate_client::PolicyPut;
 use lockgate_core::Policy;
-use lockgate_server::policy::source as policy_source;
+use lockgate_host::policy_files as policy_source;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

@@ -13,7 +13,8 @@ use anyhow::{bail, Context};
 use lockgate_blocks::restore::{
     self, ExistingPolicy, Priorities, RestoreItemStatus, RestoreOptions, RestorePlan, RestoreResult,
 };
-use lockgate_blocks::{Filters, InputLimits, Plan, PlanOptions};
+use lockgate_blocks::{InputLimits, Plan, PlanOptions};
+use lockgate_host::data_dir::{BACKUPS_DIR, RESTORES_DIR};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -89,7 +90,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         Sub::Create(a) => create(global, *a),
         Sub::Ls { data_dir } => ls(global, &data_dir_or_default(data_dir)),
         Sub::Describe { name, data_dir } => {
-            let dir = data_dir_or_default(data_dir).join("restores").join(&name);
+            let dir = data_dir_or_default(data_dir).join(RESTORES_DIR).join(&name);
             lockgate_api::check_name("restore", &name).map_err(anyhow::Error::msg)?;
             if !dir.is_dir() {
                 bail!(
@@ -109,7 +110,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn data_dir_or_default(d: Option<PathBuf>) -> PathBuf {
-    d.unwrap_or_else(lockgate_server::default_data_dir)
+    d.unwrap_or_else(lockgate_host::data_dir::default_data_dir)
 }
 
 /// The archive `--from` names: a path when it has a `/` or ends in `.tar.gz`, else the
@@ -119,23 +120,10 @@ fn archive_path(from: &str, data_dir: &Path) -> anyhow::Result<PathBuf> {
         return Ok(PathBuf::from(from));
     }
     lockgate_api::check_backup_name(from).map_err(|e| anyhow::anyhow!("--from: {e}"))?;
-    Ok(data_dir.join("backups").join(format!("{from}.tar.gz")))
+    Ok(data_dir.join(BACKUPS_DIR).join(format!("{from}.tar.gz")))
 }
 
 fn options(a: &CreateArgs) -> anyhow::Result<RestoreOptions> {
-    let f = &a.filters;
-    let label_selector = match f.selector.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(text) => Some(
-            lockgate_core::selector::Selector::parse_labels(text).map_err(|e| {
-                anyhow::anyhow!(
-                    "--selector {text:?}: {} (at character {})",
-                    e.message,
-                    e.position
-                )
-            })?,
-        ),
-    };
     let namespace_mappings = match &a.namespace_mappings {
         Some(text) => restore::parse_mappings(text)
             .map_err(|e| anyhow::anyhow!("--namespace-mappings: {e}"))?,
@@ -151,14 +139,7 @@ fn options(a: &CreateArgs) -> anyhow::Result<RestoreOptions> {
         None => Vec::new(),
     };
     Ok(RestoreOptions {
-        filters: Filters {
-            include_namespaces: f.include_namespaces.clone(),
-            exclude_namespaces: f.exclude_namespaces.clone(),
-            include_resources: f.include_resources.clone(),
-            exclude_resources: f.exclude_resources.clone(),
-            label_selector,
-            include_cluster_resources: f.include_cluster_resources,
-        },
+        filters: a.filters.filters()?,
         namespace_mappings,
         existing_policy: a.existing_resource_policy,
         restore_status: a.restore_status,
@@ -201,7 +182,7 @@ fn create(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
     let options = options(&a)?;
     let archive = restore::read::read(&archive_path, &InputLimits::default())?;
     let plan = RestorePlan::new(&archive, &options)?;
-    let dir = data_dir.join("restores").join(&a.name);
+    let dir = data_dir.join(RESTORES_DIR).join(&a.name);
     let result = if a.dry_run {
         plan.result(&a.name)
     } else {
@@ -261,7 +242,7 @@ fn describe(r: &RestoreResult, dir: &Path) {
 }
 
 fn ls(global: &GlobalArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
-    let root = data_dir.join("restores");
+    let root = data_dir.join(RESTORES_DIR);
     let mut results = Vec::new();
     if root.is_dir() {
         let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)

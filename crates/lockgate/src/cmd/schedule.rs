@@ -211,7 +211,7 @@ fn next(global: &GlobalArgs, a: NextArgs) -> anyhow::Result<()> {
         ),
     };
     let (expr, zone) = match Schedule::parse(&a.target) {
-        Ok(expr) => (expr, lockgate_server::schedules::local_zone()),
+        Ok(expr) => (expr, lockgate_host::zone::local_zone()),
         Err(parse) => lookup(global, &a.target, &parse)?,
     };
     let mut times = Vec::with_capacity(a.n);

@@ -152,7 +152,7 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     init_logs();
     let data_dir = args
         .data_dir
-        .unwrap_or_else(lockgate_server::default_data_dir);
+        .unwrap_or_else(lockgate_host::data_dir::default_data_dir);
     let tls = args.tls_cert.is_some();
     let config = lockgate_server::Config {
         data_dir: data_dir.clone(),
@@ -175,7 +175,9 @@ pub fn run(_global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     if server.new_admin_token().is_some() {
         eprintln!(
             "lockgate: wrote a new admin token to {}",
-            data_dir.join("admin.token").display()
+            data_dir
+                .join(lockgate_host::data_dir::ADMIN_TOKEN_FILE)
+                .display()
         );
     }
     // Shown with its password replaced (`postgres://user:***@host/db`).

@@ -25,7 +25,7 @@ pub enum TokenSource {
 /// `admin.token` in the server's default data dir (`$XDG_DATA_HOME/lockgate`, else
 /// `~/.local/share/lockgate`).
 pub fn admin_token_file() -> PathBuf {
-    lockgate_server::default_data_dir().join("admin.token")
+    lockgate_host::data_dir::default_data_dir().join(lockgate_host::data_dir::ADMIN_TOKEN_FILE)
 }
 
 /// The token and where it came from ([`TokenSource`]).

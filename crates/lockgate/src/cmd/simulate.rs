@@ -116,7 +116,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--policy, --nodes and --workload are required without --from-server");
     };
     let policy_name = policy_path.display().to_string();
-    let (policy, _) = lockgate_server::policy::source::read(policy_path)?;
+    let (policy, _) = lockgate_host::policy_files::read(policy_path)?;
     let nodes = lockgate_sim::parse_nodes(
         &read(nodes_path, "nodes")?,
         &nodes_path.display().to_string(),
@@ -191,7 +191,7 @@ fn deadline_ms(text: &str, origin: u64) -> anyhow::Result<u64> {
 /// `--from-server`: the recorded history beside its replays ([`history`]).
 fn from_server(global: &GlobalArgs, args: &Args) -> anyhow::Result<ExitCode> {
     let candidate = match &args.policy {
-        Some(p) => Some(lockgate_server::policy::source::read(p)?.0),
+        Some(p) => Some(lockgate_host::policy_files::read(p)?.0),
         None => None,
     };
     let since = since_ms(&args.since)?;

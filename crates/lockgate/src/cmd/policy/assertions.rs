@@ -32,7 +32,7 @@ pub struct TestArgs {
 fn judge(args: &TestArgs) -> anyhow::Result<Vec<Verdict>> {
     use super::super::simulate::read;
     let name = |p: &PathBuf| p.display().to_string();
-    let (policy, _) = lockgate_server::policy::source::read(&args.policy)?;
+    let (policy, _) = lockgate_host::policy_files::read(&args.policy)?;
     let nodes = lockgate_sim::parse_nodes(&read(&args.nodes, "nodes")?, &name(&args.nodes))?;
     let jobs =
         lockgate_sim::parse_workload(&read(&args.workload, "workload")?, &name(&args.workload))?;

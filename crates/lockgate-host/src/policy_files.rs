@@ -1,4 +1,5 @@
-//! Reading `--config`: one TOML file, or a directory (`conf.d`) whose `*.toml` files merge
+//! Reading a policy (`lockgate server --config`, `lockgate policy check`, `simulate
+//! --policy`): one TOML file, or a directory (`conf.d`) whose `*.toml` files merge
 //! in name order (`Policy::from_toml_parts`: tables key by key, arrays of tables appended,
 //! a key set in two files refused; every error with its file and line).
 //!
@@ -12,7 +13,7 @@ use lockgate_core::policy::PolicyError;
 use lockgate_core::Policy;
 use std::path::{Path, PathBuf};
 
-/// Why `--config` could not be read.
+/// Why a policy could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReadError {
     /// A file or the directory could not be read.
