@@ -66,6 +66,12 @@ pub const DEFAULT_PREPARE_TIMEOUT: Duration = Duration::from_secs(1800);
 pub const DEFAULT_RETENTION_DAYS: u32 = 14;
 /// The kind of an item-block backup; a coordinator kind unless the policy says otherwise.
 pub const RESOURCE_BACKUP_KIND: &str = "resource-backup";
+/// Restores first: the priority of the kinds that move a restore's data back
+/// (`data-download`, `pod-volume-restore`) when the policy gives them none, so a restore
+/// queued behind a night of backups (priority 0 unless set) takes the next slot that frees.
+pub const RESTORE_KINDS_PRIORITY: i64 = 100;
+/// The kinds [`RESTORE_KINDS_PRIORITY`] applies to.
+pub const RESTORE_KINDS: &[&str] = &["data-download", "pod-volume-restore"];
 
 /// A validated policy. Build one with [`Policy::from_toml`] or [`Policy::from_json`].
 #[derive(Debug, Clone, PartialEq)]
@@ -617,9 +623,15 @@ impl Policy {
         self.kinds.get(kind)
     }
 
-    /// Default priority of a kind (0 when unset).
+    /// Default priority of a kind: `[kinds.<kind>].priority`, else
+    /// [`RESTORE_KINDS_PRIORITY`] for the [`RESTORE_KINDS`], else 0.
     pub fn kind_priority(&self, kind: &str) -> i64 {
-        self.kind(kind).and_then(|k| k.priority).unwrap_or(0)
+        let unset = if RESTORE_KINDS.contains(&kind) {
+            RESTORE_KINDS_PRIORITY
+        } else {
+            0
+        };
+        self.kind(kind).and_then(|k| k.priority).unwrap_or(unset)
     }
 
     /// Default cost of a kind (empty when unset).

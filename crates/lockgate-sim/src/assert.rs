@@ -16,6 +16,10 @@
 //! [[assert]]                      # every restore starts within a bound of its submit
 //! kind = "data-download"
 //! start_within = "2m"
+//!
+//! [[assert]]                      # ... or at the first slot that frees after its submit
+//! kind = "data-download"
+//! start_within_releases = 1
 //! ```
 //!
 //! # Invariants
@@ -25,7 +29,10 @@
 //! - **A result carries its numbers**: what was measured, the bound, and how many jobs it
 //!   was measured over, so a failure says by how much.
 //! - **Nothing unfinished passes a time bound**: a job that never started fails
-//!   `start_within` and `wait_p90`, and one that never ended fails `done_within`.
+//!   `start_within`, `start_within_releases` and `wait_p90`, and one that never ended
+//!   fails `done_within`.
+//! - **A slot release is read from the records**, not assumed: the instant a job of the
+//!   run ends, or a two-stage job leaves its prepare step (its prepare slot frees).
 
 use crate::report::secs;
 use crate::report::ScopePeak;
@@ -46,6 +53,7 @@ struct Raw {
     wait_p90: Option<String>,
     done_within: Option<String>,
     start_within: Option<String>,
+    start_within_releases: Option<u64>,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -80,6 +88,12 @@ pub enum Check {
     StartWithin {
         /// The bound.
         bound_ms: u64,
+    },
+    /// Every job admitted no later than the `releases`-th slot release after its submit
+    /// (1: the first slot that frees is its).
+    StartWithinReleases {
+        /// The bound, at least 1.
+        releases: u64,
     },
 }
 
@@ -158,11 +172,12 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<Assertion>, AssertError> {
             r.wait_p90.is_some(),
             r.done_within.is_some(),
             r.start_within.is_some(),
+            r.start_within_releases.is_some(),
         ];
         if given.iter().filter(|g| **g).count() != 1 {
             return Err(err(
                 line,
-                "an [[assert]] has exactly one of max (with scope), wait_p90, done_within, start_within".into(),
+                "an [[assert]] has exactly one of max (with scope), wait_p90, done_within, start_within, start_within_releases".into(),
             ));
         }
         let given_ms = |t: &Option<String>| t.as_deref().map(duration_ms).transpose();
@@ -187,6 +202,14 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<Assertion>, AssertError> {
             given_ms(&r.done_within).map_err(|m| err(line, format!("done_within {m}")))?
         {
             Check::DoneWithin { bound_ms: b }
+        } else if let Some(releases) = r.start_within_releases {
+            if releases == 0 {
+                return Err(err(
+                    line,
+                    "start_within_releases is at least 1 (1: the first slot release after the submit)".into(),
+                ));
+            }
+            Check::StartWithinReleases { releases }
         } else {
             let b = given_ms(&r.start_within)
                 .map_err(|m| err(line, format!("start_within {m}")))?
@@ -220,6 +243,12 @@ fn describe(check: &Check, kind: Option<&str>) -> String {
         }
         Check::StartWithin { bound_ms } => {
             format!("{jobs} started within {} of its submit", bound(*bound_ms))
+        }
+        Check::StartWithinReleases { releases: 1 } => {
+            format!("{jobs} started at the first slot release after its submit")
+        }
+        Check::StartWithinReleases { releases } => {
+            format!("{jobs} started within {releases} slot releases of its submit")
         }
     }
 }
@@ -295,6 +324,9 @@ pub fn judge(asserts: &[Assertion], jobs: &[WorkloadJob], run: &Run) -> Vec<Verd
                 Check::WaitP90 { bound_ms } => wait_p90(&chosen, *bound_ms),
                 Check::DoneWithin { bound_ms } => done_within(&chosen, *bound_ms),
                 Check::StartWithin { bound_ms } => start_within(&chosen, *bound_ms),
+                Check::StartWithinReleases { releases } => {
+                    start_within_releases(&chosen, &release_instants(run), *releases)
+                }
             };
             Verdict {
                 assertion: a.clone(),
@@ -391,9 +423,106 @@ fn start_within(chosen: &[(usize, &JobRecord)], bound_ms: u64) -> (bool, String)
     }
 }
 
+/// Every instant a slot frees, sorted, once each: a job ending, a two-stage job leaving
+/// its prepare step.
+fn release_instants(run: &Run) -> Vec<u64> {
+    let mut at: Vec<u64> = run
+        .jobs
+        .iter()
+        .flat_map(|r| {
+            let left_prepare = r.started_ms.filter(|s| Some(*s) != r.admitted_ms);
+            [r.finished_ms, left_prepare]
+        })
+        .flatten()
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    at
+}
+
+/// How many slot releases passed a job by: releases after its submit and before its
+/// admission (`None`: it never started).
+fn passed_by(r: &JobRecord, releases: &[u64]) -> Option<u64> {
+    let admitted = r.admitted_ms?;
+    let from = releases.partition_point(|&t| t <= r.submitted_ms);
+    let to = releases.partition_point(|&t| t < admitted);
+    Some(to.saturating_sub(from) as u64)
+}
+
+fn start_within_releases(
+    chosen: &[(usize, &JobRecord)],
+    releases: &[u64],
+    bound: u64,
+) -> (bool, String) {
+    let worst = chosen
+        .iter()
+        .map(|(i, r)| (passed_by(r, releases), *i))
+        .max_by_key(|(p, _)| p.unwrap_or(u64::MAX));
+    match worst {
+        None => (true, "no job".into()),
+        Some((None, i)) => (false, format!("workload job {} never started", i + 1)),
+        Some((Some(p), i)) => (
+            p < bound,
+            format!(
+                "of {} jobs, the latest started at slot release {} after its submit \
+                 (workload job {}; bound {bound})",
+                chosen.len(),
+                p + 1,
+                i + 1
+            ),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rec(sub: u64, adm: Option<u64>, start: Option<u64>, fin: Option<u64>) -> JobRecord {
+        JobRecord {
+            submitted_ms: sub,
+            admitted_ms: adm,
+            started_ms: start,
+            finished_ms: fin,
+            node: None,
+            outcome: None,
+            run_alone_ms: None,
+        }
+    }
+
+    #[test]
+    fn releases_are_read_from_the_records() {
+        // Two backups end at 10 and 20; a two-stage one leaves its prepare step at 15.
+        let run = [
+            rec(0, Some(0), Some(0), Some(10)),
+            rec(0, Some(0), Some(15), Some(30)),
+            rec(0, Some(0), Some(0), Some(20)),
+        ];
+        let run = Run {
+            jobs: run.to_vec(),
+            scopes: Vec::new(),
+            nodes: Vec::new(),
+        };
+        let releases = release_instants(&run);
+        assert_eq!(releases, [10, 15, 20, 30]);
+        let at_first = rec(5, Some(10), None, None);
+        let at_second = rec(5, Some(15), None, None);
+        let at_once = rec(12, Some(12), None, None);
+        let never = rec(5, None, None, None);
+        assert_eq!(passed_by(&at_first, &releases), Some(0));
+        assert_eq!(passed_by(&at_second, &releases), Some(1));
+        assert_eq!(passed_by(&at_once, &releases), Some(0));
+        assert_eq!(passed_by(&never, &releases), None);
+        let chosen = [(0, &at_first), (1, &at_second)];
+        let (ok, said) = start_within_releases(&chosen, &releases, 1);
+        assert!(!ok, "{said}");
+        assert!(
+            said.contains("slot release 2 after its submit (workload job 2; bound 1)"),
+            "{said}"
+        );
+        assert!(start_within_releases(&chosen, &releases, 2).0);
+        assert!(!start_within_releases(&[(0, &never)], &releases, 9).0);
+    }
 
     #[test]
     fn errors_name_their_line() {
@@ -411,6 +540,7 @@ mod tests {
                 "exactly one of",
             ),
             ("[[assert]]\nmaximum = 3\n", 2, "unknown field"),
+            ("[[assert]]\nstart_within_releases = 0\n", 1, "at least 1"),
             ("\n\n[[assert]\n", 3, ""),
             ("# nothing\n", 1, "no [[assert]]"),
             (

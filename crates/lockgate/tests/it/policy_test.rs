@@ -119,3 +119,43 @@ fn assertion_files_that_cannot_be_judged_are_refused_with_their_line() {
         );
     }
 }
+
+/// The restore-night example: restores asked for during a night of 400 queued backups
+/// start at the first slot that frees, by the restore kinds' built-in priority; with that
+/// priority taken away (the planted bug) they wait behind the backups, and the assertion
+/// says by how many releases.
+#[test]
+fn restores_start_at_the_first_slot_release_unless_their_priority_is_taken_away() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/restore-night");
+    let run = |policy: &Path| {
+        Command::new(BIN)
+            .args(["policy", "test"])
+            .arg(policy)
+            .arg("--nodes")
+            .arg(dir.join("nodes.json"))
+            .arg("--workload")
+            .arg(dir.join("workload.jsonl"))
+            .arg("--assert")
+            .arg(dir.join("assert.toml"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&dir.join("policy.toml"));
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("the latest started at slot release 1 after its submit"),
+        "{}",
+        stdout(&out)
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let flat = tmp.path().join("policy.toml");
+    let text = std::fs::read_to_string(dir.join("policy.toml")).unwrap();
+    std::fs::write(&flat, text + "priority = 0\n").unwrap();
+    let out = run(&flat);
+    assert_exit(&out, 1);
+    let said = stdout(&out);
+    assert!(
+        said.contains("FAIL") && said.contains("3 of 4 assertions held"),
+        "{said}"
+    );
+}

@@ -207,3 +207,19 @@ max_running = 0
     .unwrap();
     assert_eq!(p.node_number(&labels(node)), want);
 }
+
+#[test]
+fn restore_kinds_rank_ahead_of_backups_unless_the_policy_says_otherwise() {
+    let p = Policy::from_toml("", None).unwrap();
+    assert_eq!(p.kind_priority("data-download"), 100);
+    assert_eq!(p.kind_priority("pod-volume-restore"), 100);
+    assert_eq!(p.kind_priority("data-upload"), 0);
+    assert_eq!(
+        p.kind_priority("restore"),
+        0,
+        "a restore of another tool says its own"
+    );
+    let p = Policy::from_toml("[kinds.data-download]\npriority = -5\n", None).unwrap();
+    assert_eq!(p.kind_priority("data-download"), -5);
+    assert_eq!(p.kind_priority("pod-volume-restore"), 100);
+}
