@@ -157,6 +157,19 @@ pub fn read(path: &Path, limits: &InputLimits) -> Result<BackupArchive, ArchiveE
         }
         Err(e) => return Err(damaged(path, e)),
     };
+    read_tar(GzDecoder::new(BufReader::new(file)), path, limits)
+}
+
+/// Reads an archive's tar stream (already decompressed); `path` names the archive in
+/// errors and gives the backup's name.
+///
+/// # Errors
+/// See [`ArchiveError`] (all but `Missing` and `StillRunning`).
+pub fn read_tar(
+    stream: impl Read,
+    path: &Path,
+    limits: &InputLimits,
+) -> Result<BackupArchive, ArchiveError> {
     let backup = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -174,7 +187,7 @@ pub fn read(path: &Path, limits: &InputLimits) -> Result<BackupArchive, ArchiveE
         },
         result: None,
     };
-    let mut tar = tar::Archive::new(GzDecoder::new(BufReader::new(file)));
+    let mut tar = tar::Archive::new(stream);
     for entry in tar.entries().map_err(|e| damaged(path, e))? {
         let entry = entry.map_err(|e| damaged(path, e))?;
         reader.entry(entry)?;
