@@ -86,10 +86,17 @@ impl Guard {
     }
 
     /// The command has ended under its holder: the guard exits without a signal.
-    pub fn done(mut self) {
+    pub fn done(self) {
+        let _ = self.release().wait();
+    }
+
+    /// Tells the guard the command has ended (it exits without a signal) and returns its
+    /// process without waiting for it: the holder reaps it once its own last request is
+    /// out of the way.
+    pub fn release(mut self) -> Child {
         let _ = writeln!(self.pipe, "done");
         drop(self.pipe);
-        let _ = self.child.wait();
+        self.child
     }
 }
 

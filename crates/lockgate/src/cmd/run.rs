@@ -410,9 +410,9 @@ fn run_admitted(
     {
         *shared.phase.lock().expect("phase lock") = Phase::Done;
     }
-    if let Some(g) = say.guard.take() {
-        g.done();
-    }
+    // Told `done` now; reaped when this function returns, after the finish, so the finish
+    // does not wait for the guard's exit.
+    let _guard_exit = ReapOnDrop(say.guard.take().map(lockgate_client::guard::Guard::release));
     if let Some(l) = logging {
         l.finish(id);
     }
@@ -447,6 +447,17 @@ fn run_admitted(
         return Ok(Run::Done(exit(EXIT_NOT_RUN)));
     }
     Ok(Run::Done(exit(code.clamp(0, 255) as u8)))
+}
+
+/// A released guard's process, reaped when dropped.
+struct ReapOnDrop(Option<std::process::Child>);
+
+impl Drop for ReapOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.wait();
+        }
+    }
 }
 
 /// Starts the guard that stops the command if this process dies; `None` (said on stderr)
