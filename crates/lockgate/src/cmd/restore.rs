@@ -180,8 +180,18 @@ fn create(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
     let data_dir = data_dir_or_default(a.data_dir.clone());
     let archive_path = archive_path(&a.from, &data_dir)?;
     let options = options(&a)?;
+    let started = std::time::Instant::now();
+    eprintln!("lockgate: reading {}", archive_path.display());
     let archive = restore::read::read(&archive_path, &InputLimits::default())?;
     let plan = RestorePlan::new(&archive, &options)?;
+    eprintln!(
+        "lockgate: {} items read ({} unusable), {} to restore in {} files, in {:.1} s",
+        archive.items.len(),
+        archive.bad.len(),
+        plan.item_count(),
+        plan.phases.len(),
+        started.elapsed().as_secs_f64()
+    );
     let dir = data_dir.join(RESTORES_DIR).join(&a.name);
     let result = if a.dry_run {
         plan.result(&a.name)
