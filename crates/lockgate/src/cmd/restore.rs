@@ -202,10 +202,11 @@ fn create(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
         print_json(&result);
     } else {
         describe(&result, &dir);
-        println!(
-            "apply in order: for f in {}/[0-9]*.json; do kubectl apply -f \"$f\"; done",
-            dir.display()
-        );
+        if result.files.is_empty() {
+            println!("nothing to apply");
+        } else {
+            println!("apply in order: kubectl apply -f {}", dir.display());
+        }
     }
     Ok(if result.counts.failed == 0 {
         ExitCode::SUCCESS
