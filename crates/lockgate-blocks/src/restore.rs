@@ -11,8 +11,8 @@
 //! # Invariants
 //! - The same archive and options give the same files, byte for byte: items are sorted by
 //!   phase and then by their target name, and nothing in the manifests depends on time.
-//! - A restore's directory exists only once it is complete: it is written as
-//!   `<dir>.partial` and renamed; a failed write removes the partial directory.
+//! - A restore's directory exists only once it is complete: it is written into a hidden
+//!   directory of the writer's own beside it and renamed; a failed write removes that.
 //! - An archive is read only when it is whole: it ends with `metadata/result.json`, its
 //!   format is one this build reads, and its backup did not fail; every entry and the whole
 //!   archive are read through the caps of [`crate::InputLimits`], so a hostile archive

@@ -8,8 +8,11 @@
 //! is the [`RestoreResult`]: every item with its status.
 //!
 //! # Invariants
-//! - `<dir>` appears only complete: the files are written and synced into
-//!   `<dir>.partial`, which is then renamed; an error removes the partial directory.
+//! - `<dir>` appears only complete: the files are written and synced into a directory of
+//!   this writer's own beside it (`.<name>.<pid>-<n>.partial`), which is then renamed; an
+//!   error removes it. Two writers of one name never share a partial directory, and the
+//!   rename of the second fails on the first's directory (a directory is not renamed
+//!   over one that has files), so it answers that the name exists.
 //! - A restore never writes into an existing restore's directory.
 
 use super::{RestoreItem, RestorePlan};
@@ -18,6 +21,7 @@ use serde_json::json;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// An item's outcome in a restore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -191,22 +195,28 @@ impl RestorePlan {
     /// [`WriteError::Exists`] when `dir` exists; [`WriteError::Io`] when a file cannot be
     /// written (the partial directory is removed).
     pub fn write(&self, name: &str, dir: &Path) -> Result<RestoreResult, WriteError> {
+        let exists = || WriteError::Exists { path: dir.into() };
         if dir.exists() {
-            return Err(WriteError::Exists { path: dir.into() });
+            return Err(exists());
         }
-        let mut partial = dir.as_os_str().to_owned();
-        partial.push(".partial");
-        let partial = PathBuf::from(partial);
+        let partial = partial_dir(dir);
         let result = self.result(name);
-        let written = self.write_into(&partial, &result).and_then(|()| {
-            fs::rename(&partial, dir).map_err(|e| io(dir, e))?;
-            if let Some(parent) = dir.parent() {
-                File::open(parent)
-                    .and_then(|d| d.sync_all())
-                    .map_err(|e| io(parent, e))?;
-            }
-            Ok(())
-        });
+        let written =
+            self.write_into(&partial, &result).and_then(|()| {
+                fs::rename(&partial, dir).map_err(|e| {
+                    if dir.exists() {
+                        exists()
+                    } else {
+                        io(dir, e)
+                    }
+                })?;
+                if let Some(parent) = dir.parent() {
+                    File::open(parent)
+                        .and_then(|d| d.sync_all())
+                        .map_err(|e| io(parent, e))?;
+                }
+                Ok(())
+            });
         if written.is_err() {
             let _ = fs::remove_dir_all(&partial);
         }
@@ -214,10 +224,14 @@ impl RestorePlan {
     }
 
     fn write_into(&self, partial: &Path, result: &RestoreResult) -> Result<(), WriteError> {
+        if let Some(parent) = partial.parent() {
+            fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
         if partial.exists() {
+            // Left by an earlier process with this pid and count, which is gone.
             fs::remove_dir_all(partial).map_err(|e| io(partial, e))?;
         }
-        fs::create_dir_all(partial).map_err(|e| io(partial, e))?;
+        fs::create_dir(partial).map_err(|e| io(partial, e))?;
         for (phase, file) in self.phases.iter().zip(&result.files) {
             let items: Vec<&serde_json::Value> = phase.items.iter().map(|i| &i.manifest).collect();
             let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
@@ -233,6 +247,18 @@ impl RestorePlan {
             .and_then(|d| d.sync_all())
             .map_err(|e| io(partial, e))
     }
+}
+
+/// This writer's partial directory for `dir`: hidden, beside it (the same file system, so
+/// the rename is atomic), named after this process and this write.
+fn partial_dir(dir: &Path) -> PathBuf {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let name = dir
+        .file_name()
+        .map_or_else(Default::default, |n| n.to_string_lossy());
+    let file = format!(".{name}.{}-{n}.partial", std::process::id());
+    dir.with_file_name(file)
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), WriteError> {

@@ -435,14 +435,30 @@ fn a_bad_mapping_or_an_existing_name_writes_nothing() {
     );
     assert_eq!(files(&target), before);
 
-    // A stale partial directory of an earlier, interrupted write is replaced, not kept.
+    // A partial directory of another writer (or of one that died) is left alone.
     let again = dir.path().join("restores/again");
-    let stale = dir.path().join("restores/again.partial/999-stale.json");
-    std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
-    std::fs::write(&stale, "{}").unwrap();
+    let other = dir.path().join("restores/.again.1.partial/999-stale.json");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, "{}").unwrap();
     plan.write("again", &again).unwrap();
     assert_eq!(files(&again), before);
-    assert!(!dir.path().join("restores/again.partial").exists());
+    assert!(other.exists());
+
+    // Two writers of one name at once: one restore, the other told the name exists, and
+    // the directory is the complete one.
+    let both = dir.path().join("restores/both");
+    let results: Vec<_> = std::thread::scope(|s| {
+        let a = s.spawn(|| plan.write("both", &both));
+        let b = s.spawn(|| plan.write("both", &both));
+        vec![a.join().unwrap(), b.join().unwrap()]
+    });
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    assert_eq!(files(&both), before);
+    assert_eq!(read_result(&both).unwrap().files.len(), before.len());
 
     // A write that cannot be made leaves nothing behind.
     std::fs::write(dir.path().join("restores/file"), "").unwrap();
@@ -450,5 +466,5 @@ fn a_bad_mapping_or_an_existing_name_writes_nothing() {
         .write("x", &dir.path().join("restores/file/x"))
         .unwrap_err();
     assert!(matches!(e, restore::WriteError::Io { .. }), "{e}");
-    assert!(!dir.path().join("restores/file/x.partial").exists());
+    assert!(!dir.path().join("restores/file/.x.partial").exists());
 }

@@ -171,12 +171,6 @@ fn existing(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
 
 fn create(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
     lockgate_api::check_name("restore", &a.name).map_err(anyhow::Error::msg)?;
-    if a.name.ends_with(".partial") {
-        bail!(
-            "invalid restore name {:?}: a name ending in .partial is a restore being written",
-            a.name
-        );
-    }
     let data_dir = data_dir_or_default(a.data_dir.clone());
     let archive_path = archive_path(&a.from, &data_dir)?;
     let options = options(&a)?;
@@ -252,6 +246,12 @@ fn describe(r: &RestoreResult, dir: &Path) {
     }
 }
 
+/// A restore being written (`.<name>.<pid>-<n>.partial`), or anything else hidden.
+fn is_hidden(p: &Path) -> bool {
+    p.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+}
+
 fn ls(global: &GlobalArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
     let root = data_dir.join(RESTORES_DIR);
     let mut results = Vec::new();
@@ -259,7 +259,7 @@ fn ls(global: &GlobalArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
         let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
             .with_context(|| root.display().to_string())?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_dir() && p.extension().is_none_or(|e| e != "partial"))
+            .filter(|p| p.is_dir() && !is_hidden(p))
             .collect();
         dirs.sort();
         for d in dirs {
