@@ -12,6 +12,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use lockgate_blocks::restore::{read, RestoreOptions, RestorePlan};
+use lockgate_blocks::names::is_resource_name;
 use lockgate_blocks::InputLimits;
 use std::path::Path;
 
@@ -29,13 +30,7 @@ fuzz_target!(|data: &[u8]| {
     for i in &archive.items {
         let ok_segment = |s: &str| !s.is_empty() && s != "." && s != "..";
         assert!(i.name.split('/').all(ok_segment), "{}", i.name);
-        assert!(
-            i.resource
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-'),
-            "{}",
-            i.resource
-        );
+        assert!(is_resource_name(&i.resource), "{}", i.resource);
     }
     let mut options = RestoreOptions::default();
     options

@@ -93,6 +93,35 @@ pub fn qualified(plural: &str, group: &str) -> String {
     }
 }
 
+/// The path of an item's manifest in a backup archive:
+/// `resources/<resource>/namespaces/<ns>/<name>.json`, or `resources/<resource>/cluster/<name>.json`
+/// for a cluster-scoped item.
+pub fn archive_path(resource: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("resources/{resource}/namespaces/{ns}/{name}.json"),
+        None => format!("resources/{resource}/cluster/{name}.json"),
+    }
+}
+
+/// The parts of an [`archive_path`] (resource, namespace, name); `None` for any other path.
+pub fn parse_archive_path(path: &str) -> Option<(&str, Option<&str>, &str)> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let (resource, namespace, file) = match parts[..] {
+        ["resources", r, "namespaces", ns, f] => (r, Some(ns), f),
+        ["resources", r, "cluster", f] => (r, None, f),
+        _ => return None,
+    };
+    Some((resource, namespace, file.strip_suffix(".json")?))
+}
+
+/// Whether `s` is written as a resource name: lowercase letters, digits, `.` and `-`
+/// (`pods`, `deployments.apps`), not empty.
+pub fn is_resource_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+}
+
 /// An item's name from its parts.
 pub fn item_name(resource: &str, namespace: Option<&str>, name: &str) -> String {
     match namespace {

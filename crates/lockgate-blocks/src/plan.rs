@@ -27,7 +27,7 @@ use crate::filter::Filters;
 use crate::limits::{Cancel, InputLimits};
 use crate::names::{group_of, item_name, KindInfo, DEFAULT_NAMESPACE};
 use crate::source::{InputError, LoadError, Sources};
-pub(crate) use index::has_hook;
+pub(crate) use index::{has_hook, labels_of};
 use index::{Entry, Index, NO_NS};
 use lockgate_core::policy::{BlockRule, BlocksPolicy};
 use order::{ItemKey, UnionFind};
@@ -141,16 +141,7 @@ pub struct ItemRef<'a> {
 impl ItemRef<'_> {
     /// Path of the item's manifest in the archive.
     pub fn archive_path(&self) -> String {
-        match self.namespace {
-            Some(ns) => format!(
-                "resources/{}/namespaces/{ns}/{}.json",
-                self.resource, self.short_name
-            ),
-            None => format!(
-                "resources/{}/cluster/{}.json",
-                self.resource, self.short_name
-            ),
-        }
+        crate::names::archive_path(self.resource, self.namespace, self.short_name)
     }
 
     /// Whether the item is a core `kind`.

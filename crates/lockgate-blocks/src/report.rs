@@ -173,7 +173,7 @@ pub(crate) fn write_metadata(
     archive::append_streamed(tar, archive, "metadata/blocks.json", |w| {
         serde_json::to_writer_pretty(w, &BlocksDoc { backup }).map_err(io::Error::other)
     })?;
-    archive::append_streamed(tar, archive, "metadata/result.json", |w| {
+    archive::append_streamed(tar, archive, crate::result::RESULT_ENTRY, |w| {
         let doc = ResultDoc {
             format: crate::restore::ARCHIVE_FORMAT,
             result,

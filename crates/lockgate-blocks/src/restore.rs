@@ -17,7 +17,9 @@
 //!   format is one this build reads, and its backup did not fail; every entry and the whole
 //!   archive are read through the caps of [`crate::InputLimits`], so a hostile archive
 //!   (a gzip bomb, an entry that claims gigabytes) is refused, never held in memory.
-//! - A namespace mapping names a valid namespace on both sides, and maps a namespace once.
+//! - A namespace mapping names a valid namespace on both sides
+//!   ([`lockgate_core::selector::is_namespace_name`], the policy's rule for
+//!   `backup_namespaces`), and maps a namespace once.
 
 mod clean;
 mod order;
@@ -33,6 +35,8 @@ pub use write::{
 
 use crate::filter::Filters;
 use crate::names::{group_of, KindTable};
+use crate::plan::labels_of;
+use lockgate_core::selector::is_namespace_name;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
@@ -83,12 +87,10 @@ pub struct RestoreOptions {
     pub existing: Vec<Value>,
 }
 
-/// Why a restore cannot be made; nothing is written.
+/// Why a restore cannot be planned; nothing is written. (An archive that cannot be read is
+/// [`ArchiveError`], from [`read::read`].)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RestoreError {
-    /// The archive cannot be read (missing, damaged, truncated, over a cap, newer, failed).
-    #[error(transparent)]
-    Archive(#[from] read::ArchiveError),
     /// A namespace mapping is not valid.
     #[error("--namespace-mappings: {0}")]
     Mapping(String),
@@ -101,8 +103,6 @@ pub struct RestoreItem {
     pub from: String,
     /// Its name in the target (`pods/app-copy/web-0`).
     pub name: String,
-    /// Its qualified resource (`pods`).
-    pub resource: String,
     /// The cleaned, mapped manifest.
     pub manifest: Value,
     /// Whether the target already had it (written under [`ExistingPolicy::Update`]).
@@ -136,7 +136,7 @@ impl RestorePlan {
     /// [`RestoreError::Mapping`] for a mapping to or from an invalid namespace name, or
     /// one that maps a namespace twice.
     pub fn new(archive: &BackupArchive, options: &RestoreOptions) -> Result<Self, RestoreError> {
-        validate_mappings(&options.namespace_mappings)?;
+        validate_mappings(&options.namespace_mappings).map_err(RestoreError::Mapping)?;
         let mut kinds = KindTable::default();
         for item in &archive.items {
             if item.manifest["kind"] == "CustomResourceDefinition" {
@@ -147,8 +147,8 @@ impl RestorePlan {
         let existing = existing_index(&options.existing, &kinds, options);
         let mut by_resource: BTreeMap<String, Vec<RestoreItem>> = BTreeMap::new();
         let mut left_out = Vec::new();
+        let map = &options.namespace_mappings;
         for item in taken {
-            let map = &options.namespace_mappings;
             let manifest = clean::clean(&item.manifest, &item.resource, options, map);
             let name = clean::target_name(item, map);
             let there = existing.get(&name);
@@ -163,7 +163,6 @@ impl RestorePlan {
                 .push(RestoreItem {
                     from: item.name.clone(),
                     name,
-                    resource: item.resource.clone(),
                     manifest,
                     existed: there.is_some(),
                 });
@@ -203,10 +202,9 @@ fn select<'a>(
     kinds: &KindTable,
 ) -> Vec<&'a ArchiveItem> {
     let f = &options.filters;
-    let ok = |i: &ArchiveItem| {
-        let info = kinds.resolve(group_of(i.api_version()), i.kind());
-        f.resource_ok(&info) && f.labels_ok(&labels(&i.manifest))
-    };
+    let resource_ok =
+        |i: &ArchiveItem| f.resource_ok(&kinds.resolve(group_of(i.api_version()), i.kind()));
+    let ok = |i: &ArchiveItem| resource_ok(i) && f.labels_ok(&labels_of(&i.manifest));
     let namespaced: Vec<&ArchiveItem> = archive
         .items
         .iter()
@@ -216,25 +214,12 @@ fn select<'a>(
     let mut taken = namespaced;
     for i in archive.items.iter().filter(|i| i.namespace.is_none()) {
         let direct = f.cluster_direct() && ok(i);
-        let wanted = f.cluster_related()
-            && related.contains(&i.name)
-            && f.resource_ok(&kinds.resolve(group_of(i.api_version()), i.kind()));
+        let wanted = f.cluster_related() && related.contains(&i.name) && resource_ok(i);
         if direct || wanted {
             taken.push(i);
         }
     }
     taken
-}
-
-fn labels(manifest: &Value) -> BTreeMap<String, String> {
-    manifest["metadata"]["labels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The target's items by name, cleaned as a restored item is, so that an item restored
@@ -255,17 +240,6 @@ fn existing_index(
         .collect()
 }
 
-/// A namespace name as Kubernetes takes it: an RFC 1123 label.
-pub fn valid_namespace(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
-
 /// Parses `a:b,c:d` into a mapping, validated.
 ///
 /// # Errors
@@ -284,25 +258,22 @@ pub fn parse_mappings(text: &str) -> Result<BTreeMap<String, String>, String> {
             return Err(format!("namespace {from:?} is mapped twice"));
         }
     }
-    validate_mappings(&out).map_err(|e| match e {
-        RestoreError::Mapping(m) => m,
-        other => other.to_string(),
-    })?;
+    validate_mappings(&out)?;
     Ok(out)
 }
 
-fn validate_mappings(map: &BTreeMap<String, String>) -> Result<(), RestoreError> {
-    for (from, to) in map {
-        for ns in [from, to] {
-            if !valid_namespace(ns) {
-                return Err(RestoreError::Mapping(format!(
-                    "{ns:?} is not a valid namespace name (lowercase letters, digits and '-', \
-                     at most 63, starting and ending with a letter or digit)"
-                )));
-            }
-        }
+fn validate_mappings(map: &BTreeMap<String, String>) -> Result<(), String> {
+    match map
+        .iter()
+        .flat_map(|(a, b)| [a, b])
+        .find(|ns| !is_namespace_name(ns))
+    {
+        Some(ns) => Err(format!(
+            "{ns:?} is not a valid namespace name (lowercase letters, digits and '-', \
+             at most 63, starting and ending with a letter or digit)"
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

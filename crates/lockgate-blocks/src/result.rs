@@ -11,6 +11,10 @@
 //! fail are recorded and do not change the phase.
 
 use crate::confine::RefusedItem;
+
+/// The archive entry that holds a backup's result; written last, so an archive that has it
+/// is whole.
+pub const RESULT_ENTRY: &str = "metadata/result.json";
 use crate::hooks::{HookPhase, OnError};
 use serde::{Deserialize, Serialize};
 

@@ -668,6 +668,17 @@ pub fn validate_dns_subdomain(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `name` is a Kubernetes namespace name (an RFC 1123 label): 1 to 63 lowercase
+/// letters, digits and `-`, starting and ending with a letter or digit.
+pub fn is_namespace_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| alnum(c) || c == '-')
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+}
+
 /// Checks a Kubernetes label value (empty, or a name of at most 63 characters).
 ///
 /// # Errors

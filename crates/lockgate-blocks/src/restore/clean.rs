@@ -57,6 +57,13 @@ fn mapped<'a>(map: &'a BTreeMap<String, String>, ns: &'a str) -> &'a str {
     map.get(ns).map_or(ns, String::as_str)
 }
 
+/// Maps the namespace in `obj`'s string field `key`, when it has one.
+fn map_field(obj: &mut Map<String, Value>, key: &str, map: &BTreeMap<String, String>) {
+    if let Some(Value::String(ns)) = obj.get_mut(key) {
+        *ns = mapped(map, ns).to_string();
+    }
+}
+
 /// The item's name in the target.
 pub(super) fn target_name(item: &ArchiveItem, map: &BTreeMap<String, String>) -> String {
     let short = if item.resource == "namespaces" {
@@ -87,9 +94,7 @@ pub(super) fn clean(
         for k in ASSIGNED_METADATA {
             meta.remove(*k);
         }
-        if let Some(Value::String(ns)) = meta.get_mut("namespace") {
-            *ns = mapped(map, ns).to_string();
-        }
+        map_field(meta, "namespace", map);
         if resource == "namespaces" {
             rename_namespace(meta, map);
         }
@@ -111,9 +116,7 @@ pub(super) fn clean(
     if resource.starts_with("rolebindings.") || resource.starts_with("clusterrolebindings.") {
         if let Some(Value::Array(subjects)) = obj.get_mut("subjects") {
             for s in subjects.iter_mut().filter_map(Value::as_object_mut) {
-                if let Some(Value::String(ns)) = s.get_mut("namespace") {
-                    *ns = mapped(map, ns).to_string();
-                }
+                map_field(s, "namespace", map);
             }
         }
     }
@@ -121,16 +124,14 @@ pub(super) fn clean(
 }
 
 fn rename_namespace(meta: &mut Map<String, Value>, map: &BTreeMap<String, String>) {
-    let Some(Value::String(name)) = meta.get_mut("name") else {
+    map_field(meta, "name", map);
+    let Some(Value::String(name)) = meta.get("name").cloned() else {
         return;
     };
-    *name = mapped(map, name).to_string();
-    let name = name.clone();
-    if let Some(Value::String(l)) = meta
-        .get_mut("labels")
-        .and_then(|l| l.get_mut(NAMESPACE_NAME_LABEL))
-    {
-        *l = name;
+    if let Some(labels) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+        if let Some(Value::String(l)) = labels.get_mut(NAMESPACE_NAME_LABEL) {
+            *l = name;
+        }
     }
 }
 
@@ -156,9 +157,7 @@ fn volume(spec: &mut Map<String, Value>, map: &BTreeMap<String, String>) {
     };
     claim.remove("uid");
     claim.remove("resourceVersion");
-    if let Some(Value::String(ns)) = claim.get_mut("namespace") {
-        *ns = mapped(map, ns).to_string();
-    }
+    map_field(claim, "namespace", map);
 }
 
 fn pod(spec: &mut Map<String, Value>) {

@@ -68,11 +68,7 @@ impl Priorities {
             return Err("at most one '-' (it separates the high priorities from the low)".into());
         }
         for e in entries.iter().filter(|e| **e != "-") {
-            let ok = !e.is_empty()
-                && e.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-'
-                });
-            if !ok {
+            if !crate::names::is_resource_name(e) {
                 return Err(format!(
                     "{e:?} is not a resource name (lowercase plural, with its API group if any: \
                      pods, replicasets.apps)"

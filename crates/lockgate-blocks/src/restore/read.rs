@@ -16,8 +16,11 @@
 //!   item: the restore says so instead of writing one of the two.
 
 use crate::limits::InputLimits;
-use crate::names::{group_of, item_name, KindTable, DEFAULT_NAMESPACE};
+use crate::names::{
+    group_of, is_resource_name, item_name, parse_archive_path, KindTable, DEFAULT_NAMESPACE,
+};
 use crate::restore::ARCHIVE_FORMAT;
+use crate::result::RESULT_ENTRY;
 use flate2::read::GzDecoder;
 use serde_json::Value;
 use std::fs::File;
@@ -80,8 +83,6 @@ impl ArchiveItem {
 pub struct BackupArchive {
     /// The backup's name (the archive's file name without `.tar.gz`).
     pub backup: String,
-    /// The backup's phase (`Completed` or `PartiallyFailed`).
-    pub phase: String,
     /// Its manifests, in archive order.
     pub items: Vec<ArchiveItem>,
     /// Entries that are not a usable item: (archive path, why).
@@ -147,9 +148,7 @@ pub fn read(path: &Path, limits: &InputLimits) -> Result<BackupArchive, ArchiveE
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let mut partial = path.as_os_str().to_owned();
-            partial.push(".partial");
-            return Err(if Path::new(&partial).exists() {
+            return Err(if crate::archive::partial(path).exists() {
                 ArchiveError::StillRunning { path: path.into() }
             } else {
                 ArchiveError::Missing { path: path.into() }
@@ -181,7 +180,6 @@ pub fn read_tar(
         total: 0,
         out: BackupArchive {
             backup,
-            phase: String::new(),
             items: Vec::new(),
             bad: Vec::new(),
         },
@@ -221,9 +219,9 @@ impl Reader<'_> {
             return Ok(());
         }
         let bytes = self.contents(&mut entry, &name)?;
-        if name == "metadata/result.json" {
+        if name == RESULT_ENTRY {
             let v = serde_json::from_slice(&bytes)
-                .map_err(|e| damaged(self.path, format!("metadata/result.json: {e}")))?;
+                .map_err(|e| damaged(self.path, format!("{RESULT_ENTRY}: {e}")))?;
             self.result = Some(v);
         } else if name.starts_with("resources/") {
             if self.out.items.len() + self.out.bad.len() >= self.limits.max_items {
@@ -263,11 +261,11 @@ impl Reader<'_> {
         }
     }
 
-    fn finish(mut self) -> Result<BackupArchive, ArchiveError> {
+    fn finish(self) -> Result<BackupArchive, ArchiveError> {
         let Some(result) = self.result else {
             return Err(damaged(
                 self.path,
-                "no metadata/result.json (a backup writes it last)",
+                format!("no {RESULT_ENTRY} (a backup writes it last)"),
             ));
         };
         let format = result["format"].as_u64().unwrap_or(1);
@@ -277,8 +275,7 @@ impl Reader<'_> {
                 format,
             });
         }
-        let phase = result["phase"].as_str().unwrap_or("").to_string();
-        if phase == "Failed" {
+        if result["phase"] == "Failed" {
             let reasons: Vec<&str> = result["reasons"]
                 .as_array()
                 .map(|r| r.iter().filter_map(Value::as_str).collect())
@@ -288,20 +285,15 @@ impl Reader<'_> {
                 reasons: reasons.join("; "),
             });
         }
-        self.out.phase = phase;
         Ok(self.out)
     }
 }
 
 /// The item of one `resources/...` entry.
 fn item(path: &str, bytes: &[u8]) -> Result<ArchiveItem, String> {
-    let parts: Vec<&str> = path.split('/').collect();
-    let (resource, namespace, file) = match parts[..] {
-        ["resources", r, "namespaces", ns, f] => (r, Some(ns), f),
-        ["resources", r, "cluster", f] => (r, None, f),
-        _ => return Err("not a resources/<resource>/... path".into()),
+    let Some((resource, namespace, short)) = parse_archive_path(path) else {
+        return Err("not a resources/<resource>/... path".into());
     };
-    let short = file.strip_suffix(".json").unwrap_or("");
     let segments = [resource, namespace.unwrap_or("x"), short];
     if segments
         .iter()
@@ -309,10 +301,7 @@ fn item(path: &str, bytes: &[u8]) -> Result<ArchiveItem, String> {
     {
         return Err("an empty, '.' or '..' path segment".into());
     }
-    let resource_ok = resource
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
-    if !resource_ok {
+    if !is_resource_name(resource) {
         return Err(format!("{resource:?} is not a resource name"));
     }
     let manifest: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;

@@ -150,7 +150,6 @@ fn mappings(#[case] text: &str, #[case] ok: bool) {
 fn a_namespace_filter_brings_the_cluster_items_it_relates_to() {
     let archive = BackupArchive {
         backup: "b".into(),
-        phase: "Completed".into(),
         items: vec![
             item(
                 "namespaces",

@@ -16,6 +16,7 @@
 //! - A restore never writes into an existing restore's directory.
 
 use super::{RestoreItem, RestorePlan};
+use crate::result::Phase;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::fs::{self, File};
@@ -115,7 +116,7 @@ pub struct RestoreResult {
     /// The backup it restores.
     pub backup: String,
     /// `Completed`, or `PartiallyFailed` when an entry of the archive was unusable.
-    pub phase: String,
+    pub phase: Phase,
     /// The phase files, in the order to apply them.
     pub files: Vec<String>,
     /// Items by outcome.
@@ -178,11 +179,10 @@ impl RestorePlan {
             restore: name.into(),
             backup: self.backup.clone(),
             phase: if counts.failed > 0 {
-                "PartiallyFailed"
+                Phase::PartiallyFailed
             } else {
-                "Completed"
-            }
-            .into(),
+                Phase::Completed
+            },
             files,
             counts,
             items,

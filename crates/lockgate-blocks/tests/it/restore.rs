@@ -160,7 +160,7 @@ fn a_backup_restores_into_mapped_namespaces_in_order_and_again_changes_nothing()
     let target = dir.path().join("restores/r1");
     let plan = RestorePlan::new(&read(&archive), &options()).unwrap();
     let result = plan.write("r1", &target).unwrap();
-    assert_eq!(result.phase, "Completed");
+    assert_eq!(result.phase, Phase::Completed);
     assert_eq!(result.counts.restored, originals.len());
 
     // The documented order: Velero's priorities, then the rest by name.
@@ -265,6 +265,17 @@ fn the_same_archive_and_options_give_the_same_bytes() {
 
 /// Rewrites an archive's entries with `edit` (which may change or drop them).
 fn rewrite(from: &Path, to: &Path, edit: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>) {
+    rewrite_with(from, to, edit, &[]);
+}
+
+/// [`rewrite`], and `raw` entries added with their names written into the header as they
+/// are (the tar writer refuses a `..` path; a hostile archive has one anyway).
+fn rewrite_with(
+    from: &Path,
+    to: &Path,
+    edit: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>,
+    raw: &[(&str, Vec<u8>)],
+) {
     let out = std::fs::File::create(to).unwrap();
     let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
         out,
@@ -277,6 +288,15 @@ fn rewrite(from: &Path, to: &Path, edit: impl Fn(&str, Vec<u8>) -> Option<Vec<u8
             h.set_mode(0o644);
             tar.append_data(&mut h, &name, data.as_slice()).unwrap();
         }
+    }
+    for (name, data) in raw {
+        let mut h = tar::Header::new_gnu();
+        h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        tar.append(&h, data.as_slice()).unwrap();
     }
     tar.into_inner().unwrap().finish().unwrap();
 }
@@ -373,7 +393,8 @@ fn hostile_entries_are_failed_items_never_files() {
             "metadata": {"name": name, "namespace": ns}}))
         .unwrap()
     };
-    rewrite(&archive, &hostile, |n, d| {
+    let dotdot = "resources/../namespaces/nginx-example/escape.json";
+    let edit = |n: &str, d: Vec<u8>| {
         if n == "resources/services/namespaces/nginx-example/my-nginx.json" {
             // A manifest that says another namespace than its path.
             return Some(cm("my-nginx", "kube-system"));
@@ -382,16 +403,18 @@ fn hostile_entries_are_failed_items_never_files() {
             return Some(b"{not json".to_vec());
         }
         Some(d)
-    });
-    let mut a = read(&hostile);
-    a.bad.push((
-        "resources/../../etc/namespaces/x/y.json".into(),
-        "planted".into(),
-    ));
+    };
+    rewrite_with(
+        &archive,
+        &hostile,
+        edit,
+        &[(dotdot, cm("escape", "nginx-example"))],
+    );
+    let a = read(&hostile);
     let plan = RestorePlan::new(&a, &options()).unwrap();
     let target = dir.path().join("restores/h");
     let result = plan.write("h", &target).unwrap();
-    assert_eq!(result.phase, "PartiallyFailed");
+    assert_eq!(result.phase, Phase::PartiallyFailed);
     assert_eq!(result.counts.failed, 3);
     let failed: Vec<&str> = result
         .items
@@ -404,6 +427,10 @@ fn hostile_entries_are_failed_items_never_files() {
         "{failed:?}"
     );
     assert!(failed.iter().any(|e| e.contains("not JSON")), "{failed:?}");
+    assert!(
+        failed.iter().any(|e| e.contains("'..' path segment")),
+        "{failed:?}"
+    );
     let all: Vec<String> = files(&target).keys().cloned().collect();
     assert!(all.iter().all(|f| !f.contains("..")), "{all:?}");
 }

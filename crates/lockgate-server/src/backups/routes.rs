@@ -336,9 +336,11 @@ async fn result(
         ));
     }
     let path = PathBuf::from(&v.archive);
-    let read = tokio::task::spawn_blocking(move || read_entry(&path, "metadata/result.json"))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let read = tokio::task::spawn_blocking(move || {
+        read_entry(&path, lockgate_blocks::result::RESULT_ENTRY)
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?;
     match read {
         Ok(Some(bytes)) => Ok(([(CONTENT_TYPE, "application/json")], bytes).into_response()),
         Ok(None) => Err(ApiError::not_found(format!(

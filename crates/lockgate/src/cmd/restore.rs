@@ -212,7 +212,7 @@ fn create(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
 fn describe(r: &RestoreResult, dir: &Path) {
     let c = r.counts;
     println!(
-        "restore {} of backup {}: {} ({} restored, {} skipped, {} failed) in {}",
+        "restore {} of backup {}: {:?} ({} restored, {} skipped, {} failed) in {}",
         r.restore,
         r.backup,
         r.phase,
@@ -279,7 +279,7 @@ fn ls(global: &GlobalArgs, data_dir: &Path) -> anyhow::Result<ExitCode> {
             vec![
                 r.restore.clone(),
                 r.backup.clone(),
-                r.phase.clone(),
+                format!("{:?}", r.phase),
                 r.counts.restored.to_string(),
                 r.counts.skipped.to_string(),
                 r.counts.failed.to_string(),

@@ -25,13 +25,7 @@ pub(super) fn owner_backups(o: &RawOwner, p: &FieldPath) -> Checked<(bool, BTree
 /// A Kubernetes namespace name: at most 63 lowercase letters, digits and `-`, starting and
 /// ending with a letter or digit.
 fn namespace(ns: &str, p: &FieldPath) -> Checked<()> {
-    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let ok = !ns.is_empty()
-        && ns.len() <= 63
-        && ns.chars().all(|c| alnum(c) || c == '-')
-        && ns.starts_with(alnum)
-        && ns.ends_with(alnum);
-    if ok {
+    if crate::selector::is_namespace_name(ns) {
         Ok(())
     } else {
         bad(
