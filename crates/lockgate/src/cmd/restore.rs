@@ -221,16 +221,18 @@ fn describe(r: &RestoreResult, dir: &Path) {
         c.failed,
         dir.display()
     );
+    let mut per_file: std::collections::HashMap<&str, usize> = Default::default();
+    for f in r.items.iter().filter_map(|i| i.file.as_deref()) {
+        *per_file.entry(f).or_default() += 1;
+    }
     let rows: Vec<Vec<String>> = r
         .files
         .iter()
         .map(|f| {
-            let n = r
-                .items
-                .iter()
-                .filter(|i| i.file.as_deref() == Some(f))
-                .count();
-            vec![f.clone(), n.to_string()]
+            vec![
+                f.clone(),
+                per_file.get(f.as_str()).unwrap_or(&0).to_string(),
+            ]
         })
         .collect();
     if !rows.is_empty() {

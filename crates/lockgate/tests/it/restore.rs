@@ -13,6 +13,23 @@ fn run(s: &Srv, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `lockgate restore create NAME --from nightly --data-dir DATA --namespace-mappings
+/// app:app-copy` and `extra`.
+fn create(s: &Srv, name: &str, data: &str, extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec![
+        "restore",
+        "create",
+        name,
+        "--from",
+        "nightly",
+        "--data-dir",
+        data,
+    ];
+    args.extend(["--namespace-mappings", "app:app-copy"]);
+    args.extend(extra);
+    run(s, &args)
+}
+
 #[test]
 fn a_backup_restores_into_a_mapped_namespace_and_again_writes_nothing() {
     let s = Srv::start("");
@@ -36,21 +53,7 @@ fn a_backup_restores_into_a_mapped_namespace_and_again_writes_nothing() {
     let data = s.path("data").display().to_string();
 
     // A dry run prints the result and writes nothing.
-    let (ok, out, err) = run(
-        &s,
-        &[
-            "restore",
-            "create",
-            "r1",
-            "--from",
-            "nightly",
-            "--data-dir",
-            &data,
-            "--namespace-mappings",
-            "app:app-copy",
-            "--dry-run",
-        ],
-    );
+    let (ok, out, err) = create(&s, "r1", &data, &["--dry-run"]);
     assert!(ok, "{err}");
     let dry: Value = serde_json::from_str(&out).expect("stdout is only JSON");
     assert_eq!(
@@ -63,20 +66,7 @@ fn a_backup_restores_into_a_mapped_namespace_and_again_writes_nothing() {
     );
     assert!(!s.path("data/restores/r1").exists());
 
-    let (ok, out, err) = run(
-        &s,
-        &[
-            "restore",
-            "create",
-            "r1",
-            "--from",
-            "nightly",
-            "--data-dir",
-            &data,
-            "--namespace-mappings",
-            "app:app-copy",
-        ],
-    );
+    let (ok, out, err) = create(&s, "r1", &data, &[]);
     assert!(ok, "{out}\n{err}");
     assert!(
         out.contains("Completed (3 restored, 0 skipped, 0 failed)"),
@@ -95,22 +85,7 @@ fn a_backup_restores_into_a_mapped_namespace_and_again_writes_nothing() {
 
     // Again, over what the first one wrote: nothing to write, everything said to exist.
     let first = s.path("data/restores/r1").display().to_string();
-    let (ok, out, err) = run(
-        &s,
-        &[
-            "restore",
-            "create",
-            "r2",
-            "--from",
-            "nightly",
-            "--data-dir",
-            &data,
-            "--namespace-mappings",
-            "app:app-copy",
-            "--existing",
-            &first,
-        ],
-    );
+    let (ok, out, err) = create(&s, "r2", &data, &["--existing", &first]);
     assert!(ok, "{out}\n{err}");
     assert!(
         out.contains("Completed (0 restored, 3 skipped, 0 failed)"),
