@@ -31,6 +31,7 @@ mod node;
 mod notify;
 mod pause;
 mod policy;
+mod restore;
 mod rpo;
 mod schedule;
 #[cfg(feature = "openapi")]
@@ -53,6 +54,7 @@ pub use node::*;
 pub use notify::*;
 pub use pause::*;
 pub use policy::*;
+pub use restore::*;
 pub use rpo::*;
 pub use schedule::*;
 pub use token::*;

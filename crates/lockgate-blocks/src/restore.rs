@@ -33,12 +33,14 @@ pub use write::{
     RESULT_FILE,
 };
 
+use crate::confine::{NamespaceScope, RefusalReason, RefusedItem};
 use crate::filter::Filters;
 use crate::names::{group_of, KindTable};
-use crate::plan::labels_of;
+use crate::plan::{labels_of, Plan, PlanOptions};
 use lockgate_core::selector::is_namespace_name;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 /// The archive format this build writes and reads (`format` in `metadata/result.json`;
 /// an archive without it is format 1).
@@ -191,6 +193,73 @@ impl RestorePlan {
     pub fn item_count(&self) -> usize {
         self.phases.iter().map(|p| p.items.len()).sum()
     }
+
+    /// The namespaces the restore writes into (after the mapping), sorted.
+    pub fn target_namespaces(&self) -> Vec<String> {
+        let set: std::collections::BTreeSet<&str> = self
+            .phases
+            .iter()
+            .flat_map(|p| &p.items)
+            .filter_map(|i| i.manifest["metadata"]["namespace"].as_str())
+            .collect();
+        set.into_iter().map(str::to_string).collect()
+    }
+
+    /// Confines a non-admin's restore to `scope`: an item whose target namespace it does
+    /// not allow, or a cluster-scoped item when it is not every namespace, is taken out of
+    /// the plan (and out of its result) and returned; phases left empty are dropped. An
+    /// admin's scope ([`NamespaceScope::All`]) takes nothing out.
+    pub fn confine(&mut self, scope: &NamespaceScope) -> Vec<RefusedItem> {
+        if *scope == NamespaceScope::All {
+            return Vec::new();
+        }
+        let mut refused = Vec::new();
+        for phase in &mut self.phases {
+            phase.items.retain(|i| {
+                let meta = &i.manifest["metadata"];
+                let namespace = meta["namespace"].as_str().map(str::to_string);
+                let reason = match &namespace {
+                    Some(ns) if scope.allows(ns) => return true,
+                    Some(_) => RefusalReason::NamespaceNotAllowed,
+                    None => RefusalReason::ClusterScopedNotAllowed,
+                };
+                refused.push(RefusedItem {
+                    item: i.name.clone(),
+                    kind: i.manifest["kind"].as_str().unwrap_or_default().to_string(),
+                    namespace,
+                    name: meta["name"].as_str().unwrap_or_default().to_string(),
+                    reason,
+                });
+                false
+            });
+        }
+        self.phases.retain(|p| !p.items.is_empty());
+        refused
+    }
+}
+
+/// The manifests of an `existing` input: a `kubectl get -A -o json` List file or a
+/// directory of manifests, read as a backup's input is (under `options`' confinement and
+/// caps); of an earlier restore's directory, its phase files.
+///
+/// # Errors
+/// What could not be read, naming the file (and the item).
+pub fn read_existing(path: &Path, options: &PlanOptions) -> Result<Vec<Value>, String> {
+    let inputs = match read_result(path) {
+        Ok(r) if path.is_dir() => r.files.iter().map(|f| path.join(f)).collect(),
+        _ => vec![path.to_path_buf()],
+    };
+    let mut out = Vec::new();
+    for input in inputs {
+        let plan = Plan::load(&input, options).map_err(|e| e.to_string())?;
+        if let Some(e) = plan.input_errors().first() {
+            return Err(e.to_string());
+        }
+        for i in 0..plan.item_count() {
+            out.push(plan.load_item(i)?);
+        }
+    }
+    Ok(out)
 }
 
 /// The items `options` select: namespaced ones by namespace, resource and labels;

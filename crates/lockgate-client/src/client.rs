@@ -20,6 +20,7 @@ mod nodes;
 mod notify;
 mod pauses;
 mod policy;
+mod restores;
 mod rpo;
 pub use audit::AuditQuery;
 pub use policy::PolicyPut;

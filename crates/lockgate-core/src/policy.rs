@@ -66,12 +66,16 @@ pub const DEFAULT_PREPARE_TIMEOUT: Duration = Duration::from_secs(1800);
 pub const DEFAULT_RETENTION_DAYS: u32 = 14;
 /// The kind of an item-block backup; a coordinator kind unless the policy says otherwise.
 pub const RESOURCE_BACKUP_KIND: &str = "resource-backup";
-/// Restores first: the priority of the kinds that move a restore's data back
-/// (`data-download`, `pod-volume-restore`) when the policy gives them none, so a restore
-/// queued behind a night of backups (priority 0 unless set) takes the next slot that frees.
+/// The kind of a restore of an item-block backup; a coordinator kind unless the policy
+/// says otherwise.
+pub const RESOURCE_RESTORE_KIND: &str = "resource-restore";
+/// Restores first: the priority of a restore's kinds (`resource-restore`, and the
+/// `data-download` and `pod-volume-restore` that move its data back) when the policy gives
+/// them none, so a restore queued behind a night of backups (priority 0 unless set) takes
+/// the next slot that frees.
 pub const RESTORE_KINDS_PRIORITY: i64 = 100;
 /// The kinds [`RESTORE_KINDS_PRIORITY`] applies to.
-pub const RESTORE_KINDS: &[&str] = &["data-download", "pod-volume-restore"];
+pub const RESTORE_KINDS: &[&str] = &[RESOURCE_RESTORE_KIND, "data-download", "pod-volume-restore"];
 
 /// A validated policy. Build one with [`Policy::from_toml`] or [`Policy::from_json`].
 #[derive(Debug, Clone, PartialEq)]
@@ -656,11 +660,12 @@ impl Policy {
         self.kind(kind).and_then(|k| k.retry).unwrap_or_default()
     }
 
-    /// Whether the kind is a coordinator kind (`resource-backup` is by default).
+    /// Whether the kind is a coordinator kind (`resource-backup` and `resource-restore` are
+    /// by default).
     pub fn is_coordinator(&self, kind: &str) -> bool {
         self.kind(kind)
             .and_then(|k| k.coordinator)
-            .unwrap_or(kind == RESOURCE_BACKUP_KIND)
+            .unwrap_or(kind == RESOURCE_BACKUP_KIND || kind == RESOURCE_RESTORE_KIND)
     }
 
     /// Whether queued jobs of this kind may preempt (`[kinds.<kind>].preempt`).

@@ -32,10 +32,10 @@
 //!   data-movement jobs and asks the admitted ones to stop, so blocks waiting for a
 //!   snapshot end at their next check.
 
-mod confine;
+pub(crate) mod confine;
 pub(crate) mod driver;
 pub(crate) mod mover;
-mod ops;
+pub(crate) mod ops;
 pub mod routes;
 
 use crate::auth::Principal;
@@ -89,7 +89,45 @@ pub enum BackupOp {
 /// # Errors
 /// 422 naming `selector` when the label selector does not parse.
 pub fn plan_options(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<PlanOptions, ApiError> {
-    let label_selector = match req.selector.as_deref().map(str::trim) {
+    Ok(PlanOptions {
+        filters: filters(item_selection!(req))?,
+        ordered: req.ordered.clone(),
+        ..PlanOptions::from_policy(blocks)
+    })
+}
+
+/// The [`ItemSelection`] of a request with the item filter fields (a backup's, a
+/// restore's: they name them alike).
+macro_rules! item_selection {
+    ($req:expr) => {
+        $crate::backups::ItemSelection {
+            include_namespaces: &$req.include_namespaces,
+            exclude_namespaces: &$req.exclude_namespaces,
+            include_resources: &$req.include_resources,
+            exclude_resources: &$req.exclude_resources,
+            include_cluster_resources: $req.include_cluster_resources,
+            selector: $req.selector.as_deref(),
+        }
+    };
+}
+pub(crate) use item_selection;
+
+/// The item filters of a backup's or a restore's request.
+pub(crate) struct ItemSelection<'a> {
+    pub include_namespaces: &'a [String],
+    pub exclude_namespaces: &'a [String],
+    pub include_resources: &'a [String],
+    pub exclude_resources: &'a [String],
+    pub include_cluster_resources: Option<bool>,
+    pub selector: Option<&'a str>,
+}
+
+/// The filters of a request.
+///
+/// # Errors
+/// 422 naming `selector` when the label selector does not parse.
+pub(crate) fn filters(s: ItemSelection<'_>) -> Result<Filters, ApiError> {
+    let label_selector = match s.selector.map(str::trim) {
         None | Some("") => None,
         Some(text) => Some(Selector::parse_labels(text).map_err(|e| {
             ApiError::invalid(
@@ -101,17 +139,13 @@ pub fn plan_options(req: &BackupRequest, blocks: &BlocksPolicy) -> Result<PlanOp
             )
         })?),
     };
-    Ok(PlanOptions {
-        filters: Filters {
-            include_namespaces: req.include_namespaces.clone(),
-            exclude_namespaces: req.exclude_namespaces.clone(),
-            include_resources: req.include_resources.clone(),
-            exclude_resources: req.exclude_resources.clone(),
-            label_selector,
-            include_cluster_resources: req.include_cluster_resources,
-        },
-        ordered: req.ordered.clone(),
-        ..PlanOptions::from_policy(blocks)
+    Ok(Filters {
+        include_namespaces: s.include_namespaces.to_vec(),
+        exclude_namespaces: s.exclude_namespaces.to_vec(),
+        include_resources: s.include_resources.to_vec(),
+        exclude_resources: s.exclude_resources.to_vec(),
+        label_selector,
+        include_cluster_resources: s.include_cluster_resources,
     })
 }
 

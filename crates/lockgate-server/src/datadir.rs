@@ -410,6 +410,12 @@ impl<S: Store> Store for Watermarked<S> {
     fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError> {
         self.inner.backups()
     }
+    fn restore(&mut self, name: &str) -> Result<Option<lockgate_store::RestoreRecord>, StoreError> {
+        self.inner.restore(name)
+    }
+    fn restores(&mut self) -> Result<Vec<lockgate_store::RestoreRecord>, StoreError> {
+        self.inner.restores()
+    }
     fn prune(&mut self, cutoff: Timestamp) -> Result<Pruned, StoreError> {
         self.inner.prune(cutoff)
     }

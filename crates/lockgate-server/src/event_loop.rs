@@ -369,6 +369,7 @@ impl Loop {
             Op::Tokens(op) => self.token_op(&p, op, now),
             Op::Schedules(op) => self.schedule_op(&p, op, now),
             Op::Backups(op) => self.backup_op(op, now),
+            Op::Restores(op) => self.restore_op(op, now),
             Op::Events(op) => self.event_op(&p, op),
             Op::Metrics(reply) => {
                 let mut text = self.metrics.render(&self.engine, self.seq, now);

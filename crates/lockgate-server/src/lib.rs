@@ -39,6 +39,7 @@ pub mod policy;
 pub mod protocol;
 pub mod queue;
 pub mod replica;
+pub mod restores;
 pub mod rpo;
 pub mod schedules;
 pub mod tokens;
@@ -426,6 +427,7 @@ pub(crate) fn load_loop(
     looper.reoffer();
     looper.load_schedules(loaded.schedules, zone)?;
     looper.recover_backups()?;
+    looper.recover_restores()?;
     looper.load_rpo(std::mem::take(&mut loaded.rpo));
     looper.settle()?;
 
@@ -587,13 +589,16 @@ impl Server {
         let ready = Arc::new(AtomicBool::new(false));
         let backups = Arc::new(backups::Backups::new(
             lp.clone(),
-            data_dir,
+            data_dir.clone(),
             item_block_workers,
             backup_input_roots,
         ));
+        let restores = Arc::new(restores::Restores::new(backups.clone(), data_dir));
         let sessions = ui::Sessions::new(tls.is_some());
         let backup_routes =
-            backups::routes::router(tokens.clone(), sessions.clone(), backups.clone());
+            backups::routes::router(tokens.clone(), sessions.clone(), backups.clone()).merge(
+                restores::routes::router(tokens.clone(), sessions.clone(), restores),
+            );
         let state = http::AppState {
             lp: lp.clone(),
             tokens,

@@ -55,6 +55,7 @@ use utoipa::OpenApi;
         (name = "events", description = "The committed event log"),
         (name = "schedules", description = "Schedules that submit jobs"),
         (name = "backups", description = "Item-block backups the server runs"),
+        (name = "restores", description = "Restores of item-block backups into manifests to apply"),
         (name = "server", description = "Health, readiness, metrics and this document"),
         (name = "audit", description = "Who changed or tried to change what (admin)"),
         (name = "notify", description = "Notification targets ([[notify]] in the policy)"),
@@ -74,6 +75,7 @@ pub fn document() -> Document {
     doc.merge(crate::events::ApiDoc::openapi());
     doc.merge(crate::schedules::ApiDoc::openapi());
     doc.merge(crate::backups::routes::ApiDoc::openapi());
+    doc.merge(crate::restores::routes::ApiDoc::openapi());
     doc.merge(crate::queue::ApiDoc::openapi());
     doc.merge(crate::rpo::ApiDoc::openapi());
     doc.merge(crate::audit::ApiDoc::openapi());

@@ -21,6 +21,7 @@ use crate::jobs::JobOp;
 use crate::nodes::NodeOp;
 use crate::policy::PolicyOp;
 use crate::queue::QueueOp;
+use crate::restores::RestoreOp;
 use crate::rpo::RpoOp;
 use crate::schedules::ScheduleOp;
 use crate::tokens::TokenOp;
@@ -55,6 +56,8 @@ pub enum Op {
     Schedules(ScheduleOp),
     /// Item-block backups: records and their `resource-backup` jobs.
     Backups(BackupOp),
+    /// Restores: records and their `resource-restore` jobs.
+    Restores(RestoreOp),
     /// `/v1/events`.
     Events(EventOp),
     /// `GET /metrics`: the Prometheus text.
@@ -119,6 +122,7 @@ op_from!(
     Tokens(TokenOp),
     Schedules(ScheduleOp),
     Backups(BackupOp),
+    Restores(RestoreOp),
     Events(EventOp),
     Queue(QueueOp),
     Rpo(RpoOp),

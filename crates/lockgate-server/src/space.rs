@@ -2,9 +2,9 @@
 //!
 //! # Invariants
 //! - **Only new work is refused.** [`refuse_new_submits`] answers 507
-//!   `insufficient_storage` to `POST /v1/jobs`, `POST /v1/schedules` and `POST /v1/backups`
-//!   while the data dir's filesystem has less than the free-space watermark free, or the
-//!   store (`lockgate.db` and its WAL) is above the quota. Everything else (heartbeats,
+//!   `insufficient_storage` to `POST /v1/jobs`, `POST /v1/schedules`, `POST /v1/backups` and
+//!   `POST /v1/restores` while the data dir's filesystem has less than the free-space
+//!   watermark free, or the store (`lockgate.db` and its WAL) is above the quota. Everything else (heartbeats,
 //!   finishes, cancels, node calls, reads, token and policy calls) is served as usual, so
 //!   holders keep their leases and finishing work frees slots. Their commits still need a
 //!   little space: the watermark is what keeps it free.
@@ -165,7 +165,7 @@ fn is_new_submit(req: &Request) -> bool {
     req.method() == Method::POST
         && matches!(
             req.uri().path(),
-            "/v1/jobs" | "/v1/schedules" | "/v1/backups"
+            "/v1/jobs" | "/v1/schedules" | "/v1/backups" | "/v1/restores"
         )
 }
 

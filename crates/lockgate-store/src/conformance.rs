@@ -165,7 +165,7 @@ fn job_events_refer_to_their_jobs(open: Open) {
     assert_eq!(s.events_after(2, 1).unwrap()[0].seq, 3);
 }
 
-fn schedules_backups_pauses_and_rpo(open: Open) {
+fn schedules_backups_restores_pauses_and_rpo(open: Open) {
     let mut s = open();
     let rec = ScheduleRecord {
         name: "nightly".into(),
@@ -211,6 +211,8 @@ fn schedules_backups_pauses_and_rpo(open: Open) {
         schedules: vec![rec.clone()],
         schedule_runs: vec![run(1_000, Some(3), 1_000), run(2_000, None, 50_000)],
         backups: vec![backup("b", Running, 2_000), backup("a", Queued, 1_000)],
+        // A restore may share a backup's name: the tables are apart.
+        restores: vec![backup("a", Running, 3_000)],
         pauses: vec![pause(1), pause(2)],
         rpo: vec![rpo("vm/100", Some(4_000)), rpo("vm/101", None)],
         ..Batch::default()
@@ -218,6 +220,7 @@ fn schedules_backups_pauses_and_rpo(open: Open) {
     .unwrap();
     s.commit(&Batch {
         backups: vec![backup("b", Finished, 2_000)],
+        restores: vec![backup("r", Queued, 2_500), backup("a", Finished, 3_000)],
         removed_pauses: vec![2],
         rpo: vec![rpo("vm/100", Some(4_500))],
         removed_rpo: vec![("vms".into(), value("vm/101"))],
@@ -240,8 +243,15 @@ fn schedules_backups_pauses_and_rpo(open: Open) {
         vec![backup("a", Queued, 1_000), backup("b", Finished, 2_000)]
     );
     assert_eq!(s.backup("c").unwrap(), None);
+    assert_eq!(
+        s.restores().unwrap(),
+        vec![backup("r", Queued, 2_500), backup("a", Finished, 3_000)]
+    );
+    assert_eq!(s.restore("a").unwrap(), Some(backup("a", Finished, 3_000)));
+    assert_eq!(s.restore("b").unwrap(), None);
     assert_eq!(s.prune(Timestamp(10_000)).unwrap().schedule_runs, 1);
     assert_eq!(s.backups().unwrap().len(), 2, "retention keeps backups");
+    assert_eq!(s.restores().unwrap().len(), 2, "retention keeps restores");
     s.commit(&Batch {
         removed_schedules: vec!["nightly".into()],
         ..Batch::default()
@@ -473,7 +483,7 @@ fn run_all(location: &dyn Fn() -> StoreLocation) {
     for case in [
         jobs_events_tokens_and_counters as fn(Open),
         job_events_refer_to_their_jobs,
-        schedules_backups_pauses_and_rpo,
+        schedules_backups_restores_pauses_and_rpo,
         audit_entries,
         job_logs_and_their_bounds,
     ] {

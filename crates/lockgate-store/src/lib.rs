@@ -218,6 +218,10 @@ pub struct BackupRecord {
     pub body: String,
 }
 
+/// A restore's record: the shape of a backup's (its name, state, creation time and the
+/// API's JSON), in a table of its own.
+pub type RestoreRecord = BackupRecord;
+
 /// One entry of the audit log (see `lockgate_api::AuditEntry`). The server writes an
 /// act's entry in the batch of the change it describes; a later write with the same
 /// `request` replaces it (the final outcome of a request that asked the loop twice)
@@ -342,6 +346,8 @@ pub struct Batch {
     pub schedule_runs: Vec<ScheduleRun>,
     /// Backup records to insert or replace (by name).
     pub backups: Vec<BackupRecord>,
+    /// Restore records to insert or replace (by name).
+    pub restores: Vec<RestoreRecord>,
     /// Pauses to insert (or replace, by id).
     pub pauses: Vec<Pause>,
     /// Pauses that ended, by id.
@@ -422,6 +428,7 @@ impl Batch {
             && self.removed_schedules.is_empty()
             && self.schedule_runs.is_empty()
             && self.backups.is_empty()
+            && self.restores.is_empty()
             && self.pauses.is_empty()
             && self.removed_pauses.is_empty()
             && self.rpo.is_empty()
@@ -583,6 +590,18 @@ pub trait Store: Send {
     /// # Errors
     /// [`StoreError::Io`].
     fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError>;
+
+    /// One restore record by name.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn restore(&mut self, name: &str) -> Result<Option<RestoreRecord>, StoreError>;
+
+    /// Every restore record, oldest first (by creation time, then name).
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    fn restores(&mut self) -> Result<Vec<RestoreRecord>, StoreError>;
 
     /// Audit entries matching a filter, oldest first.
     ///

@@ -154,6 +154,12 @@ impl Store for AnyStore {
     fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError> {
         both!(self, s => s.backups())
     }
+    fn restore(&mut self, name: &str) -> Result<Option<RestoreRecord>, StoreError> {
+        both!(self, s => s.restore(name))
+    }
+    fn restores(&mut self) -> Result<Vec<RestoreRecord>, StoreError> {
+        both!(self, s => s.restores())
+    }
     fn audit(&mut self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
         both!(self, s => s.audit(filter))
     }

@@ -295,13 +295,26 @@ impl Store for PgStore {
 
     fn backup(&mut self, name: &str) -> Result<Option<BackupRecord>, StoreError> {
         self.pg.run("read backups", async |c| {
-            Ok(read::backups(c, Some(name)).await?.pop())
+            Ok(read::records(c, &read::BACKUPS, Some(name)).await?.pop())
         })
     }
 
     fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError> {
-        self.pg
-            .run("read backups", async |c| read::backups(c, None).await)
+        self.pg.run("read backups", async |c| {
+            read::records(c, &read::BACKUPS, None).await
+        })
+    }
+
+    fn restore(&mut self, name: &str) -> Result<Option<RestoreRecord>, StoreError> {
+        self.pg.run("read restores", async |c| {
+            Ok(read::records(c, &read::RESTORES, Some(name)).await?.pop())
+        })
+    }
+
+    fn restores(&mut self) -> Result<Vec<RestoreRecord>, StoreError> {
+        self.pg.run("read restores", async |c| {
+            read::records(c, &read::RESTORES, None).await
+        })
     }
 
     fn audit(&mut self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {

@@ -29,7 +29,7 @@ use std::path::Path;
 pub use outbox::OutboxReader as SqliteOutboxReader;
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: u32 = 9;
+pub const SCHEMA_VERSION: u32 = 10;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 pub(crate) const MIGRATIONS: &[&str] = &[
@@ -75,6 +75,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     outbox::MIGRATION,
     // 8 -> 9
     events::MIGRATION,
+    // 9 -> 10
+    backups::RESTORES_MIGRATION,
 ];
 
 /// The job listing, oldest first: a fixed text (and [`JOBS_DESC`]), so both statements
@@ -268,7 +270,8 @@ fn write_batch(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusq
         &batch.removed_schedules,
         &batch.schedule_runs,
     )?;
-    backups::write(tx, &batch.backups)?;
+    backups::write(tx, backups::Table::Backups, &batch.backups)?;
+    backups::write(tx, backups::Table::Restores, &batch.restores)?;
     pauses::write(tx, &batch.pauses, &batch.removed_pauses)?;
     rpo::write(tx, &batch.rpo, &batch.removed_rpo)?;
     audit::write(tx, &batch.audit)?;
@@ -513,11 +516,19 @@ impl Store for SqliteStore {
     }
 
     fn backup(&mut self, name: &str) -> Result<Option<BackupRecord>, StoreError> {
-        backups::get(&self.conn, name)
+        backups::get(&self.conn, backups::Table::Backups, name)
     }
 
     fn backups(&mut self) -> Result<Vec<BackupRecord>, StoreError> {
-        backups::all(&self.conn)
+        backups::all(&self.conn, backups::Table::Backups)
+    }
+
+    fn restore(&mut self, name: &str) -> Result<Option<RestoreRecord>, StoreError> {
+        backups::get(&self.conn, backups::Table::Restores, name)
+    }
+
+    fn restores(&mut self) -> Result<Vec<RestoreRecord>, StoreError> {
+        backups::all(&self.conn, backups::Table::Restores)
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {

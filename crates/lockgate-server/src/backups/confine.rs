@@ -60,23 +60,24 @@ pub(crate) fn confinement(
     Confinement::submitter(roots, scope.owner.backup_namespaces.iter().cloned(), hooks)
 }
 
-/// The one answer for a confined caller's input path that is not an existing path inside
-/// a root: 403 `input_not_allowed`, the same body for every such path.
-pub(crate) fn input_not_allowed(refused: &InputRefused) -> ApiError {
+/// The one answer for a confined caller's input path (`field`: `from`, a restore's
+/// `existing`) that is not an existing path inside a root: 403 `input_not_allowed`, the
+/// same body for every such path.
+pub(crate) fn input_not_allowed(refused: &InputRefused, field: &str) -> ApiError {
     let message = match refused {
         InputRefused::NoRoots => refused.to_string(),
-        InputRefused::Outside { .. } | InputRefused::NotAbsolute { .. } => {
-            "backup input is refused: `from` is not an existing path inside a backup input root (the roots are set by the server's admin: --backup-input-root, [blocks] input_roots)".to_string()
-        }
+        InputRefused::Outside { .. } | InputRefused::NotAbsolute { .. } => format!(
+            "backup input is refused: `{field}` is not an existing path inside a backup input root (the roots are set by the server's admin: --backup-input-root, [blocks] input_roots)"
+        ),
     };
-    ApiError::new(ErrorCode::InputNotAllowed, message).field("from")
+    ApiError::new(ErrorCode::InputNotAllowed, message).field(field)
 }
 
 /// The answer for a plan that could not be made, `None` for the errors the caller maps
 /// itself (an option, an unreadable input).
 pub(crate) fn load_error(e: &LoadError) -> Option<ApiError> {
     match e {
-        LoadError::Refused(r) => Some(input_not_allowed(r)),
+        LoadError::Refused(r) => Some(input_not_allowed(r, "from")),
         LoadError::Limit { cap, .. } => Some(
             ApiError::new(ErrorCode::InputTooLarge, e.to_string()).field(format!("blocks.{cap}")),
         ),

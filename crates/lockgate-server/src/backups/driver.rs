@@ -9,8 +9,10 @@
 
 use super::mover::JobMover;
 use super::{BackupOp, Backups, Running};
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::jobs::JobOp;
+use crate::protocol::LoopHandle;
 use lockgate_api::{
     time, BackupCounts, BackupProgress, BackupState, BackupView, ErrorCode, FinishRequest, JobView,
 };
@@ -57,7 +59,7 @@ pub(crate) async fn drive(
     plan: Plan,
     blocks: BlocksPolicy,
 ) {
-    match admit(b, run).await {
+    match admit(&b.lp, &run.principal, run.job).await {
         Ok(job) if job.state == JobState::Running => {
             if let Err(e) = execute(b, run, &mut view, plan, blocks, job).await {
                 tracing::warn!("backup {:?} stopped: {}", view.name, e.message);
@@ -90,15 +92,17 @@ async fn put(b: &Backups, run: &Running, view: &BackupView) -> Result<(), ApiErr
         .await
 }
 
-/// Long-polls the backup's job until it leaves `queued`.
-async fn admit(b: &Backups, run: &Running) -> Result<JobView, ApiError> {
-    let id = run.job;
-    let mut job =
-        b.lp.ask(run.principal.clone(), |r| JobOp::Get(id, r))
-            .await?;
+/// Long-polls job `id` (a backup's or a restore's, asked as `who`) until it leaves
+/// `queued`.
+pub(crate) async fn admit(
+    lp: &LoopHandle,
+    who: &Principal,
+    id: lockgate_core::JobId,
+) -> Result<JobView, ApiError> {
+    let mut job = lp.ask(who.clone(), |r| JobOp::Get(id, r)).await?;
     while job.state == JobState::Queued {
-        job =
-            b.lp.ask(run.principal.clone(), |reply| JobOp::Wait {
+        job = lp
+            .ask(who.clone(), |reply| JobOp::Wait {
                 id,
                 from: JobState::Queued,
                 or_cancel: false,

@@ -20,22 +20,70 @@ use lockgate_core::policy::{Executor, RESOURCE_BACKUP_KIND};
 use lockgate_core::Timestamp;
 use lockgate_store::BackupRecord;
 
-fn record(view: &BackupView, created_at: Timestamp) -> BackupRecord {
+/// The stored record of a backup's (or a restore's) view.
+pub(crate) fn record<V: serde::Serialize>(
+    name: &str,
+    state: BackupState,
+    view: &V,
+    created_at: Timestamp,
+) -> BackupRecord {
     BackupRecord {
-        name: view.name.clone(),
-        state: view.state,
+        name: name.to_string(),
+        state,
         created_at,
-        body: serde_json::to_string(view).expect("backup views serialize"),
+        body: serde_json::to_string(view).expect("views serialize"),
     }
 }
 
-fn decode(rec: &BackupRecord) -> Result<BackupView, ApiError> {
+fn to_record(view: &BackupView, created_at: Timestamp) -> BackupRecord {
+    record(&view.name, view.state, view, created_at)
+}
+
+/// The view a stored record holds (`what`: `backup` or `restore`).
+pub(crate) fn decode<V: serde::de::DeserializeOwned>(
+    what: &str,
+    rec: &BackupRecord,
+) -> Result<V, ApiError> {
     serde_json::from_str(&rec.body).map_err(|e| {
         ApiError::internal(format!(
-            "the stored record of backup {:?} cannot be read: {e}",
+            "the stored record of {what} {:?} cannot be read: {e}",
             rec.name
         ))
     })
+}
+
+/// The stored records with the batch's pending ones over them, oldest first.
+pub(crate) fn merged(mut recs: Vec<BackupRecord>, pending: &[BackupRecord]) -> Vec<BackupRecord> {
+    for p in pending {
+        match recs.iter_mut().find(|r| r.name == p.name) {
+            Some(r) => *r = p.clone(),
+            None => recs.push(p.clone()),
+        }
+    }
+    recs.sort_by(|a, b| (a.created_at, &a.name).cmp(&(b.created_at, &b.name)));
+    recs
+}
+
+/// The job of a backup or a restore: a coordinator `kind` owned by `owner`, held by the
+/// server's driver from admission to the end.
+pub(crate) fn driver_job(
+    kind: &str,
+    owner: String,
+    attrs: std::collections::BTreeMap<String, String>,
+) -> JobSpec {
+    JobSpec {
+        kind: kind.to_string(),
+        attrs,
+        idempotency_key: Some(owner.clone()),
+        owner,
+        executor: Some(Executor::Client),
+        // The driver holds the job from admission to the end: one stage, whatever the
+        // kind's defaults say.
+        two_stage: Some(false),
+        // The server runs it once; a retried job would have no one to run it.
+        retry: Some(RetrySpec::default()),
+        ..JobSpec::default()
+    }
 }
 
 impl Loop {
@@ -75,27 +123,23 @@ impl Loop {
 
     fn backup_put(&mut self, view: BackupView, now: Timestamp) -> Result<(), ApiError> {
         let created = self.backup_created_at(&view.name)?.unwrap_or(now);
-        self.batch.backups.push(record(&view, created));
+        self.batch.backups.push(to_record(&view, created));
         Ok(())
     }
 
     fn backup_get(&mut self, name: &str) -> Result<BackupView, ApiError> {
         match self.backup_record(name)? {
-            Some(rec) => decode(&rec),
+            Some(rec) => decode("backup", &rec),
             None => Err(ApiError::not_found(format!("backup {name:?} not found"))),
         }
     }
 
     fn backup_list(&mut self) -> Result<BackupList, ApiError> {
-        let mut recs = self.store.backups()?;
-        for pending in &self.batch.backups {
-            match recs.iter_mut().find(|r| r.name == pending.name) {
-                Some(r) => *r = pending.clone(),
-                None => recs.push(pending.clone()),
-            }
-        }
-        recs.sort_by(|a, b| (a.created_at, &a.name).cmp(&(b.created_at, &b.name)));
-        let backups = recs.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        let recs = merged(self.store.backups()?, &self.batch.backups);
+        let backups = recs
+            .iter()
+            .map(|r| decode("backup", r))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(BackupList { backups })
     }
 
@@ -131,32 +175,41 @@ impl Loop {
         if !view.namespaces.is_empty() {
             attrs.insert("namespaces".to_string(), view.namespaces.join(","));
         }
-        let spec = JobSpec {
-            kind: RESOURCE_BACKUP_KIND.to_string(),
-            attrs,
-            owner: backup_owner(&view.name),
-            executor: Some(Executor::Client),
-            // The driver holds the job from admission to the end: one stage, whatever the
-            // kind's defaults say.
-            two_stage: Some(false),
-            idempotency_key: Some(backup_owner(&view.name)),
-            // The server runs the backup once; a retried job would have no one to run it.
-            retry: Some(RetrySpec::default()),
-            ..JobSpec::default()
-        };
-        let job = self
-            .engine
-            .submit(spec, now)
-            .map_err(
-                |lockgate_core::engine::SubmitError::Invalid { field, message }| {
-                    ApiError::invalid(field, message)
-                },
-            )?
-            .job;
-        view.job = Some(job.id);
+        let spec = driver_job(RESOURCE_BACKUP_KIND, backup_owner(&view.name), attrs);
+        view.job = Some(self.submit_driver_job(spec, now)?);
         view.state = BackupState::Queued;
-        self.batch.backups.push(record(&view, now));
+        self.batch.backups.push(to_record(&view, now));
         Ok(view)
+    }
+
+    /// Submits a [`driver_job`]; its id.
+    pub(crate) fn submit_driver_job(
+        &mut self,
+        spec: JobSpec,
+        now: Timestamp,
+    ) -> Result<JobId, ApiError> {
+        let submitted = self.engine.submit(spec, now).map_err(
+            |lockgate_core::engine::SubmitError::Invalid { field, message }| {
+                ApiError::invalid(field, message)
+            },
+        )?;
+        Ok(submitted.job.id)
+    }
+
+    /// Force-cancels the live jobs of `owner` (a backup or a restore the server stopped
+    /// running); how many.
+    pub(crate) fn cancel_owned(&mut self, owner: &str, now: Timestamp) -> usize {
+        let live: Vec<JobId> = self
+            .engine
+            .jobs()
+            .filter(|j| j.owner == owner)
+            .map(|j| j.id)
+            .collect();
+        for id in &live {
+            let _ = self.engine.cancel(*id, true, now);
+        }
+        self.drain_events(now);
+        live.len()
     }
 
     /// Ends the backups a previous run of the server left queued or running (see the
@@ -175,17 +228,7 @@ impl Loop {
                 continue;
             };
             let was = view.state;
-            let owner = backup_owner(&view.name);
-            let live: Vec<JobId> = self
-                .engine
-                .jobs()
-                .filter(|j| j.owner == owner)
-                .map(|j| j.id)
-                .collect();
-            for id in &live {
-                let _ = self.engine.cancel(*id, true, now);
-            }
-            self.drain_events(now);
+            let cancelled = self.cancel_owned(&backup_owner(&view.name), now);
             let _ = std::fs::remove_file(format!("{}.partial", view.archive));
             view.state = BackupState::Finished;
             view.phase = Some("Failed".into());
@@ -199,9 +242,9 @@ impl Loop {
             tracing::warn!(
                 "backup {:?} was {was} when the server stopped: marked Failed, {} jobs cancelled",
                 view.name,
-                live.len()
+                cancelled
             );
-            self.batch.backups.push(record(&view, rec.created_at));
+            self.batch.backups.push(to_record(&view, rec.created_at));
         }
         Ok(())
     }

@@ -68,29 +68,29 @@ pub fn router(
 
 /// The bearer token's principal, or else the dashboard session's (CSRF-checked for a
 /// `method` that is not a read), as [`crate::http::Auth`] reads it.
-fn caller(
-    api: &Api,
+pub(crate) fn caller(
+    tokens: &crate::auth::Tokens,
+    sessions: &crate::ui::Sessions,
     method: &axum::http::Method,
     headers: &HeaderMap,
 ) -> Result<Principal, ApiError> {
     let header = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
     if header.is_none() {
-        let session =
-            crate::ui::session::session_principal(&api.sessions, &api.tokens, method, headers)?;
+        let session = crate::ui::session::session_principal(sessions, tokens, method, headers)?;
         if let Some(p) = session {
             return Ok(p);
         }
     }
-    authenticate(&api.tokens, header)
+    authenticate(tokens, header)
+}
+
+fn who(api: &Api, method: &axum::http::Method, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    caller(&api.tokens, &api.sessions, method, headers)
 }
 
 /// Whether `p` may see backup `v`.
 fn may_see(p: &Principal, v: &BackupView) -> bool {
-    match p.role {
-        Role::Admin | Role::Viewer => true,
-        Role::Submitter => v.created_by == p.name,
-        Role::Agent => false,
-    }
+    crate::restores::routes::may_see(p, &v.created_by)
 }
 
 fn input_error(message: String) -> ApiError {
@@ -203,7 +203,7 @@ async fn create(
     headers: HeaderMap,
     body: Result<JsonBody<BackupRequest>, Response>,
 ) -> Result<Response, ApiError> {
-    let p = caller(&api, &axum::http::Method::POST, &headers)?;
+    let p = who(&api, &axum::http::Method::POST, &headers)?;
     p.require(&[Role::Admin, Role::Submitter], "create backups")?;
     let JsonBody(req) = match body {
         Ok(b) => b,
@@ -290,7 +290,7 @@ async fn view(api: &Api, p: &Principal, name: &str) -> Result<BackupView, ApiErr
 #[utoipa::path(get, path = "/v1/backups", tag = "backups",
     responses((status = 200, description = "Every backup the caller may see, oldest first", body = BackupList)))]
 async fn list(State(api): State<Api>, headers: HeaderMap) -> Result<Json<BackupList>, ApiError> {
-    let p = caller(&api, &axum::http::Method::GET, &headers)?;
+    let p = who(&api, &axum::http::Method::GET, &headers)?;
     p.require(
         &[Role::Admin, Role::Viewer, Role::Submitter],
         "list backups",
@@ -312,7 +312,7 @@ async fn show(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Json<BackupView>, ApiError> {
-    let p = caller(&api, &axum::http::Method::GET, &headers)?;
+    let p = who(&api, &axum::http::Method::GET, &headers)?;
     Ok(Json(view(&api, &p, &name).await?))
 }
 
@@ -324,7 +324,7 @@ async fn result(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let p = caller(&api, &axum::http::Method::GET, &headers)?;
+    let p = who(&api, &axum::http::Method::GET, &headers)?;
     let v = view(&api, &p, &name).await?;
     if !v.is_finished() {
         return Err(ApiError::new(
@@ -385,7 +385,7 @@ async fn cancel(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Result<Json<BackupView>, ApiError> {
-    let p = caller(&api, &axum::http::Method::POST, &headers)?;
+    let p = who(&api, &axum::http::Method::POST, &headers)?;
     p.require(&[Role::Admin, Role::Submitter], "cancel backups")?;
     let mut v = view(&api, &p, &name).await?;
     if v.is_finished() {

@@ -65,7 +65,7 @@ fn pv(name: &str, ns: &str, claim: &str) -> Value {
     })
 }
 
-fn configmap(ns: &str, name: &str) -> Value {
+pub(crate) fn configmap(ns: &str, name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
            "metadata": {"name": name, "namespace": ns}, "data": {"k": "v"}})
 }
@@ -77,7 +77,7 @@ fn list(items: &[Value]) -> String {
 
 /// `app`: a pod with a PVC bound to a PV (hooks logged to `hooks`), a Deployment and two
 /// ConfigMaps, spread over a JSON `List`, a YAML file and single manifests.
-fn app_dir(root: &Path, hooks: Option<&Path>) -> PathBuf {
+pub(crate) fn app_dir(root: &Path, hooks: Option<&Path>) -> PathBuf {
     let dir = root.join("manifests");
     std::fs::create_dir_all(dir.join("config")).unwrap();
     std::fs::write(
@@ -107,7 +107,7 @@ fn app_dir(root: &Path, hooks: Option<&Path>) -> PathBuf {
     dir
 }
 
-fn request(name: &str, from: &Path) -> BackupRequest {
+pub(crate) fn request(name: &str, from: &Path) -> BackupRequest {
     BackupRequest {
         name: name.into(),
         from: from.display().to_string(),
@@ -116,7 +116,12 @@ fn request(name: &str, from: &Path) -> BackupRequest {
 }
 
 /// Polls the backup until `done` holds.
-fn until(c: &Client, name: &str, what: &str, done: impl Fn(&BackupView) -> bool) -> BackupView {
+pub(crate) fn until(
+    c: &Client,
+    name: &str,
+    what: &str,
+    done: impl Fn(&BackupView) -> bool,
+) -> BackupView {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let v = c.backup(name).unwrap();
@@ -128,12 +133,12 @@ fn until(c: &Client, name: &str, what: &str, done: impl Fn(&BackupView) -> bool)
     }
 }
 
-fn finished(c: &Client, name: &str) -> BackupView {
+pub(crate) fn finished(c: &Client, name: &str) -> BackupView {
     until(c, name, "not finished", BackupView::is_finished)
 }
 
 /// The test is the node agent of `node`: it registers the node for `data-upload` jobs.
-fn agent_node(c: &Client, node: &str) {
+pub(crate) fn agent_node(c: &Client, node: &str) {
     let reg = NodeRegister {
         kinds: ["data-upload".to_string()].into(),
         ..NodeRegister::default()
@@ -142,7 +147,7 @@ fn agent_node(c: &Client, node: &str) {
 }
 
 /// Long-polls the node's assignments and acknowledges the first: `(stage, token, job)`.
-fn take(c: &Client, node: &str) -> (String, u64, lockgate_api::JobView) {
+pub(crate) fn take(c: &Client, node: &str) -> (String, u64, lockgate_api::JobView) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let list: AssignmentList = c
@@ -167,7 +172,7 @@ fn take(c: &Client, node: &str) -> (String, u64, lockgate_api::JobView) {
 }
 
 /// Plays a data-upload job through prepare and run.
-fn upload(c: &Client, node: &str) -> lockgate_api::JobView {
+pub(crate) fn upload(c: &Client, node: &str) -> lockgate_api::JobView {
     let (stage, token, job) = take(c, node);
     assert_eq!(
         (stage.as_str(), job.kind.as_str()),

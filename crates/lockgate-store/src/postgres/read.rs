@@ -271,24 +271,52 @@ fn backup_state(name: &str) -> BackupState {
     }
 }
 
-/// One backup by name, or every backup oldest first.
-pub(super) async fn backups(c: &mut Conn, name: Option<&str>) -> R<Vec<BackupRecord>> {
+/// The statements of a table of records (backups', restores'): one shape, two tables.
+pub(super) struct RecordTable {
+    pub(super) insert: &'static str,
+    one: &'static str,
+    all: &'static str,
+}
+
+macro_rules! record_table {
+    ($table:literal) => {
+        RecordTable {
+            insert: concat!(
+                "INSERT INTO ",
+                $table,
+                " (name, state, created_at, body)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[])
+                 ON CONFLICT (name) DO UPDATE SET state = excluded.state,
+                    created_at = excluded.created_at, body = excluded.body"
+            ),
+            one: concat!(
+                "SELECT name, state, created_at, body FROM ",
+                $table,
+                " WHERE name = $1"
+            ),
+            all: concat!(
+                "SELECT name, state, created_at, body FROM ",
+                $table,
+                " ORDER BY created_at, name"
+            ),
+        }
+    };
+}
+
+/// `lockgate_backups`.
+pub(super) const BACKUPS: RecordTable = record_table!("lockgate_backups");
+/// `lockgate_restores`.
+pub(super) const RESTORES: RecordTable = record_table!("lockgate_restores");
+
+/// One backup (restore) by name, or every one oldest first.
+pub(super) async fn records(
+    c: &mut Conn,
+    table: &RecordTable,
+    name: Option<&str>,
+) -> R<Vec<BackupRecord>> {
     let rows = match name {
-        Some(n) => {
-            c.query(
-                "SELECT name, state, created_at, body FROM lockgate_backups WHERE name = $1",
-                &[&n],
-            )
-            .await?
-        }
-        None => {
-            c.query(
-                "SELECT name, state, created_at, body FROM lockgate_backups
-                 ORDER BY created_at, name",
-                &[],
-            )
-            .await?
-        }
+        Some(n) => c.query(table.one, &[&n]).await?,
+        None => c.query(table.all, &[]).await?,
     };
     Ok(rows
         .iter()

@@ -167,6 +167,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         AND jsonb_typeof(e.data::jsonb #> '{job,id}') = 'number'
         AND EXISTS (SELECT 1 FROM lockgate_jobs j
                     WHERE j.id = (e.data::jsonb #>> '{job,id}')::bigint);",
+    // 2 -> 3: restore records, as SQLite schema version 10.
+    "CREATE TABLE lockgate_restores (
+        name text PRIMARY KEY,
+        state text NOT NULL,
+        created_at bigint NOT NULL,
+        body text NOT NULL
+    );",
 ];
 
 #[cfg(test)]

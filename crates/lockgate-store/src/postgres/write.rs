@@ -11,8 +11,8 @@
 //!   SQLite upsert does).
 
 use super::conn::{Conn, PgError, R};
-use super::{joblogs, ms, Fence};
-use crate::{AuditRecord, Batch, OutboxOutcome, StoreError};
+use super::{joblogs, ms, read, Fence};
+use crate::{AuditRecord, BackupRecord, Batch, OutboxOutcome, StoreError};
 use lockgate_api::Role;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -92,7 +92,8 @@ pub(super) async fn batch(c: &mut Conn, b: &Batch) -> R<()> {
     tokens(c, b).await?;
     meta(c, b, &mut counters).await?;
     schedules(c, b).await?;
-    backups(c, b).await?;
+    records(c, &read::BACKUPS, &b.backups).await?;
+    records(c, &read::RESTORES, &b.restores).await?;
     pauses(c, b, &mut counters).await?;
     rpo(c, b).await?;
     audit(c, &b.audit).await?;
@@ -263,23 +264,17 @@ async fn schedules(c: &mut Conn, b: &Batch) -> R<()> {
     Ok(())
 }
 
-async fn backups(c: &mut Conn, b: &Batch) -> R<()> {
-    if b.backups.is_empty() {
+/// The backup or restore records of a batch.
+async fn records(c: &mut Conn, table: &read::RecordTable, records: &[BackupRecord]) -> R<()> {
+    if records.is_empty() {
         return Ok(());
     }
-    let rows = last(&b.backups, |r| r.name.clone());
+    let rows = last(records, |r| r.name.clone());
     let name: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
     let state: Vec<&str> = rows.iter().map(|r| r.state.as_str()).collect();
     let at: Vec<i64> = rows.iter().map(|r| ms(r.created_at)).collect();
     let body: Vec<&str> = rows.iter().map(|r| r.body.as_str()).collect();
-    c.exec(
-        "INSERT INTO lockgate_backups (name, state, created_at, body)
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[])
-         ON CONFLICT (name) DO UPDATE SET state = excluded.state,
-            created_at = excluded.created_at, body = excluded.body",
-        &[&name, &state, &at, &body],
-    )
-    .await?;
+    c.exec(table.insert, &[&name, &state, &at, &body]).await?;
     Ok(())
 }
 

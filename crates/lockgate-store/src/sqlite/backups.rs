@@ -1,9 +1,11 @@
-//! Item-block backup records in SQLite (schema version 3).
+//! Item-block backup records in SQLite (schema version 3), and restore records in a table
+//! of the same shape (schema version 10).
 //!
-//! One row per backup, keyed by name (names are unique for ever: a record is replaced as the
-//! backup goes from `queued` to `running` to `finished`, never deleted by retention, since
-//! it describes an archive that still exists). The record itself is the API's JSON; `state`
-//! and `created_at` are columns for the restart (unfinished backups) and the listing order.
+//! One row per backup (per restore), keyed by name (names are unique for ever: a record is
+//! replaced as the backup goes from `queued` to `running` to `finished`, never deleted by
+//! retention, since it describes an archive, or a restore's files, that still exist). The
+//! record itself is the API's JSON; `state` and `created_at` are columns for the restart
+//! (unfinished ones) and the listing order.
 
 use crate::{BackupRecord, StoreError};
 use lockgate_api::BackupState;
@@ -17,12 +19,41 @@ pub(super) const MIGRATION: &str = "CREATE TABLE backups (
         body TEXT NOT NULL
     );";
 
-/// Writes the backup part of a batch.
-pub(super) fn write(tx: &Transaction<'_>, backups: &[BackupRecord]) -> Result<(), rusqlite::Error> {
-    for b in backups {
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO backups (name, state, created_at, body) VALUES (?1, ?2, ?3, ?4)",
-        )?
+/// Migration 9 -> 10.
+pub(super) const RESTORES_MIGRATION: &str = "CREATE TABLE restores (
+        name TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        body TEXT NOT NULL
+    );";
+
+/// The tables of records: backups' and restores'.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Table {
+    Backups,
+    Restores,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Table::Backups => "backups",
+            Table::Restores => "restores",
+        }
+    }
+}
+
+/// Writes the backup (or restore) part of a batch.
+pub(super) fn write(
+    tx: &Transaction<'_>,
+    table: Table,
+    records: &[BackupRecord],
+) -> Result<(), rusqlite::Error> {
+    for b in records {
+        tx.prepare_cached(&format!(
+            "INSERT OR REPLACE INTO {} (name, state, created_at, body) VALUES (?1, ?2, ?3, ?4)",
+            table.name()
+        ))?
         .execute(params![
             b.name,
             b.state.as_str(),
@@ -52,32 +83,45 @@ fn state(name: &str) -> BackupState {
     }
 }
 
-fn io(e: rusqlite::Error) -> StoreError {
-    StoreError::Io {
-        operation: "read backups",
+fn io(table: Table) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| StoreError::Io {
+        operation: match table {
+            Table::Backups => "read backups",
+            Table::Restores => "read restores",
+        },
         message: e.to_string(),
     }
 }
 
-/// One backup by name.
-pub(super) fn get(conn: &Connection, name: &str) -> Result<Option<BackupRecord>, StoreError> {
-    conn.prepare_cached("SELECT name, state, created_at, body FROM backups WHERE name = ?1")
-        .map_err(io)?
-        .query_row([name], row)
-        .optional()
-        .map_err(io)
+/// One backup (restore) by name.
+pub(super) fn get(
+    conn: &Connection,
+    table: Table,
+    name: &str,
+) -> Result<Option<BackupRecord>, StoreError> {
+    let io = io(table);
+    conn.prepare_cached(&format!(
+        "SELECT name, state, created_at, body FROM {} WHERE name = ?1",
+        table.name()
+    ))
+    .map_err(&io)?
+    .query_row([name], row)
+    .optional()
+    .map_err(io)
 }
 
-/// Every backup, oldest first.
-pub(super) fn all(conn: &Connection) -> Result<Vec<BackupRecord>, StoreError> {
+/// Every backup (restore), oldest first.
+pub(super) fn all(conn: &Connection, table: Table) -> Result<Vec<BackupRecord>, StoreError> {
+    let io = io(table);
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT name, state, created_at, body FROM backups ORDER BY created_at, name",
-        )
-        .map_err(io)?;
+        .prepare_cached(&format!(
+            "SELECT name, state, created_at, body FROM {} ORDER BY created_at, name",
+            table.name()
+        ))
+        .map_err(&io)?;
     let rows = stmt
         .query_map([], row)
-        .map_err(io)?
+        .map_err(&io)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(io);
     rows

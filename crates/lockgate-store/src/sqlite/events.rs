@@ -84,7 +84,7 @@ pub(super) fn after(
 #[cfg(test)]
 mod tests {
     use crate::event_row::tests::{assert_reads_back, old_rows};
-    use crate::{SqliteStore, Store};
+    use crate::{SqliteStore, Store, SCHEMA_VERSION};
     use rusqlite::{params, Connection};
 
     #[test]
@@ -122,7 +122,7 @@ mod tests {
             .query_row("SELECT sum(length(data)) FROM events", [], |r| r.get(0))
             .unwrap();
         let mut s = SqliteStore::open(&path).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 9);
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         assert_reads_back(&events, &s.events_after(0, 100).unwrap());
         let (refs, new_bytes): (i64, i64) = s
             .conn

@@ -1,22 +1,31 @@
-//! `lockgate restore`: turn a backup's archive back into manifests to apply, on the
-//! server's host (create, or --dry-run; ls; describe).
+//! `lockgate restore`: turn a backup's archive back into manifests to apply (create, or
+//! --dry-run; ls; describe; cancel).
 //!
-//! A restore reads `<data-dir>/backups/<BACKUP>.tar.gz` (or an archive path) and writes
+//! A restore reads a backup's archive `<data-dir>/backups/<BACKUP>.tar.gz` and writes
 //! `<data-dir>/restores/<NAME>/`: one JSON `List` per phase, numbered in the order to
-//! apply them, and `metadata/result.json` (`lockgate-blocks`' `restore` module; docs/restores.md).
-//! It needs no server: it reads and writes the data dir directly.
+//! apply them, and `metadata/result.json` (`lockgate-blocks`' `restore` module;
+//! docs/restores.md).
+//!
+//! By default the server makes it: it queues the restore's `resource-restore` job (ahead
+//! of backups, behind an overlapping restore) and writes the files once it is admitted;
+//! `--existing` is read from the server's filesystem (sent as an absolute path). With
+//! `--data-dir`, the restore is made here, at once, without a server (an archive file can
+//! then be named by its path).
 
 use super::flags::ItemFilters;
 use super::output::{self, print_json, table};
+use super::session;
 use crate::GlobalArgs;
 use anyhow::{bail, Context};
+use lockgate_api::{BackupState, ExistingResourcePolicy, RestoreRequest, RestoreView};
 use lockgate_blocks::restore::{
     self, ExistingPolicy, Priorities, RestoreItemStatus, RestoreOptions, RestorePlan, RestoreResult,
 };
-use lockgate_blocks::{InputLimits, Plan, PlanOptions};
+use lockgate_blocks::{InputLimits, PlanOptions};
 use lockgate_host::data_dir::{BACKUPS_DIR, RESTORES_DIR};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Arguments of `lockgate restore`.
 #[derive(Debug, clap::Args)]
@@ -27,21 +36,29 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Sub {
-    /// Restore a backup's manifests into `<data-dir>/restores/NAME/`, one file per phase.
+    /// Restore a backup's manifests into `<data-dir>/restores/NAME/`, one file per phase:
+    /// through the server's queue, or here with `--data-dir`.
     Create(Box<CreateArgs>),
-    /// List the restores of the data dir.
+    /// List the restores (the server's; with `--data-dir`, that data dir's).
     Ls {
-        /// The data dir (default: the server's default).
+        /// Read this data dir instead of asking the server.
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
     },
-    /// A restore's files, counts and per-item status (`-o json`: its metadata/result.json).
+    /// A restore's state, files, counts and per-item status (`-o json`: its
+    /// metadata/result.json once it has finished).
     Describe {
         /// Restore name.
         name: String,
-        /// The data dir (default: the server's default).
+        /// Read this data dir instead of asking the server.
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
+    },
+    /// Cancel a restore the server has not started writing (a running one's files are
+    /// written whole or not at all).
+    Cancel {
+        /// Restore name.
+        name: String,
     },
 }
 
@@ -49,11 +66,10 @@ enum Sub {
 struct CreateArgs {
     /// Restore name (unique; a-z, 0-9, '-', '.', '_').
     name: String,
-    /// The backup to restore: its name (the archive `<data-dir>/backups/NAME.tar.gz`) or the
-    /// path of an archive.
+    /// The backup to restore: its name; with `--data-dir` also the path of an archive.
     #[arg(long, value_name = "BACKUP|FILE")]
     from: String,
-    /// The data dir (default: the server's default).
+    /// Make the restore here, in this data dir, without a server.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Which items of the backup (namespaces as the backup names them).
@@ -82,15 +98,23 @@ struct CreateArgs {
     /// Print what would be written (the result, as JSON) and write nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Through the server: wait for the end (exit status 0 only when Completed).
+    #[arg(long, conflicts_with_all = ["dry_run", "data_dir"])]
+    wait: bool,
 }
 
 /// Runs `lockgate restore`.
 pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
-        Sub::Create(a) => create(global, *a),
-        Sub::Ls { data_dir } => ls(global, &data_dir_or_default(data_dir)),
-        Sub::Describe { name, data_dir } => {
-            let dir = data_dir_or_default(data_dir).join(RESTORES_DIR).join(&name);
+        Sub::Create(a) if a.data_dir.is_some() => create(global, *a),
+        Sub::Create(a) => create_on_server(global, *a),
+        Sub::Ls { data_dir: Some(d) } => ls(global, &d),
+        Sub::Ls { data_dir: None } => ls_on_server(global),
+        Sub::Describe {
+            name,
+            data_dir: Some(d),
+        } => {
+            let dir = d.join(RESTORES_DIR).join(&name);
             lockgate_api::check_name("restore", &name).map_err(anyhow::Error::msg)?;
             if !dir.is_dir() {
                 bail!(
@@ -106,11 +130,196 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Sub::Describe {
+            name,
+            data_dir: None,
+        } => describe_on_server(global, &name),
+        Sub::Cancel { name } => {
+            let v = session::client(global)?.cancel_restore(&name)?;
+            if output::json(global) {
+                print_json(&v);
+            } else {
+                println!("restore {name}: cancel requested ({})", v.state);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
-fn data_dir_or_default(d: Option<PathBuf>) -> PathBuf {
-    d.unwrap_or_else(lockgate_host::data_dir::default_data_dir)
+/// The request of a restore through the server.
+fn request(a: &CreateArgs) -> anyhow::Result<RestoreRequest> {
+    if a.from.contains('/') || a.from.ends_with(".tar.gz") {
+        bail!(
+            "--from {}: the server restores its own backups by name; an archive file is restored here with --data-dir DIR",
+            a.from
+        );
+    }
+    let existing = match &a.existing {
+        Some(p) => Some(
+            std::path::absolute(p)
+                .with_context(|| format!("--existing {}", p.display()))?
+                .display()
+                .to_string(),
+        ),
+        None => None,
+    };
+    Ok(RestoreRequest {
+        name: a.name.clone(),
+        backup: a.from.clone(),
+        include_namespaces: a.filters.include_namespaces.clone(),
+        exclude_namespaces: a.filters.exclude_namespaces.clone(),
+        include_resources: a.filters.include_resources.clone(),
+        exclude_resources: a.filters.exclude_resources.clone(),
+        include_cluster_resources: a.filters.include_cluster_resources,
+        selector: a.filters.selector.clone(),
+        namespace_mappings: match &a.namespace_mappings {
+            Some(text) => restore::parse_mappings(text)
+                .map_err(|e| anyhow::anyhow!("--namespace-mappings: {e}"))?,
+            None => Default::default(),
+        },
+        existing,
+        existing_resource_policy: match a.existing_resource_policy {
+            ExistingPolicy::None => ExistingResourcePolicy::None,
+            ExistingPolicy::Update => ExistingResourcePolicy::Update,
+        },
+        restore_status: a.restore_status,
+        preserve_node_ports: a.preserve_nodeports,
+        restore_resource_priorities: a.restore_resource_priorities.clone(),
+        dry_run: a.dry_run,
+    })
+}
+
+fn create_on_server(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
+    lockgate_api::check_name("restore", &a.name).map_err(anyhow::Error::msg)?;
+    let req = request(&a)?;
+    let client = session::client(global)?;
+    if a.dry_run {
+        let result: RestoreResult = client.dry_run_restore(&req)?;
+        print_json(&result);
+        return Ok(exit_of(&result));
+    }
+    let mut view = client.create_restore(&req)?;
+    if !a.wait {
+        show(global, &[view]);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut last = String::new();
+    while !view.is_finished() {
+        let line = match (view.state, view.job) {
+            (BackupState::Queued, Some(id)) => match client.explain(id) {
+                Ok(e) => format!("restore {}: {}", view.name, e.text),
+                Err(_) => format!("restore {}: queued", view.name),
+            },
+            _ => format!("restore {}: {}", view.name, view.state),
+        };
+        if line != last {
+            eprintln!("{line}");
+            last = line;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        view = client.restore(&view.name)?;
+    }
+    describe_view(global, &client, &view)?;
+    Ok(if view.phase.as_deref() == Some("Completed") {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn show(global: &GlobalArgs, views: &[RestoreView]) {
+    if output::json(global) {
+        print_json(&views);
+        return;
+    }
+    let rows: Vec<Vec<String>> = views
+        .iter()
+        .map(|v| {
+            vec![
+                v.name.clone(),
+                v.backup.clone(),
+                v.state.to_string(),
+                v.phase.clone().unwrap_or_else(|| "-".into()),
+                v.job.map_or_else(|| "-".into(), |j| j.to_string()),
+                v.items.restored.to_string(),
+                v.items.skipped.to_string(),
+                v.items.failed.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAME", "BACKUP", "STATE", "PHASE", "JOB", "RESTORED", "SKIPPED", "FAILED",
+        ],
+        &rows,
+    );
+}
+
+fn ls_on_server(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let list = session::client(global)?.restores()?;
+    show(global, &list.restores);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe_on_server(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
+    let client = session::client(global)?;
+    let view = client.restore(name)?;
+    describe_view(global, &client, &view)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A restore of the server: its state, and once finished its files and items.
+fn describe_view(
+    global: &GlobalArgs,
+    client: &lockgate_client::Client,
+    view: &RestoreView,
+) -> anyhow::Result<()> {
+    // A restore that wrote its directory (even with nothing to apply) has a result.
+    let result: Option<RestoreResult> = if view.is_finished() && view.started_at.is_some() {
+        client.restore_result(&view.name).ok()
+    } else {
+        None
+    };
+    if output::json(global) {
+        match &result {
+            Some(r) => print_json(r),
+            None => print_json(view),
+        }
+        return Ok(());
+    }
+    match &result {
+        Some(r) => describe(r, Path::new(&view.directory)),
+        None => println!(
+            "restore {} of backup {}: {}{}",
+            view.name,
+            view.backup,
+            view.state,
+            view.phase
+                .as_deref()
+                .map(|p| format!(" {p}"))
+                .unwrap_or_default()
+        ),
+    }
+    for why in &view.reasons {
+        println!("  {why}");
+    }
+    for r in &view.refused {
+        println!("refused {}: {}", r.item, r.reason);
+    }
+    match &result {
+        Some(r) if r.files.is_empty() => println!("nothing to apply"),
+        Some(_) => println!("apply in order: kubectl apply -f {}", view.directory),
+        None => {}
+    }
+    Ok(())
+}
+
+fn exit_of(result: &RestoreResult) -> ExitCode {
+    if result.counts.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// The archive `--from` names: a path when it has a `/` or ends in `.tar.gz`, else the
@@ -135,7 +344,8 @@ fn options(a: &CreateArgs) -> anyhow::Result<RestoreOptions> {
         None => Priorities::default(),
     };
     let existing = match &a.existing {
-        Some(path) => existing(path).with_context(|| format!("--existing {}", path.display()))?,
+        Some(path) => restore::read_existing(path, &PlanOptions::default())
+            .map_err(|e| anyhow::anyhow!("--existing {}: {e}", path.display()))?,
         None => Vec::new(),
     };
     Ok(RestoreOptions {
@@ -149,29 +359,9 @@ fn options(a: &CreateArgs) -> anyhow::Result<RestoreOptions> {
     })
 }
 
-/// The manifests of `--existing`: a List file or a directory of manifests; of an earlier
-/// restore's directory, its phase files.
-fn existing(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
-    let inputs = match restore::read_result(path) {
-        Ok(r) if path.is_dir() => r.files.iter().map(|f| path.join(f)).collect(),
-        _ => vec![path.to_path_buf()],
-    };
-    let mut out = Vec::new();
-    for input in inputs {
-        let plan = Plan::load(&input, &PlanOptions::default())?;
-        if let Some(e) = plan.input_errors().first() {
-            bail!("{e}");
-        }
-        for i in 0..plan.item_count() {
-            out.push(plan.load_item(i).map_err(anyhow::Error::msg)?);
-        }
-    }
-    Ok(out)
-}
-
 fn create(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
     lockgate_api::check_name("restore", &a.name).map_err(anyhow::Error::msg)?;
-    let data_dir = data_dir_or_default(a.data_dir.clone());
+    let data_dir = a.data_dir.clone().unwrap_or_default();
     let archive_path = archive_path(&a.from, &data_dir)?;
     let options = options(&a)?;
     let started = std::time::Instant::now();
@@ -202,11 +392,7 @@ fn create(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
             println!("apply in order: kubectl apply -f {}", dir.display());
         }
     }
-    Ok(if result.counts.failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(exit_of(&result))
 }
 
 fn describe(r: &RestoreResult, dir: &Path) {

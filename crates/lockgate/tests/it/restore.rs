@@ -142,3 +142,71 @@ fn a_backup_restores_into_a_mapped_namespace_and_again_writes_nothing() {
         "only r1 and r2"
     );
 }
+
+#[test]
+fn through_the_server_a_restore_queues_writes_and_is_listed() {
+    let s = Srv::start("");
+    std::fs::create_dir_all(s.path("in")).unwrap();
+    let items = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "cfg", "namespace": "app", "uid": "u1"}, "data": {"k": "v"}}
+    ]});
+    std::fs::write(s.path("in/cluster.json"), items.to_string()).unwrap();
+    let (ok, out, err) = run(
+        &s,
+        &["backup", "create", "nightly", "--from", "in", "--wait"],
+    );
+    assert!(ok, "{out}\n{err}");
+
+    let (ok, out, err) = run(
+        &s,
+        &[
+            "restore",
+            "create",
+            "rs",
+            "--from",
+            "nightly",
+            "--namespace-mappings",
+            "app:app-copy",
+            "--wait",
+        ],
+    );
+    assert!(ok, "{out}\n{err}");
+    let dir = s.path("data/restores/rs");
+    assert!(
+        out.contains("Completed (1 restored, 0 skipped, 0 failed)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "apply in order: kubectl apply -f {}",
+            dir.display()
+        )),
+        "{out}"
+    );
+    let cm: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("000-configmaps.json")).unwrap())
+            .unwrap();
+    assert_eq!(cm["items"][0]["metadata"]["namespace"], "app-copy");
+
+    let (ok, out, _) = run(&s, &["restore", "ls"]);
+    assert!(ok);
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("rs "))
+        .unwrap_or_default();
+    assert!(
+        row.contains("nightly") && row.contains("finished") && row.contains("Completed"),
+        "{out}"
+    );
+    let (ok, out, _) = run(&s, &["-o", "json", "restore", "describe", "rs"]);
+    assert!(ok);
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["items"][0]["item"], "configmaps/app-copy/cfg");
+
+    // A finished restore cannot be cancelled; an archive path needs --data-dir.
+    let (ok, _, err) = run(&s, &["restore", "cancel", "rs"]);
+    assert!(!ok && err.contains("already ended"), "{err}");
+    let (ok, _, err) = run(&s, &["restore", "create", "r2", "--from", "/tmp/x.tar.gz"]);
+    assert!(!ok && err.contains("--data-dir"), "{err}");
+}

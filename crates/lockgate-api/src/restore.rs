@@ -1,0 +1,153 @@
+//! Restores of item-block backups as JSON: `POST /v1/restores`, `GET /v1/restores`,
+//! `GET /v1/restores/{name}`, `GET /v1/restores/{name}/result`,
+//! `POST /v1/restores/{name}/cancel` (the calls are in `lockgate-client`).
+//!
+//! A restore's life is a backup's: `queued` (its `resource-restore` job waits for
+//! admission, e.g. behind an overlapping restore) -> `running` (its files are being
+//! written) -> `finished`, with a `phase` of `Completed`, `PartiallyFailed` or `Failed`.
+
+use crate::{BackupRefusal, BackupState};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What to do with an item the target already has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ExistingResourcePolicy {
+    /// Leave it as it is: the item is not written (Velero's default).
+    #[default]
+    None,
+    /// Write the backup's version, so applying the files updates it.
+    Update,
+}
+
+/// `POST /v1/restores`: what to restore, from which backup of the server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    /// Unique restore name (the rule of a backup name). The files are written into
+    /// `<data-dir>/restores/<name>/`.
+    pub name: String,
+    /// The backup to restore: the name of a finished backup of this server.
+    pub backup: String,
+    /// Namespaces to take, as the backup names them (empty or `*`: all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include_namespaces: Vec<String>,
+    /// Namespaces to leave out (wins over the include list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_namespaces: Vec<String>,
+    /// Resources to take (`pods`, `deployments.apps`, `Deployment`; empty or `*`: all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include_resources: Vec<String>,
+    /// Resources to leave out (wins over the include list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_resources: Vec<String>,
+    /// `true`: every cluster-scoped item; `false`: none; absent: all of them without a
+    /// namespace filter, only those an included item relates to under one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_cluster_resources: Option<bool>,
+    /// Label selector over the items (`kubectl get -l` syntax).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// Source namespace -> target namespace.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub namespace_mappings: BTreeMap<String, String>,
+    /// What the target already has: a `kubectl get -A -o json` `List` file or a
+    /// directory of manifests (an earlier restore's directory too), as an absolute path
+    /// on the server. Absent: nothing, every item is new.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing: Option<String>,
+    /// An item the target has: `none` leaves it out, `update` writes it again.
+    #[serde(default)]
+    pub existing_resource_policy: ExistingResourcePolicy,
+    /// Keep each item's `status` (default: removed; the cluster sets it again).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restore_status: bool,
+    /// Keep Services' node ports (default: removed; the cluster assigns free ones).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preserve_node_ports: bool,
+    /// The order of the phases: resources first, then `-`, then resources last
+    /// (`namespaces,pods,-,ingresses`). Absent: Velero's order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_resource_priorities: Option<String>,
+    /// Write nothing; answer the result the restore would write (its
+    /// `metadata/result.json`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+/// Items of a finished restore by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RestoreCounts {
+    /// Written into a phase file.
+    pub restored: usize,
+    /// Left out: the target has it (`existing_resource_policy = none`).
+    pub skipped: usize,
+    /// Left out: its entry in the archive is unusable.
+    pub failed: usize,
+}
+
+/// A restore as JSON (`GET /v1/restores/{name}`); the same record the store keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RestoreView {
+    /// Name.
+    pub name: String,
+    /// `queued`, `running` or `finished`.
+    pub state: BackupState,
+    /// `Completed`, `PartiallyFailed` or `Failed` once finished, else `null`.
+    pub phase: Option<String>,
+    /// The restore's `resource-restore` job, owned by `restore:<name>`.
+    pub job: Option<u64>,
+    /// The principal that created it.
+    pub created_by: String,
+    /// The backup it restores.
+    pub backup: String,
+    /// The `namespaces` attribute of its job: the namespaces it writes into (after the
+    /// mapping).
+    pub namespaces: Vec<String>,
+    /// The directory of its files (`<data-dir>/restores/<name>`); it exists once the
+    /// restore has finished with files.
+    pub directory: String,
+    /// Created (RFC 3339).
+    pub created_at: String,
+    /// Its job was admitted and the files started to be written.
+    pub started_at: Option<String>,
+    /// Ended.
+    pub finished_at: Option<String>,
+    /// Items planned: restored, skipped, failed (final once finished).
+    pub items: RestoreCounts,
+    /// The phase files, in the order to apply them (`kubectl apply -f <directory>`).
+    #[serde(default)]
+    pub files: Vec<String>,
+    /// Why the phase is not `Completed`, one line per cause.
+    #[serde(default)]
+    pub reasons: Vec<String>,
+    /// A cancel was asked for.
+    #[serde(default)]
+    pub cancel_requested: bool,
+    /// The request it was created from.
+    pub request: RestoreRequest,
+    /// Items the restore's confinement left out (a non-admin's restore: namespaces its
+    /// owner may not back up, cluster-scoped items).
+    #[serde(default)]
+    pub refused: Vec<BackupRefusal>,
+}
+
+impl RestoreView {
+    /// Whether it has ended.
+    pub fn is_finished(&self) -> bool {
+        self.state == BackupState::Finished
+    }
+}
+
+/// `GET /v1/restores`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RestoreList {
+    /// Every restore the caller may see, oldest first.
+    pub restores: Vec<RestoreView>,
+}

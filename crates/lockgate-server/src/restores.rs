@@ -1,0 +1,134 @@
+//! Restores of item-block backups in the server (API `/v1/restores`; the library is
+//! `lockgate_blocks::restore`, docs/restores.md).
+//!
+//! A restore:
+//!
+//! 1. `POST /v1/restores` ([`routes`]): the backup's archive is read and the restore
+//!    planned on a blocking thread (filters, namespace mapping, what the target already
+//!    has, the order), under the caller's confinement; a backup that is not finished, an
+//!    archive that cannot be read, a bad mapping refuse the restore (nothing recorded);
+//! 2. the loop records it and submits its `resource-restore` job (owned by
+//!    `restore:<name>`, attrs `restore`, `backup` and `namespaces`: the namespaces it
+//!    writes into) in one commit; restores rank ahead of backups
+//!    (`lockgate_core::policy::RESTORE_KINDS`), and an `overlap = "namespaces"` conflict on
+//!    the kind queues overlapping restores, explain naming the one that holds them;
+//! 3. a driver task (`driver.rs`) waits for the job's admission, writes the files
+//!    (`<data-dir>/restores/<name>/`, whole or not at all) while it renews the lease, and
+//!    finishes the job and the record with the outcome.
+//!
+//! Who may restore what: an admin anything; a submitter only the backups it created, into
+//! its owner's `backup_namespaces` (other items are left out and listed in `refused`), and
+//! reads `existing` only inside the backup input roots.
+//!
+//! Invariants:
+//! - a restore's files are written only once its job is admitted, and the lease is held
+//!   until they are;
+//! - every state a user can see is committed before it is reported; a restore queued or
+//!   running when the server stopped is `Failed` after the restart, its jobs cancelled and
+//!   its partial directories removed ([`Loop::recover_restores`](crate::event_loop::Loop));
+//! - a cancel of a queued restore ends it before anything is written; a running one has its
+//!   files written or not at all (the write is one rename), and is then recorded as it
+//!   ended, with `cancel_requested`.
+
+mod driver;
+mod ops;
+pub mod routes;
+
+use crate::auth::Principal;
+use crate::backups::Backups;
+use crate::protocol::Reply;
+use lockgate_api::{RestoreList, RestoreView, Role};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The owner of a restore's jobs.
+pub fn restore_owner(name: &str) -> String {
+    format!("restore:{name}")
+}
+
+/// The internal principal of a restore: a submitter named `restore:<name>`, owner of the
+/// restore's jobs.
+pub(crate) fn principal(name: &str) -> Principal {
+    Principal {
+        name: restore_owner(name),
+        role: Role::Submitter,
+        node: None,
+    }
+}
+
+/// Restore operations of the loop (see `ops.rs`).
+#[derive(Debug)]
+pub enum RestoreOp {
+    /// A new restore: `409 already_exists` when the name is taken; else its job is
+    /// submitted and the record (with `job` set) stored. Answers the record.
+    Create(Box<RestoreView>, Reply<RestoreView>),
+    /// Replaces a restore's record (its driver reports a new state).
+    Put(Box<RestoreView>, Reply<()>),
+    /// One record (404 when unknown).
+    Get(String, Reply<RestoreView>),
+    /// Every record, oldest first.
+    List(Reply<RestoreList>),
+}
+
+/// The restores of one server. See the module docs.
+pub struct Restores {
+    backups: Arc<Backups>,
+    data_dir: PathBuf,
+    /// Cancel flags of the restores between their creation and their end.
+    running: Mutex<HashMap<String, Arc<AtomicBool>>>,
+}
+
+impl Restores {
+    /// The manager; `backups` gives the loop, the backups' records and their confinement.
+    pub fn new(backups: Arc<Backups>, data_dir: PathBuf) -> Restores {
+        Restores {
+            backups,
+            data_dir: std::path::absolute(&data_dir).unwrap_or(data_dir),
+            running: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lp(&self) -> &crate::protocol::LoopHandle {
+        &self.backups.lp
+    }
+
+    /// `<data-dir>/restores/<name>`.
+    pub(crate) fn directory(&self, name: &str) -> PathBuf {
+        self.data_dir
+            .join(lockgate_host::data_dir::RESTORES_DIR)
+            .join(name)
+    }
+
+    /// Asks a running restore to stop (before its files are written); whether it runs.
+    fn cancel_running(&self, name: &str) -> bool {
+        let running = self.running.lock().expect("running lock");
+        match running.get(name) {
+            Some(flag) => {
+                flag.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Starts the driver of a created restore.
+    pub(crate) fn launch(
+        self: &Arc<Self>,
+        view: RestoreView,
+        plan: lockgate_blocks::restore::RestorePlan,
+    ) {
+        let cancelled = Arc::new(AtomicBool::new(false));
+        self.running
+            .lock()
+            .expect("running lock")
+            .insert(view.name.clone(), cancelled.clone());
+        let me = self.clone();
+        tokio::spawn(async move {
+            let name = view.name.clone();
+            driver::drive(&me, &cancelled, view, plan).await;
+            me.running.lock().expect("running lock").remove(&name);
+        });
+    }
+}

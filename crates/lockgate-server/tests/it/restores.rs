@@ -1,0 +1,371 @@
+//! Restores through the real server (`/v1/restores`): a backup restored into a mapped
+//! namespace once its `resource-restore` job is admitted, a restore queued behind the
+//! backup that holds its namespace (explain names the holder), cancel, restoring again
+//! over what exists, bad input refused with nothing recorded, a submitter confined to its
+//! own backups and namespaces, and a restart.
+
+use crate::backups::{agent_node, app_dir, finished, request, take, upload};
+use crate::harness::*;
+use lockgate_api::{BackupRequest, BackupState, RestoreRequest, RestoreView, Role, TokenCreate};
+use lockgate_client::Client;
+use lockgate_core::JobState;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Backups and restores of one namespace never run together (Velero's rule, extended to
+/// restores).
+const POLICY: &str = r#"
+[blocks]
+exec_template = ["env", "{command}"]
+
+[[conflict]]
+match = "kind in (resource-backup, resource-restore)"
+overlap = "namespaces"
+"#;
+
+fn restore(name: &str, backup: &str) -> RestoreRequest {
+    RestoreRequest {
+        name: name.into(),
+        backup: backup.into(),
+        ..RestoreRequest::default()
+    }
+}
+
+fn mapped(name: &str, backup: &str, from: &str, to: &str) -> RestoreRequest {
+    RestoreRequest {
+        namespace_mappings: [(from.to_string(), to.to_string())].into(),
+        ..restore(name, backup)
+    }
+}
+
+/// Polls the restore until it has finished.
+fn restored(c: &Client, name: &str) -> RestoreView {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = c.restore(name).unwrap();
+        if v.is_finished() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "restore {name} not finished: {v:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The backup `cms` (app's two ConfigMaps), finished.
+fn configmaps_backup(c: &Client, input: &Path) {
+    let req = BackupRequest {
+        include_resources: vec!["configmaps".into()],
+        ..request("cms", input)
+    };
+    c.create_backup(&req).unwrap();
+    assert_eq!(finished(c, "cms").phase.as_deref(), Some("Completed"));
+}
+
+fn items_of(file: &Path) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    assert_eq!(v["kind"], "List", "{}", file.display());
+    v["items"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_restore_waits_for_the_backup_holding_its_namespace_and_a_disjoint_one_runs_at_once() {
+    let dir = tempdir();
+    let s = TestServer::start(&dir.path().join("data"), POLICY);
+    let admin = s.admin();
+    let input = app_dir(dir.path(), None);
+    agent_node(&admin, "n1");
+    configmaps_backup(&admin, &input);
+    // Backup `a` holds namespace `app` until its volume's upload is done.
+    let a = admin.create_backup(&request("a", &input)).unwrap();
+    crate::backups::until(&admin, "a", "running", |v| v.state == BackupState::Running);
+
+    // r1 restores into `app`: it queues behind `a`, and explain names a's job.
+    let r1 = admin.create_restore(&restore("r1", "cms")).unwrap();
+    assert_eq!(
+        (r1.state, r1.namespaces.clone()),
+        (BackupState::Queued, vec!["app".to_string()])
+    );
+    assert_eq!(r1.items.restored, 2);
+    let job = admin.job(r1.job.unwrap()).unwrap();
+    assert_eq!(
+        (job.kind.as_str(), job.owner.as_str(), job.priority),
+        ("resource-restore", "restore:r1", 100)
+    );
+    assert_eq!(job.attrs.get("namespaces").map(String::as_str), Some("app"));
+    let why = admin.explain(job.id).unwrap();
+    assert!(
+        why.text.contains(&format!("job {}", a.job.unwrap())),
+        "{}",
+        why.text
+    );
+
+    // r2 restores into `app-copy`: nothing holds it, it runs at once.
+    let r2 = admin
+        .create_restore(&mapped("r2", "cms", "app", "app-copy"))
+        .unwrap();
+    let r2 = restored(&admin, &r2.name);
+    assert_eq!(r2.phase.as_deref(), Some("Completed"), "{r2:#?}");
+    assert_eq!(r2.files, ["000-configmaps.json"]);
+    let dir2 = Path::new(&r2.directory);
+    let items = items_of(&dir2.join("000-configmaps.json"));
+    assert_eq!(items.len(), 2);
+    for item in &items {
+        assert_eq!(item["metadata"]["namespace"], "app-copy");
+        assert!(item["metadata"].get("uid").is_none(), "{item}");
+    }
+    assert_eq!(
+        admin.job(r2.job.unwrap()).unwrap().state,
+        JobState::Succeeded
+    );
+    let result: Value = admin.restore_result("r2").unwrap();
+    assert_eq!(result["counts"]["restored"], 2, "{result}");
+    assert_eq!(admin.restore("r1").unwrap().state, BackupState::Queued);
+
+    // A restore cancelled while queued ends at once, with nothing written.
+    let r3 = admin.create_restore(&restore("r3", "cms")).unwrap();
+    assert!(admin.cancel_restore("r3").unwrap().cancel_requested);
+    let r3 = restored(&admin, &r3.name);
+    assert_eq!(r3.phase.as_deref(), Some("Failed"));
+    assert!(r3.reasons[0].contains("cancelled"), "{:?}", r3.reasons);
+    assert!(r3.started_at.is_none());
+    assert!(!Path::new(&r3.directory).exists());
+    assert_eq!(
+        admin.job(r3.job.unwrap()).unwrap().state,
+        JobState::Cancelled
+    );
+    let err = admin.restore_result::<Value>("r3").unwrap_err();
+    assert_eq!(err.status(), Some(404), "{err}");
+
+    // The backup ends: r1 is admitted after it, never before.
+    upload(&admin, "n1");
+    let a = finished(&admin, "a");
+    let r1 = restored(&admin, "r1");
+    assert_eq!(r1.phase.as_deref(), Some("Completed"), "{r1:#?}");
+    let t = |s: &Option<String>| lockgate_api::time::parse(s.as_deref().unwrap()).unwrap();
+    assert!(
+        t(&r1.started_at) >= t(&a.finished_at),
+        "r1 started before a ended"
+    );
+
+    // Restoring again over what r2 wrote, with `none`: every item exists, nothing to apply.
+    let again = RestoreRequest {
+        existing: Some(r2.directory.clone()),
+        ..mapped("r4", "cms", "app", "app-copy")
+    };
+    let r4 = restored(&admin, &admin.create_restore(&again).unwrap().name);
+    assert_eq!(r4.phase.as_deref(), Some("Completed"));
+    assert!(r4.files.is_empty(), "{r4:#?}");
+    assert_eq!((r4.items.restored, r4.items.skipped), (0, 2));
+
+    let names: Vec<String> = admin
+        .restores()
+        .unwrap()
+        .restores
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(names, ["r1", "r2", "r3", "r4"]);
+}
+
+#[test]
+fn bad_restores_are_refused_naming_the_field_and_nothing_is_recorded() {
+    let dir = tempdir();
+    let s = TestServer::start(&dir.path().join("data"), POLICY);
+    let admin = s.admin();
+    let input = app_dir(dir.path(), None);
+    agent_node(&admin, "n1");
+    configmaps_backup(&admin, &input);
+    admin.create_backup(&request("busy", &input)).unwrap();
+    let refused = |req: RestoreRequest, status: u16, code: &str, field: &str| match admin
+        .create_restore(&req)
+        .unwrap_err()
+    {
+        lockgate_client::ClientError::Api {
+            status: got,
+            detail,
+        } => {
+            assert_eq!((got, detail.code.as_str()), (status, code), "{detail:?}");
+            assert_eq!(detail.field.as_deref(), Some(field), "{detail:?}");
+            detail.message
+        }
+        other => panic!("{other}"),
+    };
+    refused(restore("Bad", "cms"), 422, "invalid_field", "name");
+    refused(restore("r", "nope"), 404, "not_found", "backup");
+    let msg = refused(restore("r", "busy"), 409, "not_finished", "backup");
+    assert!(msg.contains("finished"), "{msg}");
+    let msg = refused(
+        mapped("r", "cms", "app", "Not_A_Namespace"),
+        422,
+        "invalid_field",
+        "namespace_mappings",
+    );
+    assert!(msg.contains("Not_A_Namespace"), "{msg}");
+    let bad_order = RestoreRequest {
+        restore_resource_priorities: Some("pods,-,-".into()),
+        ..restore("r", "cms")
+    };
+    refused(
+        bad_order,
+        422,
+        "invalid_field",
+        "restore_resource_priorities",
+    );
+    let relative = RestoreRequest {
+        existing: Some("here.json".into()),
+        ..restore("r", "cms")
+    };
+    refused(relative, 422, "invalid_field", "existing");
+    // A damaged archive: its end cut off.
+    let archive = admin.backup("cms").unwrap().archive;
+    let bytes = std::fs::read(&archive).unwrap();
+    std::fs::write(&archive, &bytes[..bytes.len() / 2]).unwrap();
+    let msg = refused(restore("r", "cms"), 422, "invalid_input", "backup");
+    assert!(msg.contains("cms"), "{msg}");
+    assert!(admin.restores().unwrap().restores.is_empty());
+    assert!(!dir.path().join("data/restores/r").exists());
+    // A taken name.
+    std::fs::write(&archive, &bytes).unwrap();
+    admin.create_restore(&restore("r", "cms")).unwrap();
+    refused(restore("r", "cms"), 409, "already_exists", "name");
+    upload(&admin, "n1");
+    assert_eq!(restored(&admin, "r").phase.as_deref(), Some("Completed"));
+}
+
+#[test]
+fn a_submitter_restores_only_its_own_backups_into_its_own_namespaces() {
+    let dir = tempdir();
+    let root = dir.path().join("input");
+    std::fs::create_dir(&root).unwrap();
+    let input = app_dir(&root, None);
+    let s = TestServer::with_config(lockgate_server::Config {
+        backup_input_roots: vec![root.clone()],
+        ..TestServer::config(&dir.path().join("data"))
+    });
+    let admin = s.admin();
+    admin
+        .put_policy(
+            "[owners.alice]\nbackup_namespaces = [\"app\", \"app-copy\"]\n",
+            false,
+            None,
+        )
+        .unwrap();
+    configmaps_backup(&admin, &input);
+    let token = admin
+        .create_token(&TokenCreate {
+            name: "alice".into(),
+            role: Role::Submitter,
+            node: None,
+        })
+        .unwrap()
+        .token;
+    let alice = s.client(Some(&token));
+    let err = alice.create_restore(&restore("r", "cms")).unwrap_err();
+    assert_eq!(err.status(), Some(403), "{err}");
+
+    let own = BackupRequest {
+        include_resources: vec!["configmaps".into()],
+        ..request("mine", &input)
+    };
+    alice.create_backup(&own).unwrap();
+    assert_eq!(finished(&alice, "mine").phase.as_deref(), Some("Completed"));
+    // Into a namespace she may not back up: every item is left out and named.
+    let out = restored(
+        &alice,
+        &alice
+            .create_restore(&mapped("out", "mine", "app", "kube-system"))
+            .unwrap()
+            .name,
+    );
+    assert_eq!(out.items.restored, 0, "{out:#?}");
+    assert_eq!(out.refused.len(), 2);
+    assert!(out
+        .refused
+        .iter()
+        .all(|r| r.reason == "namespace_not_allowed"));
+    // Into her own: restored.
+    let ok = restored(
+        &alice,
+        &alice
+            .create_restore(&mapped("ok", "mine", "app", "app-copy"))
+            .unwrap()
+            .name,
+    );
+    assert_eq!(
+        (ok.phase.as_deref(), ok.items.restored),
+        (Some("Completed"), 2)
+    );
+    // `existing` outside the input roots: one answer, whatever the path.
+    let outside = RestoreRequest {
+        existing: Some("/etc".into()),
+        ..mapped("peek", "mine", "app", "app-copy")
+    };
+    let err = alice.create_restore(&outside).unwrap_err();
+    assert_eq!(err.status(), Some(403), "{err}");
+    // She sees her restores only; the admin sees all.
+    admin
+        .create_restore(&mapped("admins", "cms", "app", "x"))
+        .unwrap();
+    assert_eq!(alice.restores().unwrap().restores.len(), 2);
+    assert_eq!(alice.restore("admins").unwrap_err().status(), Some(403));
+    assert_eq!(
+        restored(&admin, "admins").phase.as_deref(),
+        Some("Completed")
+    );
+    assert_eq!(admin.restores().unwrap().restores.len(), 3);
+}
+
+#[test]
+fn a_restart_fails_the_queued_restore_and_keeps_the_finished_ones() {
+    let dir = tempdir();
+    let data = dir.path().join("data");
+    let input = app_dir(dir.path(), None);
+    let queued_job = {
+        let s = TestServer::start(&data, POLICY);
+        let admin = s.admin();
+        agent_node(&admin, "n1");
+        configmaps_backup(&admin, &input);
+        admin.create_backup(&request("holder", &input)).unwrap();
+        let _upload = take(&admin, "n1");
+        let done = admin
+            .create_restore(&mapped("done", "cms", "app", "elsewhere"))
+            .unwrap();
+        assert_eq!(
+            restored(&admin, &done.name).phase.as_deref(),
+            Some("Completed")
+        );
+        let waiting = admin.create_restore(&restore("waiting", "cms")).unwrap();
+        assert_eq!(waiting.state, BackupState::Queued);
+        // A writer the server stopped in the middle left its hidden partial directory.
+        std::fs::create_dir_all(data.join("restores/.waiting.4242-0.partial")).unwrap();
+        std::fs::create_dir_all(data.join("restores/.waiting.x.4242-0.partial")).unwrap();
+        s.stop();
+        waiting.job.unwrap()
+    };
+    let s = TestServer::start(&data, "");
+    let admin = s.admin();
+    assert_eq!(
+        admin.restore("done").unwrap().phase.as_deref(),
+        Some("Completed")
+    );
+    let result: Value = admin.restore_result("done").unwrap();
+    assert_eq!(result["counts"]["restored"], 2);
+    let cut = admin.restore("waiting").unwrap();
+    assert_eq!(
+        (cut.state, cut.phase.as_deref()),
+        (BackupState::Finished, Some("Failed"))
+    );
+    assert!(
+        cut.reasons[0].contains("server stopped"),
+        "{:?}",
+        cut.reasons
+    );
+    assert_eq!(admin.job(queued_job).unwrap().state, JobState::Cancelled);
+    assert!(!data.join("restores/.waiting.4242-0.partial").exists());
+    // Another restore's (`waiting.x`) is not this one's to remove.
+    assert!(data.join("restores/.waiting.x.4242-0.partial").exists());
+}
