@@ -123,6 +123,10 @@ pub struct RestoreView {
     /// The phase files, in the order to apply them (`kubectl apply -f <directory>`).
     #[serde(default)]
     pub files: Vec<String>,
+    /// Its `data-download` jobs, one per restored claim whose data the backup moved
+    /// (submitted once the files are written; the restore ends when they have).
+    #[serde(default)]
+    pub data_jobs: Vec<u64>,
     /// Why the phase is not `Completed`, one line per cause.
     #[serde(default)]
     pub reasons: Vec<String>,

@@ -24,10 +24,12 @@
 mod clean;
 mod order;
 pub mod read;
+mod volumes;
 mod write;
 
 pub use order::{Priorities, DEFAULT_PRIORITIES};
 pub use read::{ArchiveError, ArchiveItem, BackupArchive};
+pub use volumes::VolumeRestore;
 pub use write::{
     read_result, RestoreCounts, RestoreItemResult, RestoreItemStatus, RestoreResult, WriteError,
     RESULT_FILE,
@@ -129,6 +131,8 @@ pub struct RestorePlan {
     pub phases: Vec<Phase>,
     /// Items not restored, with why (`Skipped`: exists; `Failed`: a bad manifest).
     pub left_out: Vec<RestoreItemResult>,
+    /// The restored claims whose data the backup moved: each a data download.
+    pub volumes: Vec<VolumeRestore>,
 }
 
 impl RestorePlan {
@@ -181,9 +185,10 @@ impl RestorePlan {
                 items.sort_by(|a, b| a.name.cmp(&b.name));
                 Phase { resource, items }
             })
-            .collect();
+            .collect::<Vec<Phase>>();
         Ok(RestorePlan {
             backup: archive.backup.clone(),
+            volumes: volumes::volumes(archive, &phases),
             phases,
             left_out,
         })
@@ -234,6 +239,10 @@ impl RestorePlan {
             });
         }
         self.phases.retain(|p| !p.items.is_empty());
+        self.volumes.retain(|v| {
+            let item = &v.item;
+            !refused.iter().any(|r| &r.item == item)
+        });
         refused
     }
 }

@@ -23,6 +23,7 @@ use crate::restore::ARCHIVE_FORMAT;
 use crate::result::RESULT_ENTRY;
 use flate2::read::GzDecoder;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -87,6 +88,9 @@ pub struct BackupArchive {
     pub items: Vec<ArchiveItem>,
     /// Entries that are not a usable item: (archive path, why).
     pub bad: Vec<(String, String)>,
+    /// The items whose volume data the backup moved (`data-upload` jobs that succeeded,
+    /// from `metadata/result.json`): PVC item names (`persistentvolumeclaims/app/data`).
+    pub uploaded: BTreeSet<String>,
 }
 
 /// Why an archive cannot be restored from.
@@ -182,6 +186,7 @@ pub fn read_tar(
             backup,
             items: Vec::new(),
             bad: Vec::new(),
+            uploaded: BTreeSet::new(),
         },
         result: None,
     };
@@ -285,7 +290,15 @@ impl Reader<'_> {
                 reasons: reasons.join("; "),
             });
         }
-        Ok(self.out)
+        let mut out = self.out;
+        out.uploaded = result["uploads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|u| u["kind"] == "data-upload" && u.get("error").is_none_or(Value::is_null))
+            .filter_map(|u| u["item"].as_str().map(str::to_string))
+            .collect();
+        Ok(out)
     }
 }
 

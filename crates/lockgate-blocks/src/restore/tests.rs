@@ -189,6 +189,7 @@ fn a_namespace_filter_brings_the_cluster_items_it_relates_to() {
             ),
         ],
         bad: vec![],
+        uploaded: Default::default(),
     };
     let mut o = mapping(&[("a", "a2")]);
     o.filters.include_namespaces = vec!["a".into()];
@@ -207,4 +208,90 @@ fn a_namespace_filter_brings_the_cluster_items_it_relates_to() {
             "persistentvolumeclaims/a2/d"
         ]
     );
+}
+
+/// Two claims of namespace `a`, both uploaded; `fast` binds at once, `local` on first
+/// consumer, its pod on node `n7`; a third claim was never uploaded.
+fn volume_archive() -> BackupArchive {
+    let claim = |name: &str, class: &str| {
+        item(
+            "persistentvolumeclaims",
+            Some("a"),
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": name, "namespace": "a"},
+                   "spec": {"storageClassName": class, "volumeName": format!("pv-{name}")}}),
+        )
+    };
+    let class = |name: &str, mode: &str| {
+        item(
+            "storageclasses.storage.k8s.io",
+            None,
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                   "metadata": {"name": name}, "volumeBindingMode": mode}),
+        )
+    };
+    let pod = item(
+        "pods",
+        Some("a"),
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "a"},
+               "spec": {"nodeName": "n7",
+                        "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "local"}}]}}),
+    );
+    BackupArchive {
+        backup: "b".into(),
+        items: vec![
+            claim("fast", "ssd"),
+            claim("local", "topo"),
+            claim("never", "ssd"),
+            class("ssd", "Immediate"),
+            class("topo", "WaitForFirstConsumer"),
+            pod,
+        ],
+        bad: Vec::new(),
+        uploaded: [
+            "persistentvolumeclaims/a/fast",
+            "persistentvolumeclaims/a/local",
+        ]
+        .map(String::from)
+        .into(),
+    }
+}
+
+#[test]
+fn an_uploaded_claim_is_a_download_pinned_to_its_pods_node_when_its_class_waits_for_one() {
+    let plan = RestorePlan::new(&volume_archive(), &mapping(&[("a", "b")])).unwrap();
+    let got: Vec<(&str, &str, Option<&str>, Option<&str>)> = plan
+        .volumes
+        .iter()
+        .map(|v| {
+            (
+                v.item.as_str(),
+                v.namespace.as_str(),
+                v.volume_name.as_deref(),
+                v.node.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("persistentvolumeclaims/b/fast", "b", Some("pv-fast"), None),
+            (
+                "persistentvolumeclaims/b/local",
+                "b",
+                Some("pv-local"),
+                Some("n7")
+            ),
+        ]
+    );
+    // A claim the restore leaves out (here: it exists) moves no data.
+    let existing = RestoreOptions {
+        existing: vec![json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "fast", "namespace": "b"},
+            "spec": {"storageClassName": "ssd", "volumeName": "pv-fast"}})],
+        ..mapping(&[("a", "b")])
+    };
+    let plan = RestorePlan::new(&volume_archive(), &existing).unwrap();
+    assert_eq!(plan.volumes.len(), 1, "{:?}", plan.volumes);
+    assert_eq!(plan.result("r").volumes, plan.volumes);
 }

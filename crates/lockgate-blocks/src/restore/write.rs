@@ -123,6 +123,9 @@ pub struct RestoreResult {
     pub counts: RestoreCounts,
     /// Every item, in the order of the files, then the ones left out.
     pub items: Vec<RestoreItemResult>,
+    /// The restored claims whose data the backup moved (each a data download).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<super::VolumeRestore>,
 }
 
 /// Why a restore's files could not be written; nothing is left behind.
@@ -186,6 +189,7 @@ impl RestorePlan {
             files,
             counts,
             items,
+            volumes: self.volumes.clone(),
         }
     }
 

@@ -7,13 +7,19 @@
 //! restore `Failed`.
 
 use super::{RestoreOp, Restores};
+use crate::auth::Principal;
 use crate::backups::driver::admit;
 use crate::error::ApiError;
 use crate::jobs::JobOp;
-use lockgate_api::{time, BackupState, ErrorCode, FinishRequest, RestoreCounts, RestoreView};
-use lockgate_blocks::restore::{RestorePlan, RestoreResult};
+use crate::protocol::LoopHandle;
+use lockgate_api::{
+    time, BackupState, ErrorCode, FinishRequest, JobView, RestoreCounts, RestoreView, SubmitRequest,
+};
+use lockgate_blocks::restore::{RestorePlan, RestoreResult, VolumeRestore};
 use lockgate_blocks::Phase;
+use lockgate_core::policy::Executor;
 use lockgate_core::{JobState, Outcome};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,6 +95,52 @@ pub(crate) async fn drive(
     }
 }
 
+/// The restore's lease, renewed every TTL/3 by [`Held::beat`].
+struct Held<'a> {
+    r: &'a Restores,
+    who: Principal,
+    id: lockgate_core::JobId,
+    token: u64,
+    cancelled: &'a AtomicBool,
+    lease_lost: Option<String>,
+}
+
+impl Held<'_> {
+    /// One renewal: a `cancel_requested` on the job cancels the restore; a lost lease is
+    /// kept to report.
+    async fn beat(&mut self) -> Result<(), ApiError> {
+        if self.lease_lost.is_some() {
+            return Ok(());
+        }
+        let (id, token) = (self.id, self.token);
+        match self
+            .r
+            .lp()
+            .ask(self.who.clone(), |reply| JobOp::Heartbeat(id, token, reply))
+            .await
+        {
+            Ok(j) => {
+                if j.cancel_requested {
+                    self.cancelled.store(true, Ordering::SeqCst);
+                }
+                Ok(())
+            }
+            Err(e) if e.code == ErrorCode::LeaseLost => {
+                self.lease_lost = Some(e.message);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn beats(ttl_s: f64) -> tokio::time::Interval {
+    let ttl = Duration::from_secs_f64(ttl_s.max(0.3));
+    let mut beat = tokio::time::interval(ttl / 3);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    beat
+}
+
 async fn execute(
     r: &Restores,
     cancelled: &AtomicBool,
@@ -96,42 +148,34 @@ async fn execute(
     plan: RestorePlan,
     lease: lockgate_api::LeaseView,
 ) -> Result<(), ApiError> {
-    let who = super::principal(&view.name);
-    let id = view.job.unwrap_or_default();
+    let mut held = Held {
+        r,
+        who: super::principal(&view.name),
+        id: view.job.unwrap_or_default(),
+        token: lease.token,
+        cancelled,
+        lease_lost: None,
+    };
     view.state = BackupState::Running;
     view.started_at = Some(now());
     put(r, view).await?;
     let name = view.name.clone();
     let dir = r.directory(&name);
+    let volumes = plan.volumes.clone();
     let mut writing = tokio::task::spawn_blocking(move || plan.write(&name, &dir));
-    let ttl = Duration::from_secs_f64(lease.ttl_s.max(0.3));
-    let mut beat = tokio::time::interval(ttl / 3);
-    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut beat = beats(lease.ttl_s);
     beat.tick().await;
-    let mut lease_lost = None;
     let written = loop {
         tokio::select! {
             done = &mut writing => break done,
-            _ = beat.tick(), if lease_lost.is_none() => {
-                let hb = r.lp().ask(who.clone(), |reply| JobOp::Heartbeat(id, lease.token, reply));
-                match hb.await {
-                    Ok(j) => {
-                        if j.cancel_requested {
-                            cancelled.store(true, Ordering::SeqCst);
-                        }
-                    }
-                    Err(e) if e.code == ErrorCode::LeaseLost => lease_lost = Some(e.message),
-                    Err(e) => return Err(e),
-                }
-            }
+            _ = beat.tick() => held.beat().await?,
         }
     };
-    let ended = now();
     let result: Result<RestoreResult, String> = match written {
         Ok(w) => w.map_err(|e| e.to_string()),
         Err(e) => Err(format!("writing the restore: {e}")),
     };
-    let (phase, mut reasons) = match &result {
+    let (mut phase, mut reasons) = match &result {
         Ok(res) => {
             view.items = RestoreCounts {
                 restored: res.counts.restored,
@@ -151,16 +195,27 @@ async fn execute(
         }
         Err(e) => (Phase::Failed, vec![e.clone()]),
     };
+    if result.is_ok() && !volumes.is_empty() {
+        let failed = download(&mut held, view, &volumes, &mut beat).await?;
+        if !failed.is_empty() && phase == Phase::Completed {
+            phase = Phase::PartiallyFailed;
+        }
+        reasons.extend(failed);
+    }
+    let ended = now();
     let phase_name = match phase {
         Phase::Completed => "Completed",
         Phase::PartiallyFailed => "PartiallyFailed",
         Phase::Failed => "Failed",
     };
-    if let Some(m) = lease_lost {
+    if let Some(m) = held.lease_lost.take() {
         reasons.insert(0, format!("the restore's job lost its lease: {m}"));
     } else {
         let (outcome, message) = match phase {
             Phase::Completed => (Outcome::Succeeded, None),
+            _ if cancelled.load(Ordering::SeqCst) => {
+                (Outcome::Cancelled, Some("restore cancelled".to_string()))
+            }
             _ => (
                 Outcome::Failed,
                 Some(format!("{phase_name}: {}", reasons.join("; "))),
@@ -171,9 +226,10 @@ async fn execute(
             outcome,
             message,
         };
+        let id = held.id;
         if let Err(e) = r
             .lp()
-            .ask(who.clone(), |reply| JobOp::Finish(id, finish, reply))
+            .ask(held.who.clone(), |reply| JobOp::Finish(id, finish, reply))
             .await
         {
             if e.code == ErrorCode::Unavailable {
@@ -191,4 +247,114 @@ async fn execute(
     view.finished_at = Some(ended);
     view.cancel_requested = cancelled.load(Ordering::SeqCst);
     put(r, view).await
+}
+
+/// Submits one `data-download` job per volume and waits for them all to end, renewing
+/// the restore's lease; a cancel of the restore cancels them. Returns a line per download
+/// that did not succeed.
+async fn download(
+    held: &mut Held<'_>,
+    view: &mut RestoreView,
+    volumes: &[VolumeRestore],
+    beat: &mut tokio::time::Interval,
+) -> Result<Vec<String>, ApiError> {
+    let mut waits = tokio::task::JoinSet::new();
+    let mut failed = Vec::new();
+    for v in volumes {
+        let req = download_request(&view.name, &view.backup, v);
+        let submitted = held
+            .r
+            .lp()
+            .ask(held.who.clone(), |reply| {
+                JobOp::Submit(Box::new(req), reply)
+            })
+            .await;
+        let job = match submitted {
+            Ok(s) => s.job,
+            Err(e) if e.code == ErrorCode::Unavailable => return Err(e),
+            Err(e) => {
+                failed.push(format!(
+                    "{}: data-download job refused: {}",
+                    v.item, e.message
+                ));
+                continue;
+            }
+        };
+        view.data_jobs.push(job.id);
+        let (lp, who, item) = (held.r.lp().clone(), held.who.clone(), v.item.clone());
+        waits.spawn(async move { (item, until_final(&lp, &who, job).await) });
+    }
+    put(held.r, view).await?;
+    let mut cancelling = false;
+    loop {
+        tokio::select! {
+            next = waits.join_next() => {
+                let Some(joined) = next else { break };
+                let (item, ended) = joined.map_err(|e| ApiError::internal(format!("a download's wait: {e}")))?;
+                let job = ended?;
+                if job.state != JobState::Succeeded {
+                    let msg = job.message.map(|m| format!(": {m}")).unwrap_or_default();
+                    failed.push(format!("{item}: data-download job {} {}{msg}", job.id, job.state));
+                }
+            }
+            _ = beat.tick() => {
+                held.beat().await?;
+                if !cancelling && (held.cancelled.load(Ordering::SeqCst) || held.lease_lost.is_some()) {
+                    cancelling = true;
+                    for id in view.data_jobs.clone() {
+                        let _ = held.r.lp().ask(held.who.clone(), |reply| JobOp::Cancel(id, false, reply)).await;
+                    }
+                }
+            }
+        }
+    }
+    Ok(failed)
+}
+
+/// The `data-download` job of one volume: a two-stage agent job (prepare provisions the
+/// target, run copies the data back), pinned to the volume's node when it has one.
+fn download_request(restore: &str, backup: &str, v: &VolumeRestore) -> SubmitRequest {
+    let mut attrs = BTreeMap::new();
+    let mut set = |k: &str, val: Option<&str>| {
+        if let Some(val) = val {
+            attrs.insert(k.to_string(), val.to_string());
+        }
+    };
+    set("restore", Some(restore));
+    set("backup", Some(backup));
+    set("item", Some(&v.item));
+    set("from", Some(&v.from));
+    set("namespace", Some(&v.namespace));
+    set("pvc", Some(&v.pvc));
+    set("pv", v.volume_name.as_deref());
+    set("storage_class", v.storage_class.as_deref());
+    SubmitRequest {
+        kind: "data-download".into(),
+        attrs,
+        node: v.node.clone(),
+        executor: Some(Executor::Agent),
+        two_stage: Some(true),
+        idempotency_key: Some(v.item.clone()),
+        ..SubmitRequest::default()
+    }
+}
+
+/// Long-polls `job` until it has ended for good (no retry pending).
+async fn until_final(
+    lp: &LoopHandle,
+    who: &Principal,
+    mut job: JobView,
+) -> Result<JobView, ApiError> {
+    while !(job.state.is_terminal() && job.retry_at.is_none()) {
+        let (id, from) = (job.id, job.state);
+        job = lp
+            .ask(who.clone(), |reply| JobOp::Wait {
+                id,
+                from,
+                or_cancel: false,
+                reply,
+            })
+            .await?;
+    }
+    Ok(job)
 }

@@ -257,6 +257,7 @@ async fn create(
             failed: planned.counts.failed,
         },
         files: Vec::new(),
+        data_jobs: Vec::new(),
         reasons: Vec::new(),
         cancel_requested: false,
         request: req,

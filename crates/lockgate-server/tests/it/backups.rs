@@ -173,16 +173,19 @@ pub(crate) fn take(c: &Client, node: &str) -> (String, u64, lockgate_api::JobVie
 
 /// Plays a data-upload job through prepare and run.
 pub(crate) fn upload(c: &Client, node: &str) -> lockgate_api::JobView {
+    play(c, node, "data-upload", Outcome::Succeeded)
+}
+
+/// Plays the next job assigned to `node`, of `kind`, through prepare and run, ending it
+/// `outcome`.
+pub(crate) fn play(c: &Client, node: &str, kind: &str, outcome: Outcome) -> lockgate_api::JobView {
     let (stage, token, job) = take(c, node);
-    assert_eq!(
-        (stage.as_str(), job.kind.as_str()),
-        ("prepare", "data-upload")
-    );
+    assert_eq!((stage.as_str(), job.kind.as_str()), ("prepare", kind));
     c.prepared(job.id, token).unwrap();
     let (stage, token, job) = take(c, node);
     assert_eq!(stage, "run");
-    c.finish_job(job.id, token, Outcome::Succeeded, None)
-        .unwrap()
+    let message = (outcome != Outcome::Succeeded).then(|| format!("{kind} failed"));
+    c.finish_job(job.id, token, outcome, message).unwrap()
 }
 
 fn entries(archive: &Path) -> BTreeSet<String> {

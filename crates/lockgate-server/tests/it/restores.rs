@@ -4,11 +4,11 @@
 //! over what exists, bad input refused with nothing recorded, a submitter confined to its
 //! own backups and namespaces, and a restart.
 
-use crate::backups::{agent_node, app_dir, finished, request, take, upload};
+use crate::backups::{agent_node, app_dir, finished, play, request, take, upload};
 use crate::harness::*;
 use lockgate_api::{BackupRequest, BackupState, RestoreRequest, RestoreView, Role, TokenCreate};
 use lockgate_client::Client;
-use lockgate_core::JobState;
+use lockgate_core::{JobState, Outcome};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -368,4 +368,85 @@ fn a_restart_fails_the_queued_restore_and_keeps_the_finished_ones() {
     assert!(!data.join("restores/.waiting.4242-0.partial").exists());
     // Another restore's (`waiting.x`) is not this one's to remove.
     assert!(data.join("restores/.waiting.x.4242-0.partial").exists());
+}
+
+#[test]
+fn a_restored_claim_gets_its_data_back_through_a_download_on_the_pods_node() {
+    let dir = tempdir();
+    let s = TestServer::start(&dir.path().join("data"), POLICY);
+    let admin = s.admin();
+    let input = app_dir(dir.path(), None);
+    // The claim's class binds on first consumer: its volume lives where its pod runs.
+    let class = serde_json::json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "csi-rbd"}, "provisioner": "rbd.csi.ceph.com",
+        "volumeBindingMode": "WaitForFirstConsumer"});
+    std::fs::write(input.join("class.json"), class.to_string()).unwrap();
+    agent_node(&admin, "n1");
+    let reg = lockgate_api::NodeRegister {
+        kinds: ["data-download".to_string()].into(),
+        ..lockgate_api::NodeRegister::default()
+    };
+    admin.register_node("node-1", &reg).unwrap();
+    admin.create_backup(&request("full", &input)).unwrap();
+    upload(&admin, "n1");
+    assert_eq!(finished(&admin, "full").phase.as_deref(), Some("Completed"));
+
+    let back = admin
+        .create_restore(&mapped("back", "full", "app", "app-copy"))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let running = loop {
+        let v = admin.restore(&back.name).unwrap();
+        if !v.data_jobs.is_empty() {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "no download: {v:#?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(running.state, BackupState::Running);
+    // The files are there before the data: the claim can be applied while it moves.
+    assert!(Path::new(&running.directory)
+        .join("metadata/result.json")
+        .exists());
+    let job = admin.job(running.data_jobs[0]).unwrap();
+    assert_eq!(
+        (job.kind.as_str(), job.owner.as_str(), job.priority),
+        ("data-download", "restore:back", 100)
+    );
+    assert_eq!((job.pinned, job.node.as_deref()), (true, Some("node-1")));
+    assert_eq!(
+        job.attrs.get("item").map(String::as_str),
+        Some("persistentvolumeclaims/app-copy/data-web-0")
+    );
+    assert_eq!(job.attrs.get("pv").map(String::as_str), Some("pv-1"));
+    play(&admin, "node-1", "data-download", Outcome::Succeeded);
+    let back = restored(&admin, "back");
+    assert_eq!(back.phase.as_deref(), Some("Completed"), "{back:#?}");
+    let result: Value = admin.restore_result("back").unwrap();
+    assert_eq!(result["volumes"][0]["node"], "node-1", "{result}");
+
+    // A download that fails leaves the restore PartiallyFailed, naming the claim.
+    admin
+        .create_restore(&mapped("again", "full", "app", "app-2"))
+        .unwrap();
+    play(&admin, "node-1", "data-download", Outcome::Failed);
+    let again = restored(&admin, "again");
+    assert_eq!(
+        again.phase.as_deref(),
+        Some("PartiallyFailed"),
+        "{again:#?}"
+    );
+    assert!(
+        again
+            .reasons
+            .iter()
+            .any(|r| r.contains("persistentvolumeclaims/app-2/data-web-0")
+                && r.contains("data-download")),
+        "{:?}",
+        again.reasons
+    );
+    assert_eq!(
+        admin.job(again.job.unwrap()).unwrap().state,
+        JobState::Failed
+    );
 }

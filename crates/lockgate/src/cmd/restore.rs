@@ -300,6 +300,10 @@ fn describe_view(
                 .unwrap_or_default()
         ),
     }
+    if !view.data_jobs.is_empty() {
+        let jobs: Vec<String> = view.data_jobs.iter().map(u64::to_string).collect();
+        println!("data-download jobs: {}", jobs.join(", "));
+    }
     for why in &view.reasons {
         println!("  {why}");
     }
