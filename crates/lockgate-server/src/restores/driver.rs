@@ -332,6 +332,8 @@ fn download_request(restore: &str, backup: &str, v: &VolumeRestore) -> SubmitReq
         kind: "data-download".into(),
         attrs,
         node: v.node.clone(),
+        // Unpinned: movable to any agent node that takes the kind.
+        node_selector: v.node.is_none().then(String::new),
         executor: Some(Executor::Agent),
         two_stage: Some(true),
         idempotency_key: Some(v.item.clone()),

@@ -450,3 +450,76 @@ fn a_restored_claim_gets_its_data_back_through_a_download_on_the_pods_node() {
         JobState::Failed
     );
 }
+
+/// A node full of queued uploads (one slot), a restore asked for: the number of slot
+/// releases (jobs ending) before the restore's download is assigned, with the policy
+/// `extra` added.
+fn releases_before_the_download(extra: &str) -> usize {
+    const QUEUED: usize = 40;
+    let dir = tempdir();
+    let policy = format!("[nodes]\nmax_running = 1\n{extra}");
+    let s = TestServer::start(&dir.path().join("data"), &policy);
+    let admin = s.admin();
+    let input = app_dir(dir.path(), None);
+    let reg = lockgate_api::NodeRegister {
+        kinds: ["data-upload".to_string(), "data-download".to_string()].into(),
+        ..lockgate_api::NodeRegister::default()
+    };
+    admin.register_node("n1", &reg).unwrap();
+    admin.create_backup(&request("full", &input)).unwrap();
+    upload(&admin, "n1");
+    assert_eq!(finished(&admin, "full").phase.as_deref(), Some("Completed"));
+    // A night of uploads: every slot busy, the rest queued.
+    for i in 0..QUEUED {
+        let mut req = job("data-upload", &[("item", &format!("vm-{i}"))]);
+        req.executor = Some(lockgate_core::policy::Executor::Agent);
+        req.two_stage = Some(true);
+        req.node_selector = Some(String::new());
+        admin.submit(&req).unwrap();
+    }
+    let (stage, mut token, mut held) = take(&admin, "n1");
+    assert_eq!(
+        (stage.as_str(), held.kind.as_str()),
+        ("prepare", "data-upload")
+    );
+    admin
+        .create_restore(&mapped("urgent", "full", "app", "app-copy"))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while admin.restore("urgent").unwrap().data_jobs.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the download was never submitted"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // With no prepare queue a job keeps its slot from prepare to run: a slot is released
+    // when a job ends.
+    let mut stage = stage;
+    let mut releases = 0;
+    for _ in 0..=2 * QUEUED + 2 {
+        if stage == "prepare" {
+            admin.prepared(held.id, token).unwrap();
+        } else {
+            admin
+                .finish_job(held.id, token, Outcome::Succeeded, None)
+                .unwrap();
+            releases += 1;
+        }
+        let next = take(&admin, "n1");
+        if next.2.kind == "data-download" {
+            return releases;
+        }
+        (stage, token, held) = next;
+    }
+    panic!("the download was never assigned");
+}
+
+#[test]
+fn a_restore_behind_a_full_node_gets_the_first_slot_that_frees() {
+    assert_eq!(releases_before_the_download(""), 1);
+    // Without restores first it waits behind the whole queue: the measure can tell.
+    let late = releases_before_the_download("[kinds.data-download]\npriority = 0\n");
+    eprintln!("restores first: 1 release; with priority 0: {late} releases");
+    assert!(late > 30, "{late}");
+}
