@@ -127,6 +127,10 @@ pub struct RestoreView {
     /// (submitted once the files are written; the restore ends when they have).
     #[serde(default)]
     pub data_jobs: Vec<u64>,
+    /// The restored pods' post-restore hooks (`post.hook.restore.lockgate.io/*`), run once
+    /// the data is back, in order.
+    #[serde(default)]
+    pub hooks: Vec<RestoreHookResult>,
     /// Why the phase is not `Completed`, one line per cause.
     #[serde(default)]
     pub reasons: Vec<String>,
@@ -146,6 +150,27 @@ impl RestoreView {
     pub fn is_finished(&self) -> bool {
         self.state == BackupState::Finished
     }
+}
+
+/// How one post-restore hook ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RestoreHookResult {
+    /// `<namespace>/<pod>` in the target.
+    pub pod: String,
+    /// The container it ran in.
+    pub container: String,
+    /// The hook's argv as annotated.
+    pub command: Vec<String>,
+    /// Exit code (none when killed, not started or malformed).
+    pub exit_code: Option<i64>,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// Why it failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `Continue` or `Fail`: what its failure does to the restore.
+    pub on_error: String,
 }
 
 /// `GET /v1/restores`.

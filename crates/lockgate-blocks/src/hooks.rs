@@ -1,6 +1,7 @@
 //! Pod hooks: Velero-style annotations, run through an exec template as an argv.
 //!
-//! A pod's hook for phase `pre` (or `post`) comes from the annotations
+//! A pod's hook for phase `pre` (or `post`, or `restore`: `post.hook.restore.lockgate.io`, run
+//! once a restore's data is back) comes from the annotations
 //! `pre.hook.backup.lockgate.io/command` (a JSON array, or a plain string taken as a
 //! one-element command), `.../container` (default: the pod's first container),
 //! `.../on-error` (`Continue` or `Fail`, default `Fail`) and `.../timeout` (a Go-style
@@ -46,6 +47,9 @@ pub enum HookPhase {
     Pre,
     /// After the block's snapshots are taken and pod-volume backups finished.
     Post,
+    /// After a restore's files are written and its volumes' data is back
+    /// (`post.hook.restore.lockgate.io`, Velero's `post.hook.restore.velero.io`).
+    Restore,
 }
 
 impl HookPhase {
@@ -58,6 +62,7 @@ impl HookPhase {
         match self {
             HookPhase::Pre => "pre.hook.backup.lockgate.io",
             HookPhase::Post => "post.hook.backup.lockgate.io",
+            HookPhase::Restore => "post.hook.restore.lockgate.io",
         }
     }
 }

@@ -37,6 +37,7 @@ pub use write::{
 
 use crate::confine::{NamespaceScope, RefusalReason, RefusedItem};
 use crate::filter::Filters;
+use crate::hooks::{pod_hook, Hook, HookPhase, OnError};
 use crate::names::{group_of, KindTable};
 use crate::plan::{labels_of, Plan, PlanOptions};
 use lockgate_core::selector::is_namespace_name;
@@ -133,6 +134,40 @@ pub struct RestorePlan {
     pub left_out: Vec<RestoreItemResult>,
     /// The restored claims whose data the backup moved: each a data download.
     pub volumes: Vec<VolumeRestore>,
+    /// The restored pods' post-restore hooks, run once the data is back.
+    pub hooks: Vec<RestoreHook>,
+}
+
+/// A restored pod's post-restore hook (`post.hook.restore.lockgate.io/*`), in the target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoreHook {
+    /// The pod's name in the target (`pods/app-copy/web-0`).
+    pub item: String,
+    /// Its namespace in the target.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub pod: String,
+    /// The hook, or why its annotations are malformed (and what that failure does).
+    pub hook: Result<Hook, (String, OnError)>,
+}
+
+/// The post-restore hooks of the restored pods in `phases`.
+fn restore_hooks(phases: &[Phase]) -> Vec<RestoreHook> {
+    phases
+        .iter()
+        .filter(|p| p.resource == "pods")
+        .flat_map(|p| &p.items)
+        .filter_map(|i| {
+            let hook = pod_hook(&i.manifest, HookPhase::Restore).transpose()?;
+            let meta = &i.manifest["metadata"];
+            Some(RestoreHook {
+                item: i.name.clone(),
+                namespace: meta["namespace"].as_str()?.to_string(),
+                pod: meta["name"].as_str()?.to_string(),
+                hook,
+            })
+        })
+        .collect()
 }
 
 impl RestorePlan {
@@ -189,6 +224,7 @@ impl RestorePlan {
         Ok(RestorePlan {
             backup: archive.backup.clone(),
             volumes: volumes::volumes(archive, &phases),
+            hooks: restore_hooks(&phases),
             phases,
             left_out,
         })
@@ -239,10 +275,9 @@ impl RestorePlan {
             });
         }
         self.phases.retain(|p| !p.items.is_empty());
-        self.volumes.retain(|v| {
-            let item = &v.item;
-            !refused.iter().any(|r| &r.item == item)
-        });
+        let kept = |item: &String| !refused.iter().any(|r| &r.item == item);
+        self.volumes.retain(|v| kept(&v.item));
+        self.hooks.retain(|h| kept(&h.item));
         refused
     }
 }

@@ -118,6 +118,7 @@ impl Restores {
         self: &Arc<Self>,
         view: RestoreView,
         plan: lockgate_blocks::restore::RestorePlan,
+        exec_template: Vec<String>,
     ) {
         let cancelled = Arc::new(AtomicBool::new(false));
         self.running
@@ -127,7 +128,7 @@ impl Restores {
         let me = self.clone();
         tokio::spawn(async move {
             let name = view.name.clone();
-            driver::drive(&me, &cancelled, view, plan).await;
+            driver::drive(&me, &cancelled, view, plan, exec_template).await;
             me.running.lock().expect("running lock").remove(&name);
         });
     }

@@ -1,5 +1,5 @@
-// Schedules (next planned times, history with outcomes and skip reasons) and backups
-// (phase and block progress).
+// Schedules (next planned times, history with outcomes and skip reasons), backups (phase
+// and block progress) and restores (phase and item counts).
 
 import { get } from "./api.js";
 import { h, put, pill, when, rel, jobLink, card } from "./dom.js";
@@ -67,22 +67,45 @@ function progress(done, total) {
     h("span", { class: "small" }, `${done}/${total}`));
 }
 
+/** A phase pill with the reasons under it, or a dash. */
+function phaseCell(v) {
+  return h("td", { class: "wrap" }, v.phase ? pill(v.phase) : h("span", { class: "muted" }, "–"),
+    v.reasons && v.reasons.length ? h("div", { class: "small muted" }, v.reasons.join("; ")) : null);
+}
+
+function table(columns, tbody) {
+  return h("div", { class: "table-wrap" }, h("table", {},
+    h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c)))), tbody));
+}
+
 export function renderBackups(root) {
   const error = h("div", { role: "alert" });
   const tbody = h("tbody");
+  const restoreRows = h("tbody");
   put(root, h("h1", {}, "Backups"), error,
-    card(null, "", h("div", { class: "table-wrap" }, h("table", {},
-      h("thead", {}, h("tr", {}, ["name", "state", "phase", "blocks", "items", "job", "created", "by"].map((c) => h("th", { scope: "col" }, c)))),
-      tbody))));
+    card(null, "", table(["name", "state", "phase", "blocks", "items", "job", "created", "by"], tbody)),
+    card("Restores", "", h("p", { class: "small muted" }, "Restores rank ahead of backups: each takes the next slot that frees."),
+      table(["name", "backup", "state", "phase", "restored", "skipped", "failed", "job", "created", "by"], restoreRows)));
 
   async function refresh() {
     try {
-      const { backups } = await get("/v1/backups");
+      const [{ backups }, { restores }] = await Promise.all([get("/v1/backups"), get("/v1/restores")]);
       put(error);
+      put(restoreRows, restores.length ? restores.slice().reverse().map((r) => h("tr", { "data-testid": "restore-row", "data-restore": r.name },
+        h("td", { class: "mono" }, r.name),
+        h("td", { class: "mono" }, r.backup),
+        h("td", {}, pill(r.state)),
+        phaseCell(r),
+        h("td", {}, String(r.items.restored)),
+        h("td", {}, String(r.items.skipped)),
+        h("td", {}, String(r.items.failed)),
+        h("td", {}, r.job ? jobLink(r.job) : "–"),
+        h("td", { title: r.created_at }, when(r.created_at)),
+        h("td", {}, r.created_by))) : h("tr", {}, h("td", { colspan: 10, class: "muted" }, "No restores yet.")));
       put(tbody, backups.length ? backups.slice().reverse().map((b) => h("tr", { "data-testid": "backup-row", "data-backup": b.name },
         h("td", { class: "mono" }, b.name),
         h("td", {}, pill(b.state)),
-        h("td", { class: "wrap" }, b.phase ? pill(b.phase) : h("span", { class: "muted" }, "–"), b.reasons && b.reasons.length ? h("div", { class: "small muted" }, b.reasons.join("; ")) : null),
+        phaseCell(b),
         h("td", {}, progress(b.progress.blocks_done, b.progress.blocks_total)),
         h("td", {}, `${b.progress.items_done}/${b.progress.items_total}`),
         h("td", {}, b.job ? jobLink(b.job) : "–"),

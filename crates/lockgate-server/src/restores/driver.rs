@@ -13,9 +13,11 @@ use crate::error::ApiError;
 use crate::jobs::JobOp;
 use crate::protocol::LoopHandle;
 use lockgate_api::{
-    time, BackupState, ErrorCode, FinishRequest, JobView, RestoreCounts, RestoreView, SubmitRequest,
+    time, BackupState, ErrorCode, FinishRequest, JobView, RestoreCounts, RestoreHookResult,
+    RestoreView, SubmitRequest,
 };
-use lockgate_blocks::restore::{RestorePlan, RestoreResult, VolumeRestore};
+use lockgate_blocks::hooks::{expand_template, OnError};
+use lockgate_blocks::restore::{RestoreHook, RestorePlan, RestoreResult, VolumeRestore};
 use lockgate_blocks::Phase;
 use lockgate_core::policy::Executor;
 use lockgate_core::{JobState, Outcome};
@@ -48,6 +50,7 @@ pub(crate) async fn drive(
     cancelled: &AtomicBool,
     mut view: RestoreView,
     plan: RestorePlan,
+    exec_template: Vec<String>,
 ) {
     let who = super::principal(&view.name);
     let Some(id) = view.job else {
@@ -90,7 +93,7 @@ pub(crate) async fn drive(
         let _ = put(r, &view).await;
         return;
     };
-    if let Err(e) = execute(r, cancelled, &mut view, plan, lease).await {
+    if let Err(e) = execute(r, cancelled, &mut view, plan, lease, exec_template).await {
         tracing::warn!("restore {:?} stopped: {}", view.name, e.message);
     }
 }
@@ -147,6 +150,7 @@ async fn execute(
     view: &mut RestoreView,
     plan: RestorePlan,
     lease: lockgate_api::LeaseView,
+    exec_template: Vec<String>,
 ) -> Result<(), ApiError> {
     let mut held = Held {
         r,
@@ -162,6 +166,7 @@ async fn execute(
     let name = view.name.clone();
     let dir = r.directory(&name);
     let volumes = plan.volumes.clone();
+    let hooks = plan.hooks.clone();
     let mut writing = tokio::task::spawn_blocking(move || plan.write(&name, &dir));
     let mut beat = beats(lease.ttl_s);
     beat.tick().await;
@@ -197,6 +202,22 @@ async fn execute(
     };
     if result.is_ok() && !volumes.is_empty() {
         let failed = download(&mut held, view, &volumes, &mut beat).await?;
+        if !failed.is_empty() && phase == Phase::Completed {
+            phase = Phase::PartiallyFailed;
+        }
+        reasons.extend(failed);
+    }
+    if result.is_ok() && !hooks.is_empty() && !cancelled.load(Ordering::SeqCst) {
+        let mut running = tokio::task::spawn_blocking(move || run_hooks(&hooks, &exec_template));
+        let ran = loop {
+            tokio::select! {
+                done = &mut running => break done,
+                _ = beat.tick() => held.beat().await?,
+            }
+        };
+        let (results, failed) =
+            ran.map_err(|e| ApiError::internal(format!("the restore's hooks: {e}")))?;
+        view.hooks = results;
         if !failed.is_empty() && phase == Phase::Completed {
             phase = Phase::PartiallyFailed;
         }
@@ -359,4 +380,54 @@ async fn until_final(
             .await?;
     }
     Ok(job)
+}
+
+/// Runs the post-restore hooks one after the other through `template` (the backup hooks'
+/// exec template and process-group timeout); their results, and a line per failed hook
+/// whose `on-error` is `Fail`.
+fn run_hooks(hooks: &[RestoreHook], template: &[String]) -> (Vec<RestoreHookResult>, Vec<String>) {
+    let mut results = Vec::new();
+    let mut failed = Vec::new();
+    for h in hooks {
+        let pod = format!("{}/{}", h.namespace, h.pod);
+        let (result, on_error) = match &h.hook {
+            Ok(hook) => {
+                let argv = expand_template(
+                    template,
+                    &h.namespace,
+                    &h.pod,
+                    &hook.container,
+                    &hook.command,
+                );
+                let run = lockgate_blocks::hooks::run(&argv, hook.timeout);
+                let result = RestoreHookResult {
+                    pod: pod.clone(),
+                    container: hook.container.clone(),
+                    command: hook.command.clone(),
+                    exit_code: run.exit_code.map(i64::from),
+                    duration_ms: u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
+                    error: run.error,
+                    on_error: format!("{:?}", hook.on_error),
+                };
+                (result, hook.on_error)
+            }
+            Err((message, on_error)) => (
+                RestoreHookResult {
+                    pod: pod.clone(),
+                    container: String::new(),
+                    command: Vec::new(),
+                    exit_code: None,
+                    duration_ms: 0,
+                    error: Some(message.clone()),
+                    on_error: format!("{on_error:?}"),
+                },
+                *on_error,
+            ),
+        };
+        if let (Some(e), OnError::Fail) = (&result.error, on_error) {
+            failed.push(format!("post-restore hook of pod {pod} failed: {e}"));
+        }
+        results.push(result);
+    }
+    (results, failed)
 }

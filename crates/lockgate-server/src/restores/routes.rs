@@ -27,7 +27,7 @@ use lockgate_api::{
     RestoreList, RestoreRequest, RestoreView, Role,
 };
 use lockgate_blocks::restore::{self, ExistingPolicy, Priorities, RestoreOptions, RestorePlan};
-use lockgate_blocks::PlanOptions;
+use lockgate_blocks::{HookPolicy, PlanOptions, RefusalReason, RefusedItem};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -130,6 +130,15 @@ fn options(req: &RestoreRequest) -> Result<RestoreOptions, ApiError> {
     })
 }
 
+/// A restore planned under its creator's confinement.
+struct Planned {
+    plan: RestorePlan,
+    /// Items (and pods' hooks) the confinement left out.
+    refused: Vec<RefusedItem>,
+    /// The policy's `[blocks].exec_template`, for the post-restore hooks.
+    exec_template: Vec<String>,
+}
+
 /// Reads the archive (and `existing`) and plans the restore on a blocking thread, under
 /// `p`'s confinement; the refused items with it.
 async fn plan(
@@ -137,8 +146,9 @@ async fn plan(
     p: &Principal,
     req: &RestoreRequest,
     backup: &BackupView,
-) -> Result<(RestorePlan, Vec<lockgate_blocks::RefusedItem>), ApiError> {
+) -> Result<Planned, ApiError> {
     let scope = r.backups.scope(p).await?;
+    let exec_template = scope.blocks.exec_template.clone();
     let mut plan_options = PlanOptions::from_policy(&scope.blocks);
     plan_options.confinement = r.backups.confinement(p, &scope);
     let mut options = options(req)?;
@@ -184,12 +194,26 @@ async fn plan(
         })?;
         let mut plan = RestorePlan::new(&read, &options)
             .map_err(|e| ApiError::invalid("namespace_mappings", e.to_string()))?;
-        let refused = plan.confine(&plan_options.confinement.namespaces);
+        let mut refused = plan.confine(&plan_options.confinement.namespaces);
+        if plan_options.confinement.hooks == HookPolicy::Refuse {
+            refused.extend(plan.hooks.drain(..).map(|h| RefusedItem {
+                item: h.item,
+                kind: "Pod".into(),
+                namespace: Some(h.namespace),
+                name: h.pod,
+                reason: RefusalReason::HooksNotAllowed,
+            }));
+        }
         Ok::<_, ApiError>((plan, refused))
     })
     .await
     .map_err(|e| ApiError::internal(format!("planning the restore: {e}")))?;
-    planned
+    let (plan, refused) = planned?;
+    Ok(Planned {
+        plan,
+        refused,
+        exec_template,
+    })
 }
 
 #[utoipa::path(post, path = "/v1/restores", tag = "restores", request_body = RestoreRequest,
@@ -232,7 +256,11 @@ async fn create(
         }
     }
     let backup = backup_to_restore(r, &p, &req.backup).await?;
-    let (plan, refused) = plan(r, &p, &req, &backup).await?;
+    let Planned {
+        plan,
+        refused,
+        exec_template,
+    } = plan(r, &p, &req, &backup).await?;
     if req.dry_run {
         return Ok(Json(plan.result(&req.name)).into_response());
     }
@@ -258,6 +286,7 @@ async fn create(
         },
         files: Vec::new(),
         data_jobs: Vec::new(),
+        hooks: Vec::new(),
         reasons: Vec::new(),
         cancel_requested: false,
         request: req,
@@ -269,7 +298,7 @@ async fn create(
             RestoreOp::Create(Box::new(view), reply)
         })
         .await?;
-    r.launch(created.clone(), plan);
+    r.launch(created.clone(), plan, exec_template);
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 

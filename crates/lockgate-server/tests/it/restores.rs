@@ -523,3 +523,80 @@ fn a_restore_behind_a_full_node_gets_the_first_slot_that_frees() {
     eprintln!("restores first: 1 release; with priority 0: {late} releases");
     assert!(late > 30, "{late}");
 }
+
+/// A pod of `ns` whose post-restore hook runs `command` (`on-error` as given).
+fn hooked_pod(ns: &str, name: &str, command: &[&str], on_error: Option<&str>) -> Value {
+    let mut annotations = serde_json::json!({
+        "post.hook.restore.lockgate.io/command": serde_json::to_string(command).unwrap()});
+    if let Some(e) = on_error {
+        annotations["post.hook.restore.lockgate.io/on-error"] = e.into();
+    }
+    serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.27"}]}})
+}
+
+#[test]
+fn post_restore_hooks_run_through_the_exec_template_once_the_restore_is_written() {
+    let dir = tempdir();
+    let s = TestServer::start(&dir.path().join("data"), POLICY);
+    let admin = s.admin();
+    let log = dir.path().join("hooks.log");
+    let input = dir.path().join("pods");
+    std::fs::create_dir(&input).unwrap();
+    let echo = format!("echo restored >> {}", log.display());
+    let pods = [
+        hooked_pod("app", "web-0", &["sh", "-c", &echo], None),
+        hooked_pod("app", "web-1", &["false"], Some("Continue")),
+    ];
+    for p in &pods {
+        let name = p["metadata"]["name"].as_str().unwrap();
+        std::fs::write(input.join(format!("{name}.json")), p.to_string()).unwrap();
+    }
+    admin.create_backup(&request("pods", &input)).unwrap();
+    assert_eq!(finished(&admin, "pods").phase.as_deref(), Some("Completed"));
+    assert!(!log.exists(), "a backup does not run restore hooks");
+
+    let v = admin
+        .create_restore(&mapped("hooked", "pods", "app", "app-copy"))
+        .unwrap();
+    let v = restored(&admin, &v.name);
+    assert_eq!(v.phase.as_deref(), Some("Completed"), "{v:#?}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "restored\n");
+    let hooks: Vec<(&str, Option<i64>, bool)> = v
+        .hooks
+        .iter()
+        .map(|h| (h.pod.as_str(), h.exit_code, h.error.is_some()))
+        .collect();
+    assert_eq!(
+        hooks,
+        [
+            ("app-copy/web-0", Some(0), false),
+            ("app-copy/web-1", Some(1), true)
+        ]
+    );
+
+    // The failing hook's own on-error, Fail, marks the restore PartiallyFailed.
+    std::fs::write(
+        input.join("web-1.json"),
+        hooked_pod("app", "web-1", &["false"], None).to_string(),
+    )
+    .unwrap();
+    admin.create_backup(&request("strict", &input)).unwrap();
+    assert_eq!(
+        finished(&admin, "strict").phase.as_deref(),
+        Some("Completed")
+    );
+    let v = admin
+        .create_restore(&mapped("strict", "strict", "app", "app-2"))
+        .unwrap();
+    let v = restored(&admin, &v.name);
+    assert_eq!(v.phase.as_deref(), Some("PartiallyFailed"), "{v:#?}");
+    assert!(
+        v.reasons
+            .iter()
+            .any(|r| r.contains("post-restore hook of pod app-2/web-1")),
+        "{:?}",
+        v.reasons
+    );
+}
