@@ -306,17 +306,47 @@ fn a_submitter_restores_only_its_own_backups_into_its_own_namespaces() {
     };
     let err = alice.create_restore(&outside).unwrap_err();
     assert_eq!(err.status(), Some(403), "{err}");
+    // Her owner may not run hooks: a hooked pod is restored, its hook refused, not run.
+    let log = dir.path().join("hook.log");
+    let echo = format!("echo ran >> {}", log.display());
+    std::fs::write(
+        input.join("hooked.json"),
+        hooked_pod("app", "hooked", &["sh", "-c", &echo], None).to_string(),
+    )
+    .unwrap();
+    let pods = BackupRequest {
+        include_resources: vec!["pods".into()],
+        include_namespaces: vec!["app".into()],
+        ..request("pods", &input)
+    };
+    alice.create_backup(&pods).unwrap();
+    assert_eq!(finished(&alice, "pods").phase.as_deref(), Some("Completed"));
+    let hooked = restored(
+        &alice,
+        &alice
+            .create_restore(&mapped("hooked", "pods", "app", "app-copy"))
+            .unwrap()
+            .name,
+    );
+    assert_eq!(hooked.phase.as_deref(), Some("Completed"), "{hooked:#?}");
+    assert!(hooked.hooks.is_empty() && !log.exists(), "{hooked:#?}");
+    let refused: Vec<(&str, &str)> = hooked
+        .refused
+        .iter()
+        .map(|r| (r.item.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(refused, [("pods/app-copy/hooked", "hooks_not_allowed")]);
     // She sees her restores only; the admin sees all.
     admin
         .create_restore(&mapped("admins", "cms", "app", "x"))
         .unwrap();
-    assert_eq!(alice.restores().unwrap().restores.len(), 2);
+    assert_eq!(alice.restores().unwrap().restores.len(), 3);
     assert_eq!(alice.restore("admins").unwrap_err().status(), Some(403));
     assert_eq!(
         restored(&admin, "admins").phase.as_deref(),
         Some("Completed")
     );
-    assert_eq!(admin.restores().unwrap().restores.len(), 3);
+    assert_eq!(admin.restores().unwrap().restores.len(), 4);
 }
 
 #[test]
