@@ -12,9 +12,11 @@
 //!    writes into) in one commit; restores rank ahead of backups
 //!    (`lockgate_core::policy::RESTORE_KINDS`), and an `overlap = "namespaces"` conflict on
 //!    the kind queues overlapping restores, explain naming the one that holds them;
-//! 3. a driver task (`driver.rs`) waits for the job's admission, writes the files
-//!    (`<data-dir>/restores/<name>/`, whole or not at all) while it renews the lease, and
-//!    finishes the job and the record with the outcome.
+//! 3. a driver task (`driver.rs`) waits for the job's admission, plans the restore again
+//!    (a queued restore holds no archive in memory), writes the files
+//!    (`<data-dir>/restores/<name>/`, whole or not at all) while it renews the lease, moves
+//!    the volumes' data back through `data-download` jobs, runs the post-restore hooks,
+//!    and finishes the job and the record with the outcome.
 //!
 //! Who may restore what: an admin anything; a submitter only the backups it created, into
 //! its owner's `backup_namespaces` (other items are left out and listed in `refused`), and
@@ -113,13 +115,9 @@ impl Restores {
         }
     }
 
-    /// Starts the driver of a created restore.
-    pub(crate) fn launch(
-        self: &Arc<Self>,
-        view: RestoreView,
-        plan: lockgate_blocks::restore::RestorePlan,
-        exec_template: Vec<String>,
-    ) {
+    /// Starts the driver of a created restore; `creator` is the principal that created it
+    /// (the restore is planned again under its confinement once admitted).
+    pub(crate) fn launch(self: &Arc<Self>, view: RestoreView, creator: Principal) {
         let cancelled = Arc::new(AtomicBool::new(false));
         self.running
             .lock()
@@ -128,7 +126,7 @@ impl Restores {
         let me = self.clone();
         tokio::spawn(async move {
             let name = view.name.clone();
-            driver::drive(&me, &cancelled, view, plan, exec_template).await;
+            driver::drive(&me, &cancelled, view, creator).await;
             me.running.lock().expect("running lock").remove(&name);
         });
     }

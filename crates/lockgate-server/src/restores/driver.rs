@@ -49,8 +49,7 @@ pub(crate) async fn drive(
     r: &Arc<Restores>,
     cancelled: &AtomicBool,
     mut view: RestoreView,
-    plan: RestorePlan,
-    exec_template: Vec<String>,
+    creator: Principal,
 ) {
     let who = super::principal(&view.name);
     let Some(id) = view.job else {
@@ -74,28 +73,66 @@ pub(crate) async fn drive(
                 job.state
             )
         };
-        if let Some(lease) = &job.lease {
-            let finish = FinishRequest {
-                token: lease.token,
-                outcome: Outcome::Cancelled,
-                message: Some(why.clone()),
-            };
-            let _ = r
-                .lp()
-                .ask(who.clone(), |reply| JobOp::Finish(id, finish, reply))
-                .await;
-        }
-        view.state = BackupState::Finished;
-        view.phase = Some("Failed".into());
-        view.reasons = vec![why];
-        view.finished_at = Some(now());
-        view.cancel_requested = cancelled.load(Ordering::SeqCst);
-        let _ = put(r, &view).await;
+        let token = job.lease.map(|l| l.token);
+        end_unstarted(r, cancelled, &mut view, token, Outcome::Cancelled, why).await;
         return;
     };
+    // Planned again now that it runs: a queued restore holds no archive in memory, and
+    // what the target has (`existing`) is read as it is when the files are written.
+    let planned = match super::routes::plan_again(r, &creator, &view).await {
+        Ok(p) => p,
+        Err(e) => {
+            let why = format!(
+                "the restore could not be planned when its job was admitted: {}",
+                e.message
+            );
+            end_unstarted(
+                r,
+                cancelled,
+                &mut view,
+                Some(lease.token),
+                Outcome::Failed,
+                why,
+            )
+            .await;
+            return;
+        }
+    };
+    view.refused = crate::backups::confine::refusals(&planned.refused);
+    let (plan, exec_template) = (planned.plan, planned.exec_template);
     if let Err(e) = execute(r, cancelled, &mut view, plan, lease, exec_template).await {
         tracing::warn!("restore {:?} stopped: {}", view.name, e.message);
     }
+}
+
+/// Ends a restore that wrote nothing: its job (when it holds the lease `token`) ends
+/// `outcome`, its record `Failed` with `why`.
+async fn end_unstarted(
+    r: &Restores,
+    cancelled: &AtomicBool,
+    view: &mut RestoreView,
+    token: Option<u64>,
+    outcome: Outcome,
+    why: String,
+) {
+    let who = super::principal(&view.name);
+    if let (Some(token), Some(id)) = (token, view.job) {
+        let finish = FinishRequest {
+            token,
+            outcome,
+            message: Some(why.clone()),
+        };
+        let _ = r
+            .lp()
+            .ask(who, |reply| JobOp::Finish(id, finish, reply))
+            .await;
+    }
+    view.state = BackupState::Finished;
+    view.phase = Some("Failed".into());
+    view.reasons = vec![why];
+    view.finished_at = Some(now());
+    view.cancel_requested = cancelled.load(Ordering::SeqCst);
+    let _ = put(r, view).await;
 }
 
 /// The restore's lease, renewed every TTL/3 by [`Held::beat`].

@@ -131,12 +131,25 @@ fn options(req: &RestoreRequest) -> Result<RestoreOptions, ApiError> {
 }
 
 /// A restore planned under its creator's confinement.
-struct Planned {
-    plan: RestorePlan,
+pub(super) struct Planned {
+    pub(super) plan: RestorePlan,
     /// Items (and pods' hooks) the confinement left out.
-    refused: Vec<RefusedItem>,
+    pub(super) refused: Vec<RefusedItem>,
     /// The policy's `[blocks].exec_template`, for the post-restore hooks.
-    exec_template: Vec<String>,
+    pub(super) exec_template: Vec<String>,
+}
+
+/// Plans a created restore again, as its creator `p` (when its job is admitted).
+///
+/// # Errors
+/// As at creation: the backup gone or no longer readable, `existing` unreadable.
+pub(super) async fn plan_again(
+    r: &Restores,
+    p: &Principal,
+    view: &RestoreView,
+) -> Result<Planned, ApiError> {
+    let backup = backup_to_restore(r, p, &view.backup).await?;
+    plan(r, p, &view.request, &backup).await
 }
 
 /// Reads the archive (and `existing`) and plans the restore on a blocking thread, under
@@ -256,11 +269,9 @@ async fn create(
         }
     }
     let backup = backup_to_restore(r, &p, &req.backup).await?;
-    let Planned {
-        plan,
-        refused,
-        exec_template,
-    } = plan(r, &p, &req, &backup).await?;
+    // Planned here to refuse what cannot be restored and to name its namespaces; dropped
+    // before it queues, and planned again once admitted.
+    let Planned { plan, refused, .. } = plan(r, &p, &req, &backup).await?;
     if req.dry_run {
         return Ok(Json(plan.result(&req.name)).into_response());
     }
@@ -298,7 +309,7 @@ async fn create(
             RestoreOp::Create(Box::new(view), reply)
         })
         .await?;
-    r.launch(created.clone(), plan, exec_template);
+    r.launch(created.clone(), p);
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 

@@ -232,8 +232,21 @@ fn bad_restores_are_refused_naming_the_field_and_nothing_is_recorded() {
     std::fs::write(&archive, &bytes).unwrap();
     admin.create_restore(&restore("r", "cms")).unwrap();
     refused(restore("r", "cms"), 409, "already_exists", "name");
+    // `r` waits behind `busy`, holding no plan: it is planned again once admitted, so an
+    // archive damaged meanwhile fails it then, saying why, with nothing written.
+    assert_eq!(admin.restore("r").unwrap().state, BackupState::Queued);
+    std::fs::write(&archive, &bytes[..bytes.len() / 2]).unwrap();
     upload(&admin, "n1");
-    assert_eq!(restored(&admin, "r").phase.as_deref(), Some("Completed"));
+    let r = restored(&admin, "r");
+    assert_eq!(r.phase.as_deref(), Some("Failed"), "{r:#?}");
+    assert!(
+        r.reasons[0].contains("planned when its job was admitted")
+            && r.reasons[0].contains("damaged"),
+        "{:?}",
+        r.reasons
+    );
+    assert!(!dir.path().join("data/restores/r").exists());
+    assert_eq!(admin.job(r.job.unwrap()).unwrap().state, JobState::Failed);
 }
 
 #[test]
