@@ -304,6 +304,16 @@ fn describe_view(
         let jobs: Vec<String> = view.data_jobs.iter().map(u64::to_string).collect();
         println!("data-download jobs: {}", jobs.join(", "));
     }
+    for h in &view.hooks {
+        let how = match (&h.error, h.exit_code) {
+            (Some(e), _) => format!("failed ({}): {e}", h.on_error),
+            (None, code) => format!("exit {}", code.unwrap_or_default()),
+        };
+        println!(
+            "post-restore hook of {}: {how} in {} ms",
+            h.pod, h.duration_ms
+        );
+    }
     for why in &view.reasons {
         println!("  {why}");
     }
