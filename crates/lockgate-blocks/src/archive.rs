@@ -48,7 +48,7 @@ pub(crate) struct PendingUpload {
 }
 
 /// Where the archive at `path` is written until it is whole (`<path>.partial`).
-pub(crate) fn partial(path: &Path) -> PathBuf {
+pub fn partial(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".partial");
     PathBuf::from(p)

@@ -59,6 +59,7 @@ pub mod restore;
 pub mod result;
 pub mod source;
 
+pub use archive::partial as partial_archive;
 pub use backup::{BackupConfig, BackupHandle, ProgressFn, StartError};
 pub use block::BACKUP_VOLUMES_ANNOTATION;
 pub use confine::{

@@ -31,8 +31,8 @@ pub use order::{Priorities, DEFAULT_PRIORITIES};
 pub use read::{ArchiveError, ArchiveItem, BackupArchive};
 pub use volumes::VolumeRestore;
 pub use write::{
-    read_result, RestoreCounts, RestoreItemResult, RestoreItemStatus, RestoreResult, WriteError,
-    RESULT_FILE,
+    read_result, remove_partials, RestoreCounts, RestoreItemResult, RestoreItemStatus,
+    RestoreResult, WriteError, RESULT_FILE,
 };
 
 use crate::confine::{NamespaceScope, RefusalReason, RefusedItem};

@@ -29,6 +29,26 @@ pub enum Phase {
     Failed,
 }
 
+impl Phase {
+    /// The name as results and the API write it (`PartiallyFailed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Completed => "Completed",
+            Phase::PartiallyFailed => "PartiallyFailed",
+            Phase::Failed => "Failed",
+        }
+    }
+
+    /// This phase once some part failed: `Completed` becomes `PartiallyFailed`, the others
+    /// stay.
+    pub fn with_failures(self) -> Phase {
+        match self {
+            Phase::Completed => Phase::PartiallyFailed,
+            other => other,
+        }
+    }
+}
+
 /// The outcome of one item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ItemStatus {

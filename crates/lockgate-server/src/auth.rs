@@ -89,9 +89,10 @@ impl Tokens {
 }
 
 /// Name prefixes of the server's own principals: a schedule's runs are owned by
-/// `schedule:NAME`, a backup's jobs by `backup:NAME`. No token may carry one, or it could
-/// pre-submit a schedule's next run or cancel a backup's jobs.
-pub const RESERVED_PREFIXES: [&str; 2] = ["schedule:", "backup:"];
+/// `schedule:NAME`, a backup's jobs by `backup:NAME`, a restore's by `restore:NAME`. No
+/// token may carry one, or it could pre-submit a schedule's next run or cancel a backup's
+/// or a restore's jobs.
+pub const RESERVED_PREFIXES: [&str; 3] = ["schedule:", "backup:", "restore:"];
 
 /// The reserved prefix `name` starts with, if any.
 pub fn reserved_prefix(name: &str) -> Option<&'static str> {

@@ -26,7 +26,7 @@
 //!   lease is held (renewed) until the result is known;
 //! - every state a user can see (`queued`, `running`, `finished`) is committed to the store
 //!   before it is reported; a backup that was queued or running when the server stopped is
-//!   `Failed` after the restart (`Loop::recover_backups`): the honest outcome, since its
+//!   `Failed` after the restart (`Loop::recover`): the honest outcome, since its
 //!   archive is incomplete;
 //! - a cancel stops handing out the backup's blocks at once, cancels its queued
 //!   data-movement jobs and asks the admitted ones to stop, so blocks waiting for a
@@ -35,7 +35,7 @@
 pub(crate) mod confine;
 pub(crate) mod driver;
 pub(crate) mod mover;
-pub(crate) mod ops;
+mod ops;
 pub mod routes;
 
 use crate::auth::Principal;

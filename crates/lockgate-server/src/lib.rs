@@ -38,6 +38,7 @@ pub mod plant;
 pub mod policy;
 pub mod protocol;
 pub mod queue;
+pub(crate) mod records;
 pub mod replica;
 pub mod restores;
 pub mod rpo;
@@ -426,8 +427,8 @@ pub(crate) fn load_loop(
     looper.batch.policy = seed;
     looper.reoffer();
     looper.load_schedules(loaded.schedules, zone)?;
-    looper.recover_backups()?;
-    looper.recover_restores()?;
+    looper.recover::<lockgate_api::BackupView>()?;
+    looper.recover::<lockgate_api::RestoreView>()?;
     looper.load_rpo(std::mem::take(&mut loaded.rpo));
     looper.settle()?;
 

@@ -27,7 +27,7 @@
 //!   until they are;
 //! - every state a user can see is committed before it is reported; a restore queued or
 //!   running when the server stopped is `Failed` after the restart, its jobs cancelled and
-//!   its partial directories removed ([`Loop::recover_restores`](crate::event_loop::Loop));
+//!   its partial directories removed (`Loop::recover`, `crate::records`);
 //! - a cancel of a queued restore ends it before anything is written; a running one has its
 //!   files written or not at all (the write is one rename), and is then recorded as it
 //!   ended, with `cancel_requested`.
@@ -103,15 +103,11 @@ impl Restores {
             .join(name)
     }
 
-    /// Asks a running restore to stop (before its files are written); whether it runs.
-    fn cancel_running(&self, name: &str) -> bool {
-        let running = self.running.lock().expect("running lock");
-        match running.get(name) {
-            Some(flag) => {
-                flag.store(true, Ordering::SeqCst);
-                true
-            }
-            None => false,
+    /// Asks a running restore to stop: before its files are written, it writes none; while
+    /// its data moves, its downloads are cancelled.
+    fn cancel_running(&self, name: &str) {
+        if let Some(flag) = self.running.lock().expect("running lock").get(name) {
+            flag.store(true, Ordering::SeqCst);
         }
     }
 

@@ -265,6 +265,31 @@ fn partial_dir(dir: &Path) -> PathBuf {
     dir.with_file_name(file)
 }
 
+/// Removes the hidden directories writers of `dir` left behind (`.<name>.<pid>-<n>.partial`
+/// beside it, the names `RestorePlan::write` gives them): a restore whose writer stopped
+/// midway. Another restore's are left alone, also one whose name begins with this one's
+/// (`a.b`'s `.a.b.<pid>-<n>.partial` is not `a`'s).
+pub fn remove_partials(dir: &Path) {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return;
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    for e in entries.flatten() {
+        let n = e.file_name().to_string_lossy().to_string();
+        let writer = n
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".partial"))
+            .and_then(|w| w.split_once('-'));
+        if writer.is_some_and(|(pid, n)| digits(pid) && digits(n)) {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), WriteError> {
     let f = File::create(path).map_err(|e| io(path, e))?;
     let mut w = BufWriter::new(f);

@@ -99,12 +99,23 @@ pub(crate) async fn admit(
     who: &Principal,
     id: lockgate_core::JobId,
 ) -> Result<JobView, ApiError> {
-    let mut job = lp.ask(who.clone(), |r| JobOp::Get(id, r)).await?;
-    while job.state == JobState::Queued {
+    let job = lp.ask(who.clone(), |r| JobOp::Get(id, r)).await?;
+    wait_until(lp, who, job, |j| j.state != JobState::Queued).await
+}
+
+/// Long-polls `job` (asked as `who`) until `done` holds for it.
+pub(crate) async fn wait_until(
+    lp: &LoopHandle,
+    who: &Principal,
+    mut job: JobView,
+    done: impl Fn(&JobView) -> bool,
+) -> Result<JobView, ApiError> {
+    while !done(&job) {
+        let (id, from) = (job.id, job.state);
         job = lp
             .ask(who.clone(), |reply| JobOp::Wait {
                 id,
-                from: JobState::Queued,
+                from,
                 or_cancel: false,
                 reply,
             })
@@ -253,11 +264,7 @@ async fn finish(
     // The backup ended when its work did, before its job frees the slot: a backup
     // admitted into that slot starts after this instant, never before it.
     let ended = now();
-    let phase = match result.phase {
-        Phase::Completed => "Completed",
-        Phase::PartiallyFailed => "PartiallyFailed",
-        Phase::Failed => "Failed",
-    };
+    let phase = result.phase.as_str();
     let mut reasons = result.reasons.clone();
     if let Some(m) = &lease_lost {
         reasons.insert(0, format!("the backup's job lost its lease: {m}"));

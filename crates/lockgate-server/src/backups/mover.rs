@@ -68,7 +68,8 @@ impl JobMover {
     }
 }
 
-fn attrs(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, String> {
+/// The attributes of a data-movement job: the pairs with a value.
+pub(crate) fn attrs(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, String> {
     pairs
         .iter()
         .filter_map(|(k, v)| v.map(|v| (k.to_string(), v.to_string())))
@@ -126,7 +127,7 @@ struct JobHandle {
 }
 
 /// Ended for good (no retry pending).
-fn is_final(j: &JobView) -> bool {
+pub(crate) fn is_final(j: &JobView) -> bool {
     j.state.is_terminal() && j.retry_at.is_none()
 }
 

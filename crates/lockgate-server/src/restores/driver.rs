@@ -8,20 +8,19 @@
 
 use super::{RestoreOp, Restores};
 use crate::auth::Principal;
-use crate::backups::driver::admit;
+use crate::backups::driver::{admit, wait_until};
+use crate::backups::mover::{attrs, is_final};
 use crate::error::ApiError;
 use crate::jobs::JobOp;
-use crate::protocol::LoopHandle;
 use lockgate_api::{
-    time, BackupState, ErrorCode, FinishRequest, JobView, RestoreCounts, RestoreHookResult,
-    RestoreView, SubmitRequest,
+    time, BackupState, ErrorCode, FinishRequest, RestoreCounts, RestoreHookResult, RestoreView,
+    SubmitRequest,
 };
 use lockgate_blocks::hooks::{expand_template, OnError};
 use lockgate_blocks::restore::{RestoreHook, RestorePlan, RestoreResult, VolumeRestore};
 use lockgate_blocks::Phase;
 use lockgate_core::policy::Executor;
 use lockgate_core::{JobState, Outcome};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -174,6 +173,22 @@ impl Held<'_> {
     }
 }
 
+impl Held<'_> {
+    /// Awaits `task` (work on a blocking thread) while renewing the lease on `beat`.
+    async fn hold_while<T>(
+        &mut self,
+        beat: &mut tokio::time::Interval,
+        mut task: tokio::task::JoinHandle<T>,
+    ) -> Result<Result<T, tokio::task::JoinError>, ApiError> {
+        loop {
+            tokio::select! {
+                done = &mut task => return Ok(done),
+                _ = beat.tick() => self.beat().await?,
+            }
+        }
+    }
+}
+
 fn beats(ttl_s: f64) -> tokio::time::Interval {
     let ttl = Duration::from_secs_f64(ttl_s.max(0.3));
     let mut beat = tokio::time::interval(ttl / 3);
@@ -204,15 +219,10 @@ async fn execute(
     let dir = r.directory(&name);
     let volumes = plan.volumes.clone();
     let hooks = plan.hooks.clone();
-    let mut writing = tokio::task::spawn_blocking(move || plan.write(&name, &dir));
     let mut beat = beats(lease.ttl_s);
     beat.tick().await;
-    let written = loop {
-        tokio::select! {
-            done = &mut writing => break done,
-            _ = beat.tick() => held.beat().await?,
-        }
-    };
+    let writing = tokio::task::spawn_blocking(move || plan.write(&name, &dir));
+    let written = held.hold_while(&mut beat, writing).await?;
     let result: Result<RestoreResult, String> = match written {
         Ok(w) => w.map_err(|e| e.to_string()),
         Err(e) => Err(format!("writing the restore: {e}")),
@@ -239,33 +249,24 @@ async fn execute(
     };
     if result.is_ok() && !volumes.is_empty() {
         let failed = download(&mut held, view, &volumes, &mut beat).await?;
-        if !failed.is_empty() && phase == Phase::Completed {
-            phase = Phase::PartiallyFailed;
+        if !failed.is_empty() {
+            phase = phase.with_failures();
         }
         reasons.extend(failed);
     }
     if result.is_ok() && !hooks.is_empty() && !cancelled.load(Ordering::SeqCst) {
-        let mut running = tokio::task::spawn_blocking(move || run_hooks(&hooks, &exec_template));
-        let ran = loop {
-            tokio::select! {
-                done = &mut running => break done,
-                _ = beat.tick() => held.beat().await?,
-            }
-        };
+        let running = tokio::task::spawn_blocking(move || run_hooks(&hooks, &exec_template));
+        let ran = held.hold_while(&mut beat, running).await?;
         let (results, failed) =
             ran.map_err(|e| ApiError::internal(format!("the restore's hooks: {e}")))?;
         view.hooks = results;
-        if !failed.is_empty() && phase == Phase::Completed {
-            phase = Phase::PartiallyFailed;
+        if !failed.is_empty() {
+            phase = phase.with_failures();
         }
         reasons.extend(failed);
     }
     let ended = now();
-    let phase_name = match phase {
-        Phase::Completed => "Completed",
-        Phase::PartiallyFailed => "PartiallyFailed",
-        Phase::Failed => "Failed",
-    };
+    let phase_name = phase.as_str();
     if let Some(m) = held.lease_lost.take() {
         reasons.insert(0, format!("the restore's job lost its lease: {m}"));
     } else {
@@ -340,7 +341,7 @@ async fn download(
         };
         view.data_jobs.push(job.id);
         let (lp, who, item) = (held.r.lp().clone(), held.who.clone(), v.item.clone());
-        waits.spawn(async move { (item, until_final(&lp, &who, job).await) });
+        waits.spawn(async move { (item, wait_until(&lp, &who, job, is_final).await) });
     }
     put(held.r, view).await?;
     let mut cancelling = false;
@@ -372,20 +373,16 @@ async fn download(
 /// The `data-download` job of one volume: a two-stage agent job (prepare provisions the
 /// target, run copies the data back), pinned to the volume's node when it has one.
 fn download_request(restore: &str, backup: &str, v: &VolumeRestore) -> SubmitRequest {
-    let mut attrs = BTreeMap::new();
-    let mut set = |k: &str, val: Option<&str>| {
-        if let Some(val) = val {
-            attrs.insert(k.to_string(), val.to_string());
-        }
-    };
-    set("restore", Some(restore));
-    set("backup", Some(backup));
-    set("item", Some(&v.item));
-    set("from", Some(&v.from));
-    set("namespace", Some(&v.namespace));
-    set("pvc", Some(&v.pvc));
-    set("pv", v.volume_name.as_deref());
-    set("storage_class", v.storage_class.as_deref());
+    let attrs = attrs(&[
+        ("restore", Some(restore)),
+        ("backup", Some(backup)),
+        ("item", Some(&v.item)),
+        ("from", Some(&v.from)),
+        ("namespace", Some(&v.namespace)),
+        ("pvc", Some(&v.pvc)),
+        ("pv", v.volume_name.as_deref()),
+        ("storage_class", v.storage_class.as_deref()),
+    ]);
     SubmitRequest {
         kind: "data-download".into(),
         attrs,
@@ -397,26 +394,6 @@ fn download_request(restore: &str, backup: &str, v: &VolumeRestore) -> SubmitReq
         idempotency_key: Some(v.item.clone()),
         ..SubmitRequest::default()
     }
-}
-
-/// Long-polls `job` until it has ended for good (no retry pending).
-async fn until_final(
-    lp: &LoopHandle,
-    who: &Principal,
-    mut job: JobView,
-) -> Result<JobView, ApiError> {
-    while !(job.state.is_terminal() && job.retry_at.is_none()) {
-        let (id, from) = (job.id, job.state);
-        job = lp
-            .ask(who.clone(), |reply| JobOp::Wait {
-                id,
-                from,
-                or_cancel: false,
-                reply,
-            })
-            .await?;
-    }
-    Ok(job)
 }
 
 /// Runs the post-restore hooks one after the other through `template` (the backup hooks'

@@ -23,7 +23,11 @@ fn succeeds(c: &mut std::process::Command) -> String {
 #[test]
 fn token_create_cannot_impersonate_schedules_or_backups() {
     let s = Srv::start("");
-    for (name, prefix) in [("schedule:nightly", "schedule:"), ("backup:b1", "backup:")] {
+    for (name, prefix) in [
+        ("schedule:nightly", "schedule:"),
+        ("backup:b1", "backup:"),
+        ("restore:r1", "restore:"),
+    ] {
         let err = fails(&mut s.cli(&["token", "create", "--name", name, "--role", "admin"]));
         assert!(err.contains(prefix) && err.contains("reserved"), "{err}");
     }
