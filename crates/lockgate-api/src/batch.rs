@@ -45,6 +45,7 @@ impl BatchFinishItem {
             token: self.token,
             outcome: self.outcome,
             message: self.message,
+            usage: None,
         }
     }
 }

@@ -126,6 +126,11 @@ pub struct JobView {
     /// (`POST /v1/jobs/unadmitted`). Shown only when true.
     #[serde(default, skip_serializing_if = "is_false")]
     pub unadmitted: bool,
+    /// What its processes used (the current or last attempt), as its holder measured it
+    /// from the kernel and reported with its renewals and finish; absent until the first
+    /// report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::UsageView>,
 }
 
 /// `POST /v1/jobs/unadmitted`: a run that went ahead without admission because the server
@@ -203,6 +208,7 @@ impl JobView {
             log: false,
             run_if_unreachable: false,
             unadmitted: job.unadmitted,
+            usage: job.usage.as_deref().map(crate::UsageView::of),
         }
     }
 
@@ -283,6 +289,11 @@ pub struct JobSetRequest {
 pub struct LeaseRequest {
     /// The lease's fencing token.
     pub token: u64,
+    /// What the job's processes used so far, measured by its holder (totals from the
+    /// start of the command); the server keeps it on the job only when the lease is the
+    /// caller's. Omit it when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<lockgate_core::Usage>,
 }
 
 /// `POST /v1/jobs/{id}/finish`.
@@ -298,6 +309,10 @@ pub struct FinishRequest {
     /// Free text (an exit status, a failure reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// What the job's processes used, measured by its holder at the end (as in
+    /// [`LeaseRequest::usage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<lockgate_core::Usage>,
 }
 
 /// `GET /v1/jobs` answer.

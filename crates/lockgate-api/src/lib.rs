@@ -39,6 +39,7 @@ pub mod schema;
 pub mod time;
 mod token;
 mod ui;
+mod usage;
 
 pub use audit::*;
 pub use backup::*;
@@ -59,3 +60,4 @@ pub use rpo::*;
 pub use schedule::*;
 pub use token::*;
 pub use ui::*;
+pub use usage::*;

@@ -22,6 +22,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use lockgate_core::Usage;
 pub use rustix::process::Signal;
 
 /// How children are started.
@@ -151,6 +152,25 @@ fn signal_test(pid: u32) -> bool {
     )
 }
 
+/// Waits until `pid` (a child of this process) has exited, leaving it unreaped (`waitid`
+/// with `WNOWAIT`): false when that could not be done.
+fn exited_unreaped(pid: u32) -> bool {
+    use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    loop {
+        match waitid(
+            WaitId::Pid(p),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// How long a group is waited for after its SIGKILL (a zombie that nobody reaps would keep
 /// it alive for ever).
 const AFTER_KILL: Duration = Duration::from_secs(1);
@@ -174,12 +194,15 @@ pub fn describe(status: ExitStatus) -> String {
 }
 
 /// A started child whose exit is collected by a waiter thread, so the caller can wait with
-/// a timeout, renew leases in between, and stop it.
+/// a timeout, renew leases in between, and stop it. The waiter reads the child's totals
+/// (`meter.rs`) after it exited and before it reaps it: they hold every descendant the
+/// child reaped, and are gone once it is reaped.
 #[derive(Debug)]
 pub struct Supervised {
     pid: u32,
-    exited: mpsc::Receiver<io::Result<ExitStatus>>,
+    exited: mpsc::Receiver<(io::Result<ExitStatus>, Option<Usage>)>,
     status: Option<ExitStatus>,
+    at_exit: Option<Usage>,
 }
 
 impl Supervised {
@@ -190,14 +213,22 @@ impl Supervised {
         std::thread::Builder::new()
             .name(format!("wait-{pid}"))
             .spawn(move || {
-                let _ = tx.send(child.wait());
+                let at_exit = exited_unreaped(pid).then(|| crate::meter::of_process(pid));
+                let _ = tx.send((child.wait(), at_exit.flatten()));
             })
             .expect("spawn a waiter thread");
         Supervised {
             pid,
             exited: rx,
             status: None,
+            at_exit: None,
         }
+    }
+
+    /// The child's totals read as it exited (`None` while it runs, or where they could
+    /// not be read).
+    pub fn usage_at_exit(&self) -> Option<Usage> {
+        self.at_exit
     }
 
     /// The child's process id (and process group id).
@@ -209,9 +240,12 @@ impl Supervised {
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
         if self.status.is_none() {
             match self.exited.recv_timeout(timeout) {
-                Ok(Ok(s)) => self.status = Some(s),
+                Ok((Ok(s), at_exit)) => {
+                    self.status = Some(s);
+                    self.at_exit = at_exit;
+                }
                 // wait() itself failed: nothing more to learn about this child.
-                Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Ok((Err(_), _)) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                     self.status = Some(ExitStatus::from_raw(1 << 8))
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}

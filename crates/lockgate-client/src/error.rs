@@ -82,6 +82,21 @@ impl ClientError {
         }
     }
 
+    /// The server refused a request because of its field `name` (400 or 422 naming it, as
+    /// a server older than the field does for an unknown one).
+    pub fn refuses_field(&self, name: &str) -> bool {
+        match self {
+            ClientError::Api {
+                status: 400 | 422,
+                detail,
+            } => {
+                detail.field.as_deref() == Some(name)
+                    || detail.message.contains(&format!("`{name}`"))
+            }
+            _ => false,
+        }
+    }
+
     /// The server refused the token (401) or its role (403): a new token is needed.
     pub fn is_refused(&self) -> bool {
         matches!(self.status(), Some(401) | Some(403))

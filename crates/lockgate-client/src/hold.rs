@@ -8,6 +8,11 @@
 //! or preemption is learnt at once from a long-poll beside the renewals (`cancel_watch`),
 //! so the stop signal follows a request within about one wake-up slice (100 ms).
 //!
+//! It also measures the child's process group from the kernel (`meter.rs`): each renewal
+//! carries the totals so far, and once the child has exited the lease keeper holds the
+//! final totals for the finish ([`LeaseKeeper::finish_request`]). A keeper that already
+//! holds totals (the prepare stage of a two-stage job) has this child's added to them.
+//!
 //! # Invariants
 //! - **The child is dead before the server can hand its slot to someone else** (with
 //!   [`WhileUnreachable::StopBeforeExpiry`](crate::WhileUnreachable)): when the keeper
@@ -25,7 +30,9 @@
 use crate::cancel_watch::CancelWatch;
 use crate::child::{Signal, Supervised};
 use crate::lease::{LeaseKeeper, Renewal};
+use crate::meter::GroupMeter;
 use lockgate_api::JobView;
+use lockgate_core::Usage;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
@@ -49,13 +56,16 @@ pub enum Ending {
     Lost(String),
 }
 
-/// How [`hold`] ended: the child's exit status and why it ended.
+/// How [`hold`] ended: the child's exit status, why it ended and what it used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
     /// The child's exit status.
     pub status: ExitStatus,
     /// Why.
     pub ending: Ending,
+    /// The job's totals at the child's exit (the earlier stages' included), as the lease
+    /// keeper now reports them.
+    pub usage: Usage,
 }
 
 /// The holder's part in [`hold`]: every method has a default that does nothing.
@@ -144,6 +154,7 @@ struct Hold<'a, H> {
     stopping: bool,
     renewing: bool,
     watch: CancelWatch,
+    meter: GroupMeter,
 }
 
 /// Holds `lease` while `child` runs; returns when the child has exited. See the module docs.
@@ -166,7 +177,9 @@ pub fn hold_with(
 ) -> Held {
     let watch = CancelWatch::start(lease.client().clone(), lease.job_id());
     holder.lease_until(lease.expires_no_earlier_than());
+    let meter = GroupMeter::after(child.pid(), lease.usage().unwrap_or_default());
     let mut h = Hold {
+        meter,
         watch,
         child,
         lease,
@@ -192,9 +205,12 @@ pub fn hold_with(
                 // Its SIGKILL already sent when `kill_at` is gone.
                 h.child.wait_group(h.kill_at.unwrap_or_else(Instant::now));
             }
+            let usage = h.meter.finish(h.child.usage_at_exit());
+            h.lease.report(usage);
             return Held {
                 status,
                 ending: h.ending,
+                usage,
             };
         }
         h.step();
@@ -217,6 +233,7 @@ impl<H: Holder> Hold<'_, H> {
         if !self.renewing || Instant::now() < self.lease.next_renewal() {
             return;
         }
+        self.lease.report(self.meter.sample());
         match self.lease.renew() {
             Renewal::Held(job) => {
                 self.holder

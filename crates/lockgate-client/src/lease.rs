@@ -31,7 +31,8 @@
 //! [`crate::hold()`] applies the keeper's verdicts to a child process.
 
 use crate::{Client, ClientError, CALL_TIMEOUT};
-use lockgate_api::JobView;
+use lockgate_api::{FinishRequest, JobView};
+use lockgate_core::{Outcome, Usage};
 use std::time::{Duration, Instant};
 
 /// The shortest TTL the keeper works with (a lease view without `ttl_s` says 0).
@@ -81,6 +82,10 @@ pub struct LeaseKeeper {
     policy: WhileUnreachable,
     /// The last renewal failed with this (temporary) error.
     failing: Option<ClientError>,
+    /// The holder's latest measurement of the work, sent with the renewals and the finish.
+    usage: Option<Usage>,
+    /// The server refused a report (it is older than the field): none is sent any more.
+    unreported: bool,
 }
 
 fn ttl_of(ttl_s: f64) -> Duration {
@@ -110,6 +115,45 @@ impl LeaseKeeper {
             next: now + ttl / 3,
             policy,
             failing: None,
+            usage: None,
+            unreported: false,
+        }
+    }
+
+    /// The work's latest totals (`meter.rs`): the next renewal and the finish carry them.
+    pub fn report(&mut self, usage: Usage) {
+        self.usage = Some(usage);
+    }
+
+    /// The totals last given to [`LeaseKeeper::report`].
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    /// The body that finishes the job with `outcome` under this lease, with the totals.
+    pub fn finish_request(&self, outcome: Outcome, message: Option<String>) -> FinishRequest {
+        FinishRequest {
+            token: self.token,
+            outcome,
+            message,
+            usage: self.usage.filter(|_| !self.unreported),
+        }
+    }
+
+    /// One renewal call: with the totals, unless the server is older than them; a refusal
+    /// of the field is answered by the same renewal without it.
+    fn heartbeat(&mut self, timeout: Duration) -> Result<JobView, ClientError> {
+        let usage = self.usage.filter(|_| !self.unreported);
+        match self
+            .client
+            .heartbeat_within(self.id, self.token, usage, timeout)
+        {
+            Err(e) if usage.is_some() && e.refuses_field("usage") => {
+                self.unreported = true;
+                self.client
+                    .heartbeat_within(self.id, self.token, None, timeout)
+            }
+            r => r,
         }
     }
 
@@ -186,7 +230,7 @@ impl LeaseKeeper {
         loop {
             let sent = Instant::now();
             let timeout = self.call_timeout(until.saturating_duration_since(sent));
-            match self.client.heartbeat_within(self.id, self.token, timeout) {
+            match self.heartbeat(timeout) {
                 Ok(job) => return Ok(self.held(sent, job)),
                 Err(e) if e.is_temporary() => {
                     let now = Instant::now();
@@ -240,7 +284,7 @@ impl LeaseKeeper {
             return Renewal::GiveUp(self.give_up_reason());
         }
         let timeout = self.call_timeout(give_up - sent);
-        match self.client.heartbeat_within(self.id, self.token, timeout) {
+        match self.heartbeat(timeout) {
             Ok(job) => Renewal::Held(self.held(sent, job)),
             Err(e) if e.is_temporary() => {
                 let now = Instant::now();

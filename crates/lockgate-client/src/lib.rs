@@ -30,6 +30,7 @@ pub mod guard;
 pub mod hold;
 pub mod lease;
 pub mod logs;
+pub mod meter;
 mod servers;
 
 pub use backoff::{retry, retry_with, Backoff, RetryError};

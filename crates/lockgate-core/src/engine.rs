@@ -456,6 +456,46 @@ impl Engine {
         })
     }
 
+    /// The scopes a live job holds now, each as its rule and its name as
+    /// [`Engine::scope_usage`] gives them (placement scopes left out); empty for a job that
+    /// holds none or is not live.
+    pub fn held_scopes(&self, id: JobId) -> Vec<(String, String)> {
+        let Some(e) = self.entries.find(id) else {
+            return Vec::new();
+        };
+        e.held
+            .iter()
+            .map(|&(s, _)| self.scopes.interner.key(s))
+            .filter(|k| !matches!(k, ScopeKey::Placement(_)))
+            .map(|k| (k.rule(), k.to_string()))
+            .collect()
+    }
+
+    /// Takes a usage report from the holder of lease `token` of job `id` (sent with a
+    /// renewal or the finish) and folds it into the job's ([`crate::Usage::merge`]). A
+    /// report without the lease changes nothing.
+    ///
+    /// # Errors
+    /// As [`Engine::heartbeat`]: the job is not live, or the lease is not `token`'s.
+    pub fn record_usage(
+        &mut self,
+        id: JobId,
+        token: u64,
+        usage: &crate::Usage,
+        now: Timestamp,
+    ) -> Result<(), LeaseError> {
+        // A lease that ran out by `now` is gone before the report is looked at.
+        self.handle_timeout(now);
+        self.holder(id, token)?;
+        let job = self.entries.job_mut(id);
+        let merged = match &job.usage {
+            Some(last) => last.merge(usage),
+            None => *usage,
+        };
+        job.usage = Some(Box::new(merged));
+        Ok(())
+    }
+
     fn holder(&self, id: JobId, token: u64) -> Result<&Entry, LeaseError> {
         let e = self.entries.find(id).ok_or(LeaseError::NotFound(id))?;
         match e.job.lease {

@@ -324,6 +324,7 @@ impl JobSpec {
             preemptions: 0,
             unadmitted: false,
             cancel_by: None,
+            usage: None,
             after,
             after_ok,
         }))
@@ -518,6 +519,10 @@ pub struct Job {
     /// with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_by: Option<String>,
+    /// What the current (or last) attempt's processes used, as its holder last reported
+    /// (`usage.rs`; boxed: most jobs in a queue have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Box<crate::Usage>>,
 }
 
 fn is_zero(n: &u32) -> bool {

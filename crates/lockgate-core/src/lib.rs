@@ -17,8 +17,10 @@ pub mod schedule;
 pub mod scope;
 pub mod selector;
 pub mod time;
+pub mod usage;
 
 pub use engine::{Engine, Mode};
 pub use job::{Job, JobId, JobSpec, JobState, Outcome};
 pub use policy::Policy;
 pub use time::Timestamp;
+pub use usage::Usage;

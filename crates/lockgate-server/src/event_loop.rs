@@ -76,6 +76,8 @@ pub struct Loop {
     /// with the batch that granted it).
     pub(crate) max_token: u64,
     pub(crate) metrics: Metrics,
+    /// Usage reports of admitted jobs, for rates (`usage.rs`).
+    pub(crate) meters: crate::usage::Meters,
     pub(crate) schedules: crate::schedules::Schedules,
     /// Long-polls on a job's state (`GET /v1/jobs/{id}/wait`).
     pub(crate) waiters: HashMap<JobId, Vec<Waiter>>,
@@ -160,6 +162,7 @@ impl Loop {
             seq,
             max_token,
             metrics: Metrics::default(),
+            meters: crate::usage::Meters::default(),
             schedules: crate::schedules::Schedules::default(),
             waiters: HashMap::new(),
             node_waiters: HashMap::new(),
@@ -214,6 +217,9 @@ impl Loop {
     pub(crate) fn view(&self, job: &Job) -> JobView {
         let policy = self.engine.policy();
         let mut view = JobView::from_job(job, policy.leases.ttl);
+        if let Some(u) = job.usage.as_deref() {
+            view.usage = Some(self.meters.view(job.id, u));
+        }
         view.log = policy.kind_log(&job.kind);
         view.run_if_unreachable = policy.kind_runs_if_unreachable(&job.kind);
         view
@@ -373,6 +379,7 @@ impl Loop {
             Op::Events(op) => self.event_op(&p, op),
             Op::Metrics(reply) => {
                 let mut text = self.metrics.render(&self.engine, self.seq, now);
+                self.meters.throughput(&self.engine).render(&mut text);
                 self.render_schedule_metrics(&mut text);
                 self.render_rpo_metrics(&mut text, now);
                 self.render_notify_metrics(&mut text);
@@ -402,6 +409,9 @@ impl Loop {
                     self.metrics.observe(*change, job, self.engine.policy());
                     self.track_offer(*change, job);
                     self.forecast_learn(*change, job, now);
+                    if !job.state.is_admitted() {
+                        self.meters.forget(job.id);
+                    }
                     let view = self.view(job);
                     self.wake_waiters(job, &view);
                     self.changed.insert(job.id, (**job).clone());

@@ -62,9 +62,9 @@ pub enum JobOp {
     /// `GET /v1/jobs/{id}/explain`.
     Explain(JobId, Reply<ExplainView>),
     /// `POST /v1/jobs/{id}/heartbeat` with the lease token.
-    Heartbeat(JobId, u64, Reply<JobView>),
+    Heartbeat(JobId, lockgate_api::LeaseRequest, Reply<JobView>),
     /// `POST /v1/jobs/{id}/prepared` with the lease token.
-    Prepared(JobId, u64, Reply<JobView>),
+    Prepared(JobId, lockgate_api::LeaseRequest, Reply<JobView>),
     /// `POST /v1/jobs/{id}/finish`.
     Finish(JobId, FinishRequest, Reply<JobView>),
     /// `POST /v1/jobs/{id}/cancel` (`force`).

@@ -45,6 +45,7 @@ pub mod rpo;
 pub mod schedules;
 pub mod tokens;
 pub mod ui;
+pub mod usage;
 // The data-dir lock and watermark, free-space watch, serving loop.
 pub mod datadir;
 pub mod hardening;

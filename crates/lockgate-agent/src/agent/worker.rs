@@ -458,10 +458,8 @@ impl Worker<'_> {
             }
             true
         };
-        let finished = retry_with(wait, || {
-            sh.client
-                .finish_job(id, self.token, outcome, Some(message.clone()))
-        });
+        let body = self.lease.finish_request(outcome, Some(message));
+        let finished = retry_with(wait, || sh.client.finish_with(id, &body));
         match finished {
             Ok(j) => tracing::info!("job {id} {}: {}", j.kind, j.state),
             Err(RetryError::GaveUp(_)) => tracing::warn!("job {id}: the agent is stopping and the server did not take the finish ({outcome:?}) within unreachable_grace; the job ends lost when its lease runs out"),

@@ -146,12 +146,12 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn heartbeat(&self, id: u64, token: u64) -> Result<JobView, ClientError> {
-        self.heartbeat_within(id, token, self.plain_timeout())
+        self.heartbeat_within(id, token, None, self.plain_timeout())
     }
 
     /// [`Client::heartbeat`] that gives up after `timeout` (an [`ClientError::Unreachable`]
     /// then): the lease keeper must not wait on a silent server past the moment it has to
-    /// stop the work.
+    /// stop the work. `usage` travels with it (the holder's measurement, `meter.rs`).
     ///
     /// # Errors
     /// See [`ClientError`].
@@ -159,12 +159,13 @@ impl Client {
         &self,
         id: u64,
         token: u64,
+        usage: Option<lockgate_core::Usage>,
         timeout: Duration,
     ) -> Result<JobView, ClientError> {
         self.call_status(
             "POST",
             &format!("/v1/jobs/{id}/heartbeat"),
-            Some(&LeaseRequest { token }),
+            Some(&LeaseRequest { token, usage }),
             timeout,
         )
         .map(|(_, v)| v)
@@ -178,7 +179,7 @@ impl Client {
         self.call(
             "POST",
             &format!("/v1/jobs/{id}/prepared"),
-            Some(&LeaseRequest { token }),
+            Some(&LeaseRequest { token, usage: None }),
         )
     }
 
@@ -197,8 +198,29 @@ impl Client {
             token,
             outcome,
             message,
+            usage: None,
         };
-        self.call("POST", &format!("/v1/jobs/{id}/finish"), Some(&body))
+        self.finish_with(id, &body)
+    }
+
+    /// `POST /v1/jobs/{id}/finish` with the whole body (the holder's usage too).
+    ///
+    /// # Errors
+    /// See [`ClientError`].
+    /// A server older than `usage` refuses the field: the finish is then sent again
+    /// without it.
+    pub fn finish_with(&self, id: u64, body: &FinishRequest) -> Result<JobView, ClientError> {
+        let path = format!("/v1/jobs/{id}/finish");
+        match self.call("POST", &path, Some(body)) {
+            Err(e) if body.usage.is_some() && e.refuses_field("usage") => {
+                let plain = FinishRequest {
+                    usage: None,
+                    ..body.clone()
+                };
+                self.call("POST", &path, Some(&plain))
+            }
+            r => r,
+        }
     }
 
     /// `POST /v1/jobs/{id}/cancel?force=..`.

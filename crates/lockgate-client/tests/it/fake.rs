@@ -22,6 +22,9 @@ pub enum Mode {
     Silent,
     /// 503 `not_leader` naming the URL given to [`Fake::name_leader`] (a standby).
     NotLeader,
+    /// As [`Mode::Renew`], but a renewal that carries `usage` is refused with 422 naming
+    /// the unknown field (a server older than the field).
+    Old,
 }
 
 #[derive(Default)]
@@ -31,6 +34,8 @@ struct State {
     renewed: Vec<Instant>,
     /// The leader a [`Mode::NotLeader`] answer names.
     leader: Option<String>,
+    /// The body of every renewal, in order of arrival.
+    bodies: Vec<serde_json::Value>,
 }
 
 /// The stand-in; it lives as long as the test process.
@@ -50,6 +55,7 @@ impl Fake {
             mode: Some(mode),
             renewed: Vec::new(),
             leader: None,
+            bodies: Vec::new(),
         }));
         let fake = Fake { url, state, ttl };
         let f = fake.clone();
@@ -81,6 +87,11 @@ impl Fake {
     /// plus the TTL.
     pub fn last_renewal(&self) -> Option<Instant> {
         self.state.lock().unwrap().renewed.last().copied()
+    }
+
+    /// The body of every renewal received, in order.
+    pub fn bodies(&self) -> Vec<serde_json::Value> {
+        self.state.lock().unwrap().bodies.clone()
     }
 
     /// How many renewals were answered 200.
@@ -115,14 +126,24 @@ impl Fake {
         // the cancel in that mode, else refused as a server without `cancel` refuses it
         // (the watch then stops and the renewals alone carry a cancel). Never a renewal.
         let wait = first.starts_with("GET ") && first.contains("/wait?");
+        let sent: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let reports = sent.get("usage").is_some();
+        if !wait {
+            self.state.lock().unwrap().bodies.push(sent);
+        }
         let (status, text) = match mode {
+            Mode::Old if reports => (
+                422,
+                r#"{"error":{"code":"invalid_field","message":"unknown field `usage`, expected `token`","field":null}}"#
+                    .to_string(),
+            ),
             Mode::CancelRequested if wait => (200, job(self.ttl, true)),
-            Mode::Renew | Mode::Refuse | Mode::NotLeader if wait => (
+            Mode::Renew | Mode::Refuse | Mode::NotLeader | Mode::Old if wait => (
                 422,
                 r#"{"error":{"code":"invalid_field","message":"unknown field `cancel`","field":"cancel"}}"#
                     .to_string(),
             ),
-            Mode::Renew | Mode::CancelRequested => {
+            Mode::Renew | Mode::CancelRequested | Mode::Old => {
                 self.state.lock().unwrap().renewed.push(arrived);
                 (200, job(self.ttl, mode == Mode::CancelRequested))
             }

@@ -6,3 +6,4 @@ mod events;
 mod failover;
 mod fake;
 mod hold;
+mod meter;

@@ -420,6 +420,8 @@ impl Engine {
             placed_on.clone_from(&node);
         }
         job.lease = Some(lease);
+        // A new attempt's usage counts from its own command (usage.rs).
+        job.usage = None;
         let change = if two_stage {
             job.state = JobState::Preparing;
             job.prepare_started_at = Some(now);

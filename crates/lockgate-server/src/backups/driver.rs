@@ -15,6 +15,7 @@ use crate::jobs::JobOp;
 use crate::protocol::LoopHandle;
 use lockgate_api::{
     time, BackupCounts, BackupProgress, BackupState, BackupView, ErrorCode, FinishRequest, JobView,
+    LeaseRequest,
 };
 use lockgate_blocks::{BackupConfig, BackupHandle, BackupResult, Counts, Phase, Plan, Progress};
 use lockgate_core::policy::BlocksPolicy;
@@ -202,6 +203,7 @@ async fn fail_to_start(
         token,
         outcome: Outcome::Failed,
         message: Some(format!("the backup could not start: {e}")),
+        usage: None,
     };
     let _ =
         b.lp.ask(run.principal.clone(), |r| JobOp::Finish(run.job, finish, r))
@@ -234,7 +236,7 @@ async fn hold_lease(
                 }
             }
             _ = beat.tick(), if lease_lost.is_none() => {
-                let beat = b.lp.ask(run.principal.clone(), |r| JobOp::Heartbeat(run.job, token, r));
+                let beat = b.lp.ask(run.principal.clone(), |r| JobOp::Heartbeat(run.job, LeaseRequest { token, usage: None }, r));
                 match beat.await {
                     Ok(j) => {
                         if j.cancel_requested && !run.is_cancelled() {
@@ -281,6 +283,7 @@ async fn finish(
             token,
             outcome,
             message,
+            usage: None,
         };
         if let Err(e) =
             b.lp.ask(run.principal.clone(), |r| JobOp::Finish(run.job, finish, r))

@@ -61,8 +61,14 @@ impl Loop {
             BatchItems::Heartbeat(leases) => {
                 for l in leases {
                     let id = l.id;
+                    let req = lockgate_api::LeaseRequest {
+                        token: l.token,
+                        usage: None,
+                    };
                     let r = self
-                        .lease_call(p, id, |e| e.heartbeat(id, l.token, now).map(|_| ()))
+                        .lease_call(p, id, &req, now, |e| {
+                            e.heartbeat(id, l.token, now).map(|_| ())
+                        })
                         .map(|j| (200, j));
                     out.push(self.batch_item(r));
                 }

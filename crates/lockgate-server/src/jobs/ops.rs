@@ -55,12 +55,16 @@ impl Loop {
                 let r = self.explain(p, id, now);
                 self.answer(reply, r);
             }
-            JobOp::Heartbeat(id, token, reply) => {
-                let r = self.lease_call(p, id, |e| e.heartbeat(id, token, now).map(|_| ()));
+            JobOp::Heartbeat(id, req, reply) => {
+                let r = self.lease_call(p, id, &req, now, |e| {
+                    e.heartbeat(id, req.token, now).map(|_| ())
+                });
                 self.answer(reply, r);
             }
-            JobOp::Prepared(id, token, reply) => {
-                let r = self.lease_call(p, id, |e| e.prepared(id, token, now).map(|_| ()));
+            JobOp::Prepared(id, req, reply) => {
+                let r = self.lease_call(p, id, &req, now, |e| {
+                    e.prepared(id, req.token, now).map(|_| ())
+                });
                 self.answer(reply, r);
             }
             JobOp::Finish(id, req, reply) => {
@@ -411,19 +415,42 @@ impl Loop {
         }
     }
 
-    /// A heartbeat or `prepared`: checks the caller, calls the engine, answers the job.
+    /// A heartbeat or `prepared`: checks the caller, calls the engine (and, once that
+    /// took the lease, keeps the usage the request carries), answers the job.
     pub(super) fn lease_call(
         &mut self,
         p: &Principal,
         id: JobId,
+        req: &lockgate_api::LeaseRequest,
+        now: Timestamp,
         call: impl FnOnce(&mut lockgate_core::Engine) -> Result<(), LeaseError>,
     ) -> Result<JobView, ApiError> {
         let job = self.find(id)?;
         may_act(p, &job)?;
-        match call(&mut self.engine) {
+        let r =
+            call(&mut self.engine).and_then(|()| self.record_usage(id, req.token, req.usage, now));
+        match r {
             Ok(()) => Ok(self.current_view(job)),
             Err(e) => Err(self.lease_error(id, e)),
         }
+    }
+
+    /// Keeps a holder's usage report on its job (the lease checked again by the engine).
+    fn record_usage(
+        &mut self,
+        id: JobId,
+        token: u64,
+        usage: Option<lockgate_core::Usage>,
+        now: Timestamp,
+    ) -> Result<(), LeaseError> {
+        let Some(u) = usage else {
+            return Ok(());
+        };
+        self.engine.record_usage(id, token, &u, now)?;
+        if let Some(totals) = self.engine.job(id).and_then(|j| j.usage.as_deref()) {
+            self.meters.record(id, *totals);
+        }
+        Ok(())
     }
 
     pub(super) fn finish(
@@ -435,10 +462,13 @@ impl Loop {
     ) -> Result<JobView, ApiError> {
         let job = self.find(id)?;
         may_act(p, &job)?;
-        match self
-            .engine
-            .finish(id, req.token, req.outcome, req.message, now)
-        {
+        let finished = self
+            .record_usage(id, req.token, req.usage, now)
+            .and_then(|()| {
+                self.engine
+                    .finish(id, req.token, req.outcome, req.message, now)
+            });
+        match finished {
             Ok(j) => Ok(self.view(&j)),
             Err(e) => Err(self.lease_error(id, e)),
         }

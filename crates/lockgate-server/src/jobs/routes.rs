@@ -285,7 +285,7 @@ async fn heartbeat(
     JobIdPath(id): JobIdPath,
     JsonBody(req): JsonBody<LeaseRequest>,
 ) -> ApiResult<JobView> {
-    ok(st.lp.ask(p, |r| JobOp::Heartbeat(id, req.token, r)).await?)
+    ok(st.lp.ask(p, |r| JobOp::Heartbeat(id, req, r)).await?)
 }
 
 #[utoipa::path(post, path = "/v1/jobs/{id}/prepared", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")), request_body = LeaseRequest,
@@ -297,7 +297,7 @@ async fn prepared(
     JobIdPath(id): JobIdPath,
     JsonBody(req): JsonBody<LeaseRequest>,
 ) -> ApiResult<JobView> {
-    ok(st.lp.ask(p, |r| JobOp::Prepared(id, req.token, r)).await?)
+    ok(st.lp.ask(p, |r| JobOp::Prepared(id, req, r)).await?)
 }
 
 #[utoipa::path(post, path = "/v1/jobs/{id}/finish", tag = "jobs", params(("id" = u64, Path, description = "The job's id (a positive integer; anything else is 404)")), request_body = FinishRequest,

@@ -13,8 +13,8 @@ use crate::backups::mover::{attrs, is_final};
 use crate::error::ApiError;
 use crate::jobs::JobOp;
 use lockgate_api::{
-    time, BackupState, ErrorCode, FinishRequest, RestoreCounts, RestoreHookResult, RestoreView,
-    SubmitRequest,
+    time, BackupState, ErrorCode, FinishRequest, LeaseRequest, RestoreCounts, RestoreHookResult,
+    RestoreView, SubmitRequest,
 };
 use lockgate_blocks::hooks::{expand_template, OnError};
 use lockgate_blocks::restore::{RestoreHook, RestorePlan, RestoreResult, VolumeRestore};
@@ -120,6 +120,7 @@ async fn end_unstarted(
             token,
             outcome,
             message: Some(why.clone()),
+            usage: None,
         };
         let _ = r
             .lp()
@@ -155,7 +156,9 @@ impl Held<'_> {
         match self
             .r
             .lp()
-            .ask(self.who.clone(), |reply| JobOp::Heartbeat(id, token, reply))
+            .ask(self.who.clone(), |reply| {
+                JobOp::Heartbeat(id, LeaseRequest { token, usage: None }, reply)
+            })
             .await
         {
             Ok(j) => {
@@ -284,6 +287,7 @@ async fn execute(
             token: lease.token,
             outcome,
             message,
+            usage: None,
         };
         let id = held.id;
         if let Err(e) = r

@@ -286,10 +286,41 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
         }
         field("Expected:", stage(&e.run));
     }
+    if let Some(u) = &job.usage {
+        let (usage, rate) = usage_lines(u);
+        field("Usage:", usage);
+        field("Rate:", rate);
+    }
     if let Some(m) = &job.message {
         field("Message:", m.clone());
     }
     text
+}
+
+/// A job's usage in two lines: the totals, then the rates (now, where two reports gave
+/// one, and the mean).
+fn usage_lines(u: &lockgate_api::UsageView) -> (String, String) {
+    use lockgate_core::usage::format_bytes as b;
+    let t = &u.totals;
+    let totals = format!(
+        "written {} ({} to disk), read {} ({} from disk), CPU {:.1}s, peak RSS {}",
+        b(t.written_bytes),
+        b(t.disk_written_bytes),
+        b(t.read_bytes),
+        b(t.disk_read_bytes),
+        t.cpu_ms as f64 / 1000.0,
+        b(t.peak_rss_bytes)
+    );
+    let one = |now: Option<u64>, mean: u64| match now {
+        Some(now) => format!("{}/s now, mean {}/s", b(now), b(mean)),
+        None => format!("mean {}/s", b(mean)),
+    };
+    let rates = format!(
+        "written {}; read {}",
+        one(u.written_per_s, u.mean_written_per_s),
+        one(u.read_per_s, u.mean_read_per_s)
+    );
+    (totals, rates)
 }
 
 /// `job explain` for people: the summary (position and effective priority with its

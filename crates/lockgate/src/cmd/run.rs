@@ -424,11 +424,8 @@ fn run_admitted(
         shared.final_report(id);
         return Ok(Run::Done(exit(EXIT_NOT_RUN)));
     };
-    let finished = retrying(lease.ttl(), || {
-        shared
-            .client
-            .finish_job(id, token, outcome, Some(message.clone()))
-    });
+    let body = lease.finish_request(outcome, Some(message));
+    let finished = retrying(lease.ttl(), || shared.client.finish_with(id, &body));
     let finished = match finished {
         Ok(j) => j,
         Err(e) => {

@@ -247,3 +247,45 @@ fn a_keeper_told_to_stop_keeps_the_slot_while_its_tool_runs_and_returns_it_when_
     tool_b.kill().unwrap();
     tool_b.wait().unwrap();
 }
+
+#[test]
+fn a_hold_reports_what_its_tool_did_while_it_held_and_not_before() {
+    const MIB: u64 = 1 << 20;
+    let s = Srv::start(POLICY);
+    let admin = s.admin();
+    let dir = s.path("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (d, gate) = (dir.display(), s.path("gate"));
+    // The tool writes 5 MiB before its hook takes the slot, 3 MiB (by a child) after.
+    let script = format!(
+        "head -c {} /dev/zero > {d}/before; while [ ! -e {g} ]; do sleep 0.05; done; \
+         sh -c 'head -c {} /dev/zero > {d}/during'; sleep 60",
+        5 * MIB,
+        3 * MIB,
+        g = gate.display()
+    );
+    let mut tool = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    assert!(eventually(Duration::from_secs(10), || std::fs::metadata(
+        dir.join("before")
+    )
+    .is_ok_and(|m| m.len() == 5 * MIB)));
+    let out = acquire(&s, "vm-100", tool.id()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", err(&out));
+    std::fs::write(&gate, "").unwrap();
+    assert!(
+        eventually(Duration::from_secs(15), || admin.job(1).is_ok_and(|j| j
+            .usage
+            .is_some_and(|u| u.totals.written_bytes >= 3 * MIB))),
+        "the renewals never carried the tool's 3 MiB: {:?}",
+        admin.job(1).unwrap().usage
+    );
+    let done = release(&s, "vm-100", 0);
+    assert_eq!(done.status.code(), Some(0), "{}", err(&done));
+    let u = admin.job(1).unwrap().usage.unwrap().totals;
+    assert!(
+        (3 * MIB..4 * MIB).contains(&u.written_bytes),
+        "only what the tool wrote while it held: {u:?}"
+    );
+    tool.kill().unwrap();
+    tool.wait().unwrap();
+}

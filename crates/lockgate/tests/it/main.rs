@@ -33,4 +33,5 @@ mod run;
 mod schedule;
 mod tools;
 mod top;
+mod usage;
 mod vzdump;

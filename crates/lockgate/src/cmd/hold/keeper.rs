@@ -11,6 +11,7 @@
 use super::{interrupts, open_lock, path, start_time, Handover};
 use crate::cmd::run::retrying;
 use crate::GlobalArgs;
+use lockgate_client::meter::TreeMeter;
 use lockgate_client::{LeaseKeeper, Renewal, WhileUnreachable};
 use lockgate_core::Outcome;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -107,6 +108,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         listener,
         pidfd,
         signalled,
+        meter: TreeMeter::new(h.pid),
         said_cancel: false,
         said_unreachable: false,
     };
@@ -134,6 +136,9 @@ struct Keeper<'a> {
     pidfd: OwnedFd,
     /// Set by a stop signal; taken back once it is logged.
     signalled: Arc<AtomicBool>,
+    /// The bound process's tree from the hold's start: its totals go with each renewal
+    /// and the finish (api.md, "Usage").
+    meter: TreeMeter,
     said_cancel: bool,
     said_unreachable: bool,
 }
@@ -171,6 +176,7 @@ impl Keeper<'_> {
             if Instant::now() < self.lease.next_renewal() {
                 continue;
             }
+            self.lease.report(self.meter.sample());
             match self.lease.renew() {
                 Renewal::Held(job) => {
                     self.said_unreachable = false;
@@ -248,11 +254,11 @@ impl Keeper<'_> {
 
     /// Finishes the job: `Ok("job N STATE")`, or why it could not be finished.
     fn finish(&mut self, outcome: Outcome, message: String) -> Result<String, String> {
-        let (id, token) = (self.lease.job_id(), self.lease.token());
+        let id = self.lease.job_id();
         let client = self.lease.client().clone();
-        match retrying(self.lease.ttl(), || {
-            client.finish_job(id, token, outcome, Some(message.clone()))
-        }) {
+        self.lease.report(self.meter.sample());
+        let body = self.lease.finish_request(outcome, Some(message.clone()));
+        match retrying(self.lease.ttl(), || client.finish_with(id, &body)) {
             Ok(job) => Ok(format!("job {id} {} ({message})", job.state)),
             Err(Some(e)) => Err(format!("job {id}: finishing failed: {e}")),
             Err(None) => Err(format!(

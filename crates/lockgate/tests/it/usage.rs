@@ -1,0 +1,131 @@
+//! What a job used, measured by `lockgate run` from the kernel and kept by the server: the
+//! known bytes of a command and its children in the job's record, the rates while it runs,
+//! the throughput per node and scope in `/metrics`, and a report without the lease refused.
+
+use crate::harness::*;
+use lockgate_api::JobView;
+use lockgate_core::{JobState, Usage};
+use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
+/// What the shells read and write beside the data.
+const SLACK: u64 = 256 << 10;
+
+const POLICY: &str = "[leases]\nttl = \"300ms\"\n\n[[limit]]\nname = \"per-datastore\"\nper = [\"datastore\"]\nmax = 2\n";
+
+fn running(s: &Srv, id: u64) -> JobView {
+    let admin = s.admin();
+    assert!(
+        eventually(Duration::from_secs(10), || admin
+            .job(id)
+            .is_ok_and(|j| j.state == JobState::Running)),
+        "job {id} never ran"
+    );
+    admin.job(id).unwrap()
+}
+
+#[test]
+fn a_run_records_the_bytes_its_command_and_children_wrote_and_shows_the_rates() {
+    let s = Srv::start(POLICY);
+    let dir = s.path("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display();
+    let gate = s.path("gate");
+    // 6 MiB, then a pause in which renewals report, then 2 MiB more by a grandchild; it
+    // ends when the test says so.
+    let script = format!(
+        "head -c {} /dev/zero > {d}/a; while [ ! -e {g} ]; do sleep 0.05; done; \
+         sh -c 'head -c {} /dev/zero > {d}/b'",
+        6 * MIB,
+        2 * MIB,
+        g = gate.display()
+    );
+    let mut holder = s
+        .run(&["--attr", "datastore=ds1", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    running(&s, 1);
+    let admin = s.admin();
+    // Two renewals after the first 6 MiB: the totals and a rate (0 between them).
+    assert!(
+        eventually(Duration::from_secs(10), || admin.job(1).is_ok_and(|j| j
+            .usage
+            .is_some_and(
+                |u| u.totals.written_bytes >= 6 * MIB && u.written_per_s.is_some()
+            ))),
+        "no usage while it ran: {:?}",
+        admin.job(1).unwrap().usage
+    );
+    let live = admin.job(1).unwrap().usage.unwrap();
+    assert!(live.totals.processes >= 1, "{live:?}");
+    assert!(live.totals.rss_bytes > 0, "{live:?}");
+    let metrics = admin.metrics().unwrap();
+    assert!(
+        metrics.contains(
+            "lockgate_scope_written_bytes_per_second{scope=\"limit:per-datastore[datastore=ds1]\"}"
+        ),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("bytes_per_second"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(holder.wait().unwrap().code(), Some(0));
+    let done = admin.job(1).unwrap();
+    assert_eq!(done.state, JobState::Succeeded);
+    let u = done.usage.expect("the finish carried the totals");
+    let want = 8 * MIB;
+    assert!(
+        (want..want + SLACK).contains(&u.totals.written_bytes),
+        "written {} for {want}",
+        u.totals.written_bytes
+    );
+    assert_eq!(u.totals.processes, 0);
+    assert!(u.totals.peak_rss_bytes >= live.totals.rss_bytes);
+    assert!(u.mean_written_per_s > 0);
+    assert_eq!(u.written_per_s, None, "an ended job has no current rate");
+    // People read it in `job show`.
+    let out = s.cli(&["job", "show", "1"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Usage:") && text.contains("written 8.0 MiB"),
+        "{text}"
+    );
+    assert!(text.contains("Rate:"), "{text}");
+}
+
+#[test]
+fn a_report_without_the_lease_is_refused_and_changes_nothing() {
+    let s = Srv::start(POLICY);
+    let mut holder = s.run(&["--", "sleep", "30"]).spawn().unwrap();
+    let job = running(&s, 1);
+    let token = job.lease.as_ref().unwrap().token;
+    let admin = s.admin();
+    let forged = Usage {
+        elapsed_ms: 1_000,
+        written_bytes: 1 << 40,
+        ..Usage::default()
+    };
+    let refused = admin
+        .heartbeat_within(1, token + 1, Some(forged), Duration::from_secs(5))
+        .unwrap_err();
+    assert_eq!(refused.status(), Some(409), "{refused}");
+    let after = admin.job(1).unwrap();
+    assert!(
+        after
+            .usage
+            .as_ref()
+            .is_none_or(|u| u.totals.written_bytes < 1 << 30),
+        "{:?}",
+        after.usage
+    );
+    // The same report with the lease is taken (and never lowered by a later one).
+    let taken = admin
+        .heartbeat_within(1, token, Some(forged), Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(taken.usage.unwrap().totals.written_bytes, 1 << 40);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
