@@ -283,7 +283,7 @@ pub struct JobSetRequest {
 }
 
 /// `POST /v1/jobs/{id}/heartbeat` and `/prepared`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LeaseRequest {
@@ -294,6 +294,22 @@ pub struct LeaseRequest {
     /// caller's. Omit it when unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<lockgate_core::Usage>,
+    /// The pressure and network counters of the node the holder runs on, sampled with
+    /// `usage`; the server keeps it for the job's node (a job without one: ignored), only
+    /// when the lease is the caller's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<crate::NodeSample>,
+}
+
+impl LeaseRequest {
+    /// A renewal with `token` and no reports.
+    pub fn new(token: u64) -> LeaseRequest {
+        LeaseRequest {
+            token,
+            usage: None,
+            node: None,
+        }
+    }
 }
 
 /// `POST /v1/jobs/{id}/finish`.

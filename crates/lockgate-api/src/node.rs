@@ -54,6 +54,10 @@ pub struct NodeView {
     pub resources: BTreeMap<String, u64>,
     /// Last heartbeat or registration (RFC 3339).
     pub last_seen: String,
+    /// The node's pressure and network rates, as the last holder on it reported them
+    /// (absent until one did, and once that is more than two minutes old).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<crate::NodeSampleView>,
 }
 
 impl NodeView {
@@ -72,6 +76,7 @@ impl NodeView {
             kinds: n.kinds.clone(),
             resources: n.resources.clone(),
             last_seen: crate::time::format(n.last_seen),
+            sample: None,
         }
     }
 }

@@ -54,6 +54,72 @@ impl UsageView {
     }
 }
 
+/// A node's pressure and network counters, as a holder on it sampled them from the kernel
+/// (sent with a lease renewal, [`crate::LeaseRequest::node`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NodeSample {
+    /// CPU pressure: the share of the last 10 s, in percent, in which some task stalled
+    /// waiting for a CPU (`some avg10` of `/proc/pressure/cpu`). Absent where the kernel
+    /// keeps no pressure information; a value outside 0-100 is dropped by the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_some: Option<f64>,
+    /// IO pressure, some task stalled (`/proc/pressure/io`, `some avg10`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_some: Option<f64>,
+    /// IO pressure, every task stalled (`full avg10`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_full: Option<f64>,
+    /// Memory pressure, some task stalled (`/proc/pressure/memory`, `some avg10`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_some: Option<f64>,
+    /// Memory pressure, every task stalled (`full avg10`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_full: Option<f64>,
+    /// Bytes received on every interface but loopback since the node started
+    /// (`/proc/net/dev`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_rx_bytes: Option<u64>,
+    /// Bytes sent on every interface but loopback since the node started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_tx_bytes: Option<u64>,
+}
+
+impl NodeSample {
+    /// The sample with every pressure outside 0-100 (or not a number) left out.
+    pub fn sane(mut self) -> NodeSample {
+        for p in [
+            &mut self.cpu_some,
+            &mut self.io_some,
+            &mut self.io_full,
+            &mut self.memory_some,
+            &mut self.memory_full,
+        ] {
+            *p = p.filter(|v| (0.0..=100.0).contains(v));
+        }
+        self
+    }
+}
+
+/// A node's last sample in [`crate::NodeView::sample`]: when it came, what it said, and the
+/// network rates since the sample before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NodeSampleView {
+    /// When the server received it (RFC 3339).
+    pub at: String,
+    /// The sample.
+    #[serde(flatten)]
+    pub sample: NodeSample,
+    /// Bytes received per second since the sample before (absent after one sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_rx_per_s: Option<u64>,
+    /// Bytes sent per second since the sample before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_tx_per_s: Option<u64>,
+}
+
 /// `bytes` over `ms` milliseconds, per second (0 over no time).
 pub fn per_second(bytes: u64, ms: u64) -> u64 {
     if ms == 0 {

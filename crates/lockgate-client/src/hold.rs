@@ -234,6 +234,7 @@ impl<H: Holder> Hold<'_, H> {
             return;
         }
         self.lease.report(self.meter.sample());
+        self.lease.report_node(crate::meter::node_sample());
         match self.lease.renew() {
             Renewal::Held(job) => {
                 self.holder

@@ -31,7 +31,7 @@
 //! [`crate::hold()`] applies the keeper's verdicts to a child process.
 
 use crate::{Client, ClientError, CALL_TIMEOUT};
-use lockgate_api::{FinishRequest, JobView};
+use lockgate_api::{FinishRequest, JobView, LeaseRequest, NodeSample};
 use lockgate_core::{Outcome, Usage};
 use std::time::{Duration, Instant};
 
@@ -84,6 +84,8 @@ pub struct LeaseKeeper {
     failing: Option<ClientError>,
     /// The holder's latest measurement of the work, sent with the renewals and the finish.
     usage: Option<Usage>,
+    /// The holder's node, sampled with `usage`: sent with the next renewal.
+    node: Option<NodeSample>,
     /// The server refused a report (it is older than the field): none is sent any more.
     unreported: bool,
 }
@@ -116,6 +118,7 @@ impl LeaseKeeper {
             policy,
             failing: None,
             usage: None,
+            node: None,
             unreported: false,
         }
     }
@@ -123,6 +126,12 @@ impl LeaseKeeper {
     /// The work's latest totals (`meter.rs`): the next renewal and the finish carry them.
     pub fn report(&mut self, usage: Usage) {
         self.usage = Some(usage);
+    }
+
+    /// The holder's node as sampled now (`meter::node_sample`): the next renewal carries
+    /// it.
+    pub fn report_node(&mut self, sample: NodeSample) {
+        self.node = Some(sample);
     }
 
     /// The totals last given to [`LeaseKeeper::report`].
@@ -143,15 +152,19 @@ impl LeaseKeeper {
     /// One renewal call: with the totals, unless the server is older than them; a refusal
     /// of the field is answered by the same renewal without it.
     fn heartbeat(&mut self, timeout: Duration) -> Result<JobView, ClientError> {
-        let usage = self.usage.filter(|_| !self.unreported);
-        match self
-            .client
-            .heartbeat_within(self.id, self.token, usage, timeout)
-        {
-            Err(e) if usage.is_some() && e.refuses_field("usage") => {
+        let plain = LeaseRequest::new(self.token);
+        if self.unreported || (self.usage.is_none() && self.node.is_none()) {
+            return self.client.heartbeat_within(self.id, &plain, timeout);
+        }
+        let req = LeaseRequest {
+            usage: self.usage,
+            node: self.node.clone(),
+            ..plain.clone()
+        };
+        match self.client.heartbeat_within(self.id, &req, timeout) {
+            Err(e) if e.refuses_field("usage") || e.refuses_field("node") => {
                 self.unreported = true;
-                self.client
-                    .heartbeat_within(self.id, self.token, None, timeout)
+                self.client.heartbeat_within(self.id, &plain, timeout)
             }
             r => r,
         }

@@ -258,6 +258,70 @@ fn add_io(u: &mut Usage, io: &str) {
     u.disk_written_bytes += disk_written.saturating_sub(cancelled);
 }
 
+/// The pressure and network counters of the node this process runs on
+/// ([`lockgate_api::NodeSample`]); what the kernel does not offer is left out.
+pub fn node_sample() -> lockgate_api::NodeSample {
+    let psi = |resource: &str| {
+        std::fs::read_to_string(format!("/proc/pressure/{resource}"))
+            .ok()
+            .map(|text| parse_pressure(&text))
+            .unwrap_or_default()
+    };
+    let (cpu_some, _) = psi("cpu");
+    let (io_some, io_full) = psi("io");
+    let (memory_some, memory_full) = psi("memory");
+    let (rx, tx) = std::fs::read_to_string("/proc/net/dev")
+        .ok()
+        .map_or((None, None), |text| {
+            let (rx, tx) = parse_net_dev(&text);
+            (Some(rx), Some(tx))
+        });
+    lockgate_api::NodeSample {
+        cpu_some,
+        io_some,
+        io_full,
+        memory_some,
+        memory_full,
+        net_rx_bytes: rx,
+        net_tx_bytes: tx,
+    }
+}
+
+/// `avg10` of the `some` and `full` lines of a `/proc/pressure/*` file.
+fn parse_pressure(text: &str) -> (Option<f64>, Option<f64>) {
+    let avg10 = |kind: &str| {
+        let line = text.lines().find(|l| l.starts_with(kind))?;
+        let value = line
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("avg10="))?;
+        value.parse().ok()
+    };
+    (avg10("some "), avg10("full "))
+}
+
+/// Bytes received and sent on every interface but loopback, from `/proc/net/dev`: after
+/// each `name:` the first number is bytes received, the ninth bytes sent.
+fn parse_net_dev(text: &str) -> (u64, u64) {
+    let mut total = (0u64, 0u64);
+    for line in text.lines() {
+        let Some((name, counters)) = line.split_once(':') else {
+            continue;
+        };
+        if name.trim() == "lo" {
+            continue;
+        }
+        let numbers: Vec<u64> = counters
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if let (Some(rx), Some(tx)) = (numbers.first(), numbers.get(8)) {
+            total.0 = total.0.saturating_add(*rx);
+            total.1 = total.1.saturating_add(*tx);
+        }
+    }
+    total
+}
+
 fn clock_ticks() -> u64 {
     rustix::param::clock_ticks_per_second().max(1)
 }
@@ -284,6 +348,22 @@ mod tests {
         assert_eq!((z.rss_bytes, z.processes), (0, 0));
         assert_eq!(z.cpu_ms, u.cpu_ms, "a zombie's CPU time still counts");
         assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn pressure_and_network_files() {
+        let psi = "some avg10=3.25 avg60=1.00 avg300=0.50 total=123\n\
+                   full avg10=0.75 avg60=0.10 avg300=0.00 total=45\n";
+        assert_eq!(parse_pressure(psi), (Some(3.25), Some(0.75)));
+        assert_eq!(parse_pressure("garbage"), (None, None));
+        let dev = "Inter-|   Receive                                                |  Transmit\n\
+                   face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n\
+                   lo: 999 1 0 0 0 0 0 0 999 1 0 0 0 0 0 0\n\
+                   eth0: 1000 10 0 0 0 0 0 0 2000 20 0 0 0 0 0 0\n\
+                   veth1: 5 1 0 0 0 0 0 0 7 1 0 0 0 0 0 0\n";
+        assert_eq!(parse_net_dev(dev), (1005, 2007));
+        let here = node_sample();
+        assert!(here.net_rx_bytes.is_some(), "{here:?}");
     }
 
     #[test]

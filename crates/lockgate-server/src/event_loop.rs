@@ -78,6 +78,8 @@ pub struct Loop {
     pub(crate) metrics: Metrics,
     /// Usage reports of admitted jobs, for rates (`usage.rs`).
     pub(crate) meters: crate::usage::Meters,
+    /// Node samples that came with renewals (`usage/nodes.rs`).
+    pub(crate) node_meters: crate::usage::NodeMeters,
     pub(crate) schedules: crate::schedules::Schedules,
     /// Long-polls on a job's state (`GET /v1/jobs/{id}/wait`).
     pub(crate) waiters: HashMap<JobId, Vec<Waiter>>,
@@ -163,6 +165,7 @@ impl Loop {
             max_token,
             metrics: Metrics::default(),
             meters: crate::usage::Meters::default(),
+            node_meters: crate::usage::NodeMeters::default(),
             schedules: crate::schedules::Schedules::default(),
             waiters: HashMap::new(),
             node_waiters: HashMap::new(),
@@ -357,6 +360,7 @@ impl Loop {
             Err(e) => tracing::warn!("retention failed (will retry): {e}"),
         }
         self.forget_gone_waiters();
+        self.node_meters.prune(now);
     }
 
     /// Hands one message to its feature.
@@ -380,6 +384,7 @@ impl Loop {
             Op::Metrics(reply) => {
                 let mut text = self.metrics.render(&self.engine, self.seq, now);
                 self.meters.throughput(&self.engine).render(&mut text);
+                self.node_meters.render(&mut text, now);
                 self.render_schedule_metrics(&mut text);
                 self.render_rpo_metrics(&mut text, now);
                 self.render_notify_metrics(&mut text);

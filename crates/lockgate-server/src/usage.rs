@@ -1,4 +1,4 @@
-//! Live usage of admitted jobs: each usage report the engine took (`lockgate_core::usage`,
+//! Live usage of admitted jobs, and the samples of the nodes they run on (`nodes.rs`): each usage report the engine took (`lockgate_core::usage`,
 //! sent by the holder with its renewals) is kept in a short history per job, from which a
 //! job's view gets its recent rates and `/metrics` the throughput per node and per scope.
 //!
@@ -12,6 +12,10 @@
 //! - **Bounded cardinality**: `/metrics` has one series per node and per scope, never one
 //!   per job, and at most [`MAX_SERIES_PER_RULE`] scopes of one rule (the busiest; the
 //!   rest summed into `<rule>:other`, as the other scope series).
+
+mod nodes;
+
+pub use nodes::NodeMeters;
 
 use crate::metrics::{esc, header, MAX_SERIES_PER_RULE};
 use lockgate_api::UsageView;

@@ -146,26 +146,25 @@ impl Client {
     /// # Errors
     /// See [`ClientError`].
     pub fn heartbeat(&self, id: u64, token: u64) -> Result<JobView, ClientError> {
-        self.heartbeat_within(id, token, None, self.plain_timeout())
+        self.heartbeat_within(id, &LeaseRequest::new(token), self.plain_timeout())
     }
 
     /// [`Client::heartbeat`] that gives up after `timeout` (an [`ClientError::Unreachable`]
     /// then): the lease keeper must not wait on a silent server past the moment it has to
-    /// stop the work. `usage` travels with it (the holder's measurement, `meter.rs`).
+    /// stop the work. `req` carries the token and the holder's reports (`meter.rs`).
     ///
     /// # Errors
     /// See [`ClientError`].
     pub fn heartbeat_within(
         &self,
         id: u64,
-        token: u64,
-        usage: Option<lockgate_core::Usage>,
+        req: &LeaseRequest,
         timeout: Duration,
     ) -> Result<JobView, ClientError> {
         self.call_status(
             "POST",
             &format!("/v1/jobs/{id}/heartbeat"),
-            Some(&LeaseRequest { token, usage }),
+            Some(req),
             timeout,
         )
         .map(|(_, v)| v)
@@ -179,7 +178,7 @@ impl Client {
         self.call(
             "POST",
             &format!("/v1/jobs/{id}/prepared"),
-            Some(&LeaseRequest { token, usage: None }),
+            Some(&LeaseRequest::new(token)),
         )
     }
 

@@ -236,7 +236,7 @@ async fn hold_lease(
                 }
             }
             _ = beat.tick(), if lease_lost.is_none() => {
-                let beat = b.lp.ask(run.principal.clone(), |r| JobOp::Heartbeat(run.job, LeaseRequest { token, usage: None }, r));
+                let beat = b.lp.ask(run.principal.clone(), |r| JobOp::Heartbeat(run.job, LeaseRequest::new(token), r));
                 match beat.await {
                     Ok(j) => {
                         if j.cancel_requested && !run.is_cancelled() {

@@ -61,10 +61,7 @@ impl Loop {
             BatchItems::Heartbeat(leases) => {
                 for l in leases {
                     let id = l.id;
-                    let req = lockgate_api::LeaseRequest {
-                        token: l.token,
-                        usage: None,
-                    };
+                    let req = lockgate_api::LeaseRequest::new(l.token);
                     let r = self
                         .lease_call(p, id, &req, now, |e| {
                             e.heartbeat(id, l.token, now).map(|_| ())

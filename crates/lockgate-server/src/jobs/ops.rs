@@ -429,6 +429,11 @@ impl Loop {
         may_act(p, &job)?;
         let r =
             call(&mut self.engine).and_then(|()| self.record_usage(id, req.token, req.usage, now));
+        if let (Ok(()), Some(sample)) = (&r, &req.node) {
+            if let Some(node) = self.engine.job(id).and_then(|j| j.node()) {
+                self.node_meters.record(node, sample.clone(), now);
+            }
+        }
         match r {
             Ok(()) => Ok(self.current_view(job)),
             Err(e) => Err(self.lease_error(id, e)),

@@ -36,7 +36,7 @@ impl Loop {
                 self.answer(reply, r);
             }
             NodeOp::List(reply) => {
-                let nodes = self.engine.nodes().map(NodeView::from_node).collect();
+                let nodes = self.engine.nodes().map(|n| self.sampled(n)).collect();
                 self.answer(reply, Ok(NodeList { nodes }));
             }
             NodeOp::Get(name, reply) => {
@@ -79,10 +79,17 @@ impl Loop {
         })
     }
 
+    /// The view of `n` with its last fresh sample.
+    fn sampled(&self, n: &lockgate_core::engine::Node) -> NodeView {
+        let mut view = NodeView::from_node(n);
+        view.sample = self.node_meters.view(&n.name, Timestamp(self.last_now));
+        view
+    }
+
     fn node_view(&self, name: &str) -> Result<NodeView, ApiError> {
         self.engine
             .node(name)
-            .map(NodeView::from_node)
+            .map(|n| self.sampled(n))
             .ok_or_else(|| ApiError::not_found(format!("node {name:?} is not registered")))
     }
 

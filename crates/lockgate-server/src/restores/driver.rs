@@ -157,7 +157,7 @@ impl Held<'_> {
             .r
             .lp()
             .ask(self.who.clone(), |reply| {
-                JobOp::Heartbeat(id, LeaseRequest { token, usage: None }, reply)
+                JobOp::Heartbeat(id, LeaseRequest::new(token), reply)
             })
             .await
         {

@@ -81,7 +81,29 @@ fn show(global: &GlobalArgs, n: &NodeView) {
         print_json(n);
     } else {
         table(HEADER, &rows(std::slice::from_ref(n)));
+        if let Some(s) = &n.sample {
+            output::print_text(&format!("{}\n", sample_line(s)));
+        }
     }
+}
+
+/// A node's last sample for people: pressure per resource and the network rates.
+fn sample_line(v: &lockgate_api::NodeSampleView) -> String {
+    use lockgate_core::usage::format_bytes as b;
+    let s = &v.sample;
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.1}%"));
+    let rate = |x: Option<u64>| x.map_or("-".to_string(), |x| format!("{}/s", b(x)));
+    format!(
+        "Pressure: cpu {}, io {} (full {}), memory {} (full {}); network in {}, out {} (at {})",
+        pct(s.cpu_some),
+        pct(s.io_some),
+        pct(s.io_full),
+        pct(s.memory_some),
+        pct(s.memory_full),
+        rate(v.net_rx_per_s),
+        rate(v.net_tx_per_s),
+        output::time(&v.at)
+    )
 }
 
 /// Runs the subcommand.

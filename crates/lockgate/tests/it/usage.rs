@@ -3,7 +3,7 @@
 //! the throughput per node and scope in `/metrics`, and a report without the lease refused.
 
 use crate::harness::*;
-use lockgate_api::JobView;
+use lockgate_api::{JobView, LeaseRequest};
 use lockgate_core::{JobState, Usage};
 use std::time::Duration;
 
@@ -108,8 +108,12 @@ fn a_report_without_the_lease_is_refused_and_changes_nothing() {
         written_bytes: 1 << 40,
         ..Usage::default()
     };
+    let report = |token| LeaseRequest {
+        usage: Some(forged),
+        ..LeaseRequest::new(token)
+    };
     let refused = admin
-        .heartbeat_within(1, token + 1, Some(forged), Duration::from_secs(5))
+        .heartbeat_within(1, &report(token + 1), Duration::from_secs(5))
         .unwrap_err();
     assert_eq!(refused.status(), Some(409), "{refused}");
     let after = admin.job(1).unwrap();
@@ -123,9 +127,50 @@ fn a_report_without_the_lease_is_refused_and_changes_nothing() {
     );
     // The same report with the lease is taken (and never lowered by a later one).
     let taken = admin
-        .heartbeat_within(1, token, Some(forged), Duration::from_secs(5))
+        .heartbeat_within(1, &report(token), Duration::from_secs(5))
         .unwrap();
     assert_eq!(taken.usage.unwrap().totals.written_bytes, 1 << 40);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
+#[test]
+fn renewals_carry_the_nodes_pressure_and_network_counters() {
+    let s = Srv::start(POLICY);
+    let admin = s.admin();
+    admin
+        .register_node("n1", &lockgate_api::NodeRegister::default())
+        .unwrap();
+    let mut holder = s
+        .run(&["--node", "n1", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    running(&s, 1);
+    assert!(
+        eventually(Duration::from_secs(10), || admin
+            .node("n1")
+            .is_ok_and(|n| n.sample.is_some_and(|v| v.net_rx_per_s.is_some()))),
+        "no sample of n1: {:?}",
+        admin.node("n1").unwrap().sample
+    );
+    let sample = admin.node("n1").unwrap().sample.unwrap();
+    assert!(sample.sample.net_rx_bytes.is_some(), "{sample:?}");
+    let psi = std::path::Path::new("/proc/pressure/io").exists();
+    assert_eq!(sample.sample.io_some.is_some(), psi, "{sample:?}");
+    let metrics = admin.metrics().unwrap();
+    assert!(
+        metrics.contains("lockgate_node_network_bytes_per_second{node=\"n1\",direction=\"rx\"}"),
+        "{metrics}"
+    );
+    if psi {
+        assert!(
+            metrics.contains("lockgate_node_pressure{node=\"n1\",resource=\"io\",kind=\"some\"}"),
+            "{metrics}"
+        );
+    }
+    let out = s.cli(&["node", "show", "n1"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Pressure: cpu "), "{text}");
     holder.kill().unwrap();
     holder.wait().unwrap();
 }

@@ -177,6 +177,8 @@ impl Keeper<'_> {
                 continue;
             }
             self.lease.report(self.meter.sample());
+            self.lease
+                .report_node(lockgate_client::meter::node_sample());
             match self.lease.renew() {
                 Renewal::Held(job) => {
                     self.said_unreachable = false;
