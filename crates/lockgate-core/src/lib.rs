@@ -4,6 +4,7 @@
 //! ([`time::Timestamp`]), effects go out as values.
 #![warn(missing_docs)]
 
+pub mod auto;
 pub mod calendar;
 pub mod daily;
 pub mod durations;
