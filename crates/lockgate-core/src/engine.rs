@@ -58,6 +58,7 @@
 //! - no exclusive holder of a conflict key holds it beside another holder.
 
 mod admission;
+mod auto;
 mod deps;
 mod entries;
 mod exclusive;
@@ -65,6 +66,7 @@ pub mod explain;
 mod explain_conflict;
 mod invariants;
 mod needs;
+pub use auto::AutoScope;
 mod nodes;
 mod pause;
 mod placement;
@@ -226,6 +228,9 @@ pub struct Engine {
     window: window_order::WindowHints,
     /// Recoveries noted for lost holders, submitted by the next pass (`engine/recover.rs`).
     recoveries: Vec<recover::Recovery>,
+    /// The numbers the controllers of automatic limits set, by scope name
+    /// (`engine/auto.rs`).
+    auto: BTreeMap<String, u32>,
 }
 
 impl Engine {
@@ -258,6 +263,7 @@ impl Engine {
             next_pause_id: 1,
             window: window_order::WindowHints::default(),
             recoveries: Vec::new(),
+            auto: BTreeMap::new(),
         }
     }
 

@@ -188,8 +188,14 @@ pub struct Limit {
     pub per: Vec<PerKey>,
     /// Which jobs the limit applies to; `None`: every job except coordinator kinds.
     pub matcher: Option<Selector>,
-    /// The number for a partition without an override; `None`: unlimited.
+    /// The number for a partition without an override; `None`: unlimited. With `auto`,
+    /// the range's `min`: the number a partition starts at.
     pub max: Option<u32>,
+    /// The number sets itself within a range (`max = { auto = .. }`): each partition
+    /// without an override has its own controller (`crate::auto`).
+    pub auto: Option<crate::auto::AutoConfig>,
+    /// How often an automatic number is judged (`interval`, default 10 s).
+    pub auto_interval: Duration,
     /// Per-value overrides. The key holds one value per `per` key, in `per` order (the
     /// document writes them comma-joined: `values = { "ds1,backup" = 3 }`).
     pub values: BTreeMap<Vec<String>, u32>,
@@ -255,6 +261,8 @@ pub struct NodeRule {
     pub selector: Selector,
     /// The node's number when this is the smallest matching rule (0 allowed).
     pub max_running: u32,
+    /// Fewer slots while the node's pressure passes these.
+    pub guard: Option<crate::auto::GuardLimits>,
 }
 
 /// One `[[conflict]]`.

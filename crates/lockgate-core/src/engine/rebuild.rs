@@ -26,7 +26,7 @@ use crate::job::{Job, JobId, JobState};
 use crate::policy::Policy;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,6 +73,8 @@ pub struct Shared {
     nodes: Vec<NodeRecord>,
     pauses: Vec<super::Pause>,
     next_pause_id: u64,
+    /// The numbers of automatic limits (`engine/auto.rs`).
+    auto: BTreeMap<String, u32>,
 }
 
 impl Shared {
@@ -147,6 +149,7 @@ impl Engine {
             nodes: self.node_records(),
             pauses: self.pauses().cloned().collect(),
             next_pause_id: self.next_pause_id,
+            auto: self.auto.clone(),
         }
     }
 
@@ -180,6 +183,7 @@ impl Engine {
             nodes: snapshot.nodes,
             pauses: snapshot.pauses,
             next_pause_id: snapshot.next_pause_id,
+            auto: BTreeMap::new(),
         };
         Engine::from_shared(shared, now)
     }
@@ -191,6 +195,7 @@ impl Engine {
     pub fn from_shared(snapshot: Shared, now: Timestamp) -> Engine {
         let mut engine = Engine::with_policy(snapshot.policy, snapshot.mode);
         engine.windows.zone = snapshot.zone;
+        engine.auto = snapshot.auto;
         engine.next_id = snapshot.next_id.max(1);
         engine.next_token = snapshot.next_token.max(1);
         let ttl = engine.policy.leases.ttl;

@@ -166,8 +166,13 @@ impl Engine {
             }),
             ScopeKey::Limit { name, parts } => {
                 let i = self.policy.limits.iter().position(|l| &l.name == name)?;
+                let auto = self.auto_number(key);
                 if let Some(Some(a)) = self.windows.limits.get(i) {
-                    return Some(Some(u64::from(a.max)));
+                    // The smallest active window holds, an automatic number below it too.
+                    return Some(Some(u64::from(auto.map_or(a.max, |n| n.min(a.max)))));
+                }
+                if let Some(n) = auto {
+                    return Some(Some(u64::from(n)));
                 }
                 let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
                 Some(self.policy.limits[i].limit_for(&values).map(u64::from))

@@ -66,7 +66,16 @@ pub(crate) const ROOT: &[Key] = &[
             value("name"),
             value("per"),
             value("match"),
-            value("max"),
+            key(
+                "max",
+                Shape::Value(&[
+                    value("auto"),
+                    value("min"),
+                    value("max"),
+                    value("gain"),
+                    value("interval"),
+                ]),
+            ),
             value("values"),
             value("reserve_after"),
             value("strict"),
@@ -82,7 +91,14 @@ pub(crate) const ROOT: &[Key] = &[
             key("resources", Shape::Section(&[])),
             key(
                 "rule",
-                Shape::Numbered(&[value("selector"), value("max_running")]),
+                Shape::Numbered(&[
+                    value("selector"),
+                    value("max_running"),
+                    key(
+                        "guard",
+                        Shape::Value(&[value("cpu"), value("io"), value("memory")]),
+                    ),
+                ]),
             ),
         ]),
     ),
@@ -317,7 +333,13 @@ mod tests {
                 name: "a".into(),
                 per: vec!["kind".into()],
                 r#match: Some("".into()),
-                max: Some(1),
+                max: Some(RawMax::Auto(RawAuto {
+                    auto: "throughput".into(),
+                    min: 1,
+                    max: 2,
+                    gain: Some(5),
+                    interval: Some("1s".into()),
+                })),
                 values: [("x".to_string(), 1)].into(),
                 reserve_after: Some("1s".into()),
                 strict: Some(true),
@@ -327,7 +349,15 @@ mod tests {
                 max_running: Some(1),
                 prepare_queue: Some(1),
                 ttl: Some("1s".into()),
-                rule: vec![RawNodeRule::default()],
+                rule: vec![RawNodeRule {
+                    selector: String::new(),
+                    max_running: 0,
+                    guard: Some(RawGuard {
+                        cpu: Some(1),
+                        io: Some(1),
+                        memory: Some(1),
+                    }),
+                }],
                 resources: [("gpus".to_string(), 1)].into(),
             }),
             resources: [

@@ -127,9 +127,10 @@ pub struct RawLimit {
     /// Job selector; default: every job except coordinator kinds.
     #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
     pub r#match: Option<String>,
-    /// The number for a partition without an override. Default: unlimited.
+    /// The number for a partition without an override, or a range the number sets itself
+    /// in (`{ auto = "throughput", min = 1, max = 12 }`). Default: unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max: Option<i64>,
+    pub max: Option<RawMax>,
     /// Per-value overrides; a key holds one value per `per` key, comma-joined.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub values: BTreeMap<String, i64>,
@@ -298,6 +299,86 @@ pub struct RawNodeRule {
     pub selector: String,
     /// The node's number when this is the smallest matching rule (required; 0 allowed).
     pub max_running: i64,
+    /// Fewer slots while the node's pressure passes these (default: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<RawGuard>,
+}
+
+/// A limit's `max`: a number, or a range with a goal. Read by hand rather than as an
+/// untagged enum, so a wrong number keeps its own message (`expected a whole number, got
+/// "x"`) and a wrong range names its field (`unknown field`, `missing field`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum RawMax {
+    /// `max = 4`.
+    Number(i64),
+    /// `max = { auto = "throughput", min = 1, max = 12 }`.
+    Auto(RawAuto),
+}
+
+impl<'de> Deserialize<'de> for RawMax {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawMax, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = RawMax;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a whole number")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawMax, E> {
+                Ok(RawMax::Number(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawMax, E> {
+                i64::try_from(v)
+                    .map(RawMax::Number)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawMax, A::Error> {
+                RawAuto::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawMax::Auto)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+impl From<i64> for RawMax {
+    fn from(n: i64) -> RawMax {
+        RawMax::Number(n)
+    }
+}
+
+/// A number that sets itself (`max = { auto = .., min = .., max = .. }`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawAuto {
+    /// The goal: `throughput`.
+    pub auto: String,
+    /// The lowest number (at least 1).
+    pub min: i64,
+    /// The highest number.
+    pub max: i64,
+    /// The least growth of the scope's total rate, in percent, one more job must bring to
+    /// be kept. Default 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gain: Option<i64>,
+    /// How often the number is judged. Default `"10s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+}
+
+/// A node rule's guard on the node's pressure (`guard = { memory = 20, io = 40 }`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub struct RawGuard {
+    /// CPU pressure (PSI `some avg10`, percent) above which the node gets one slot fewer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<i64>,
+    /// IO pressure above which the node gets one slot fewer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<i64>,
+    /// Memory pressure above which the node gets one slot fewer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<i64>,
 }
 
 /// One `[[conflict]]`.

@@ -10,9 +10,11 @@ mod blocks;
 
 use super::locate::{self, FieldPath, Lines};
 use super::raw::{
-    RawConflict, RawJob, RawKind, RawLimit, RawNodes, RawPolicy, RawQueue, RawRetry, RawSchedule,
+    RawConflict, RawGuard, RawJob, RawKind, RawLimit, RawMax, RawNodes, RawPolicy, RawQueue,
+    RawRetry, RawSchedule,
 };
 use super::*;
+use crate::auto::{AutoConfig, GuardLimits};
 use crate::selector::Selector;
 use crate::time::parse_duration;
 use std::collections::BTreeSet;
@@ -524,7 +526,7 @@ fn limit(l: &RawLimit, p: &FieldPath) -> Checked<Limit> {
         .as_ref()
         .map(|m| job_selector(m, &p.key("match")))
         .transpose()?;
-    let max = opt_count(l.max, &p.key("max"))?;
+    let (max, auto, auto_interval) = limit_max(l.max.as_ref(), &p.key("max"))?;
     if !l.values.is_empty() && per.is_empty() {
         return bad(
             &p.key("values"),
@@ -562,10 +564,94 @@ fn limit(l: &RawLimit, p: &FieldPath) -> Checked<Limit> {
         per,
         matcher,
         max,
+        auto,
+        auto_interval,
         values,
         reserve: reserve(&l.reserve_after, l.strict, p)?,
         windows: windows::windows(&l.windows, &p.key("windows"))?,
     })
+}
+
+/// How often an automatic number is judged unless `interval` says otherwise.
+const DEFAULT_AUTO_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A limit's `max`: the number (for `auto`, the range's `min`), the controller's
+/// configuration and its interval.
+fn limit_max(
+    raw: Option<&RawMax>,
+    p: &FieldPath,
+) -> Checked<(Option<u32>, Option<AutoConfig>, Duration)> {
+    let a = match raw {
+        None => return Ok((None, None, DEFAULT_AUTO_INTERVAL)),
+        Some(RawMax::Number(n)) => return Ok((Some(count(*n, p)?), None, DEFAULT_AUTO_INTERVAL)),
+        Some(RawMax::Auto(a)) => a,
+    };
+    if a.auto != "throughput" {
+        return bad(
+            &p.key("auto"),
+            format!(
+                "expected \"throughput\" (the goal a number sets itself for), got {:?}",
+                a.auto
+            ),
+        );
+    }
+    let min = count(a.min, &p.key("min"))?;
+    if min == 0 {
+        return bad(
+            &p.key("min"),
+            "expected a whole number >= 1 (a number that sets itself never shuts its scope), got 0",
+        );
+    }
+    let max = count(a.max, &p.key("max"))?;
+    if max < min {
+        return bad(
+            &p.key("max"),
+            format!("expected a number >= min ({min}), got {max}"),
+        );
+    }
+    let mut config = AutoConfig::throughput(min, max);
+    if let Some(g) = a.gain {
+        if !(1..=100).contains(&g) {
+            return bad(
+                &p.key("gain"),
+                format!("expected a percentage from 1 to 100, got {g}"),
+            );
+        }
+        config.gain = g as f64 / 100.0;
+    }
+    let interval = match &a.interval {
+        Some(_) => {
+            positive_duration(&a.interval, &p.key("interval"))?.unwrap_or(DEFAULT_AUTO_INTERVAL)
+        }
+        None => DEFAULT_AUTO_INTERVAL,
+    };
+    Ok((Some(min), Some(config), interval))
+}
+
+/// A node rule's `guard`: each pressure a percentage from 1 to 100.
+fn guard(raw: Option<&RawGuard>, p: &FieldPath) -> Checked<Option<GuardLimits>> {
+    let Some(g) = raw else {
+        return Ok(None);
+    };
+    let pct = |v: Option<i64>, name: &str| -> Checked<Option<f64>> {
+        match v {
+            None => Ok(None),
+            Some(v) if (1..=100).contains(&v) => Ok(Some(v as f64)),
+            Some(v) => bad(
+                &p.key(name),
+                format!("expected a pressure in percent from 1 to 100, got {v}"),
+            ),
+        }
+    };
+    let limits = GuardLimits {
+        cpu: pct(g.cpu, "cpu")?,
+        io: pct(g.io, "io")?,
+        memory: pct(g.memory, "memory")?,
+    };
+    if limits == GuardLimits::default() {
+        return bad(p, "expected at least one of cpu, io or memory");
+    }
+    Ok(Some(limits))
 }
 
 fn pools(raw: &BTreeMap<String, i64>, p: &FieldPath) -> Checked<BTreeMap<String, u64>> {
@@ -591,6 +677,7 @@ fn nodes_policy(
         rules.push(NodeRule {
             selector: label_selector(&r.selector, &rp.key("selector"))?,
             max_running: count(r.max_running, &rp.key("max_running"))?,
+            guard: guard(r.guard.as_ref(), &rp.key("guard"))?,
         });
     }
     let resources = pools(&n.resources, &p.key("resources"))?;

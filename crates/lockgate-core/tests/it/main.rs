@@ -1,5 +1,6 @@
 //! lockgate-core integration tests: one binary, one module per area.
 
+mod auto;
 mod calendar;
 mod common;
 mod engine;

@@ -14,6 +14,54 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
     "limit[1].max",
     "expected a whole number >= 0, got -1"
 )]
+#[case::auto_min_over_max(
+    "[[limit]]\nname = \"ds\"\nper = [\"datastore\"]\nmax = { auto = \"throughput\", min = 5, max = 2 }\n",
+    4,
+    "limit[0].max.max",
+    "expected a number >= min (5), got 2"
+)]
+#[case::auto_unknown_goal(
+    "[[limit]]\nname = \"ds\"\n\nmax = { auto = \"latency\", min = 1, max = 4 }\n",
+    4,
+    "limit[0].max.auto",
+    "expected \"throughput\" (the goal a number sets itself for), got \"latency\""
+)]
+#[case::auto_min_zero(
+    "[[limit]]\nname = \"ds\"\nmax = { auto = \"throughput\", min = 0, max = 4 }\n",
+    3,
+    "limit[0].max.min",
+    "expected a whole number >= 1 (a number that sets itself never shuts its scope), got 0"
+)]
+#[case::auto_bad_gain(
+    "[[limit]]\nname = \"ds\"\nmax = { auto = \"throughput\", min = 1, max = 4, gain = 0 }\n",
+    3,
+    "limit[0].max.gain",
+    "expected a percentage from 1 to 100, got 0"
+)]
+#[case::auto_unknown_key(
+    "[[limit]]\nname = \"ds\"\nmax = { auto = \"throughput\", min = 1, max = 4, step = 2 }\n",
+    3,
+    "limit[0].max.step",
+    "unknown key, expected one of `auto`, `min`, `max`, `gain`, `interval`"
+)]
+#[case::auto_on_a_conflict(
+    "[[conflict]]\nkeys = [\"repo\"]\nmax = { auto = \"throughput\", min = 1, max = 4 }\n",
+    3,
+    "conflict[0].max",
+    "unknown key"
+)]
+#[case::guard_out_of_range(
+    "[nodes]\n[[nodes.rule]]\nselector = \"\"\nmax_running = 4\nguard = { memory = 120 }\n",
+    5,
+    "nodes.rule[0].guard.memory",
+    "expected a pressure in percent from 1 to 100, got 120"
+)]
+#[case::guard_unknown(
+    "[nodes]\n[[nodes.rule]]\nselector = \"\"\nmax_running = 4\nguard = { disk = 10 }\n",
+    5,
+    "nodes.rule[0].guard.disk",
+    "unknown key, expected one of `cpu`, `io`, `memory`"
+)]
 #[case::non_integer(
     "[global]\nmax_running = 2.5\n",
     2,
@@ -442,7 +490,7 @@ fn displays_file_line_field_and_message() {
     let mut raw = RawPolicy::default();
     raw.limit.push(raw::RawLimit {
         name: "a".into(),
-        max: Some(-1),
+        max: Some(raw::RawMax::Number(-1)),
         ..Default::default()
     });
     let e = Policy::from_raw(raw).unwrap_err();
