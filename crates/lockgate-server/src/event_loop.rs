@@ -80,6 +80,8 @@ pub struct Loop {
     pub(crate) meters: crate::usage::Meters,
     /// Node samples that came with renewals (`usage/nodes.rs`).
     pub(crate) node_meters: crate::usage::NodeMeters,
+    /// The controllers of automatic limits (`autolimits.rs`).
+    pub(crate) auto: crate::autolimits::AutoLimits,
     pub(crate) schedules: crate::schedules::Schedules,
     /// Long-polls on a job's state (`GET /v1/jobs/{id}/wait`).
     pub(crate) waiters: HashMap<JobId, Vec<Waiter>>,
@@ -166,6 +168,7 @@ impl Loop {
             metrics: Metrics::default(),
             meters: crate::usage::Meters::default(),
             node_meters: crate::usage::NodeMeters::default(),
+            auto: crate::autolimits::AutoLimits::default(),
             schedules: crate::schedules::Schedules::default(),
             waiters: HashMap::new(),
             node_waiters: HashMap::new(),
@@ -277,6 +280,7 @@ impl Loop {
             let wake = self.schedule_deadline().map_or(wake, |d| d.min(wake));
             let wake = self.rpo_deadline().map_or(wake, |d| d.min(wake));
             let wake = self.forecast_deadline(now).map_or(wake, |d| d.min(wake));
+            let wake = self.auto.deadline().map_or(wake, |d| d.min(wake));
             let mut sleep = Duration::from_millis(wake.since(now));
             if !self.unsaved.is_empty() {
                 sleep = sleep.min(RETRY_COMMIT);
@@ -311,6 +315,7 @@ impl Loop {
             self.schedules_tick(now);
             self.rpo_tick(now);
             self.forecast_tick(now);
+            self.auto_tick(now);
             match self.commit() {
                 Ok(()) => self.send_replies(),
                 Err(e @ lockgate_store::StoreError::Fenced { .. }) => {
@@ -361,6 +366,14 @@ impl Loop {
         }
         self.forget_gone_waiters();
         self.node_meters.prune(now);
+        let held: std::collections::HashSet<String> = self
+            .engine
+            .scope_usage()
+            .into_iter()
+            .filter(|u| u.used > 0)
+            .map(|u| u.scope)
+            .collect();
+        self.meters.prune_scopes(|s| held.contains(s));
     }
 
     /// Hands one message to its feature.

@@ -20,6 +20,7 @@
 pub mod alloc;
 pub mod audit;
 pub mod auth;
+pub mod autolimits;
 pub mod backups;
 pub mod clock;
 pub mod cluster;

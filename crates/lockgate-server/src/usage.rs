@@ -31,7 +31,16 @@ pub(crate) const HISTORY: usize = 64;
 #[derive(Debug, Default)]
 pub struct Meters {
     jobs: HashMap<JobId, VecDeque<Usage>>,
+    /// Bytes moved by the jobs of each scope, summed from their reports as they come
+    /// (each job's larger direction: a copy counts once): the automatic limits read their
+    /// rate over an interval from it.
+    scope_bytes: HashMap<String, u64>,
 }
+
+/// The shortest span, on a holder's clock, a job's recent rate is counted over: its
+/// processes write in bursts (a blocked write is counted when it returns), so two reports
+/// a renewal apart say little.
+pub(crate) const RATE_WINDOW_MS: u64 = 5_000;
 
 /// Bytes per second read and written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,13 +50,32 @@ pub(crate) struct Rates {
 }
 
 impl Meters {
-    /// Keeps job `id`'s totals after a report the engine took.
-    pub(crate) fn record(&mut self, id: JobId, totals: Usage) {
+    /// Keeps job `id`'s totals after a report the engine took, and adds what it moved
+    /// since its last report to the `scopes` it holds.
+    pub(crate) fn record(&mut self, id: JobId, totals: Usage, scopes: &[String]) {
         let history = self.jobs.entry(id).or_default();
+        if let Some(last) = history.back() {
+            let read = totals.read_bytes.saturating_sub(last.read_bytes);
+            let written = totals.written_bytes.saturating_sub(last.written_bytes);
+            for scope in scopes {
+                let moved = self.scope_bytes.entry(scope.clone()).or_default();
+                *moved = moved.saturating_add(read.max(written));
+            }
+        }
         if history.len() == HISTORY {
             history.pop_front();
         }
         history.push_back(totals);
+    }
+
+    /// Bytes the jobs of `scope` moved so far (see [`Meters::record`]).
+    pub(crate) fn scope_bytes(&self, scope: &str) -> u64 {
+        self.scope_bytes.get(scope).copied().unwrap_or(0)
+    }
+
+    /// Forgets the byte counts of scopes no job holds any more.
+    pub(crate) fn prune_scopes(&mut self, keep: impl Fn(&str) -> bool) {
+        self.scope_bytes.retain(|s, _| keep(s));
     }
 
     /// Drops the history of a job that is no longer admitted.
@@ -66,15 +94,19 @@ impl Meters {
     }
 
     /// The latest report of `id` earlier than `totals` on the holder's clock.
+    /// The report the recent rate is counted from: the latest at least
+    /// [`RATE_WINDOW_MS`] before `totals`, else the oldest earlier one.
     fn before(&self, id: JobId, totals: &Usage) -> Option<&Usage> {
-        self.jobs
-            .get(&id)?
+        let history = self.jobs.get(&id)?;
+        let earlier = |u: &&Usage| u.elapsed_ms < totals.elapsed_ms;
+        history
             .iter()
             .rev()
-            .find(|u| u.elapsed_ms < totals.elapsed_ms)
+            .find(|u| u.elapsed_ms + RATE_WINDOW_MS <= totals.elapsed_ms)
+            .or_else(|| history.iter().find(earlier))
     }
 
-    /// The rates of admitted job `id` between its last two reports.
+    /// The recent rates of admitted job `id` (over about [`RATE_WINDOW_MS`]).
     pub(crate) fn recent(&self, id: JobId) -> Option<Rates> {
         let last = self.jobs.get(&id)?.back()?;
         let view = self.view(id, last);
@@ -215,11 +247,19 @@ mod tests {
     fn a_history_is_bounded_and_gives_the_recent_rate() {
         let mut m = Meters::default();
         assert_eq!(m.recent(1), None);
-        m.record(1, at(1_000, 1_000));
+        let scopes = ["limit:a".to_string()];
+        m.record(1, at(1_000, 1_000), &scopes);
         assert_eq!(m.recent(1), None, "one report gives no rate");
         for i in 2..=(HISTORY as u64 + 10) {
-            m.record(1, at(i * 1_000, i * 1_000 + (i % 2) * 500));
+            m.record(1, at(i * 1_000, i * 1_000 + (i % 2) * 500), &scopes);
         }
+        // Counted over the window: the bursts of odd seconds even out.
+        let rate = m.recent(1).unwrap().written;
+        assert!((900..=1_100).contains(&rate), "{rate}");
+        assert_eq!(
+            m.scope_bytes("limit:a"),
+            (HISTORY as u64 + 10) * 1_000 - 1_000
+        );
         assert_eq!(m.jobs[&1].len(), HISTORY);
         let last = *m.jobs[&1].back().unwrap();
         let v = m.view(1, &last);

@@ -382,10 +382,10 @@ impl Loop {
         may_see(p, &job)?;
         let estimate = self.estimate_for(&job);
         Ok(match self.engine.explain(id, now) {
-            Some(e) => ExplainView {
+            Some(e) => self.with_auto(ExplainView {
                 estimate,
                 ..ExplainView::from(e)
-            },
+            }),
             None => ExplainView {
                 position: 0,
                 effective_priority: job.priority as f64,
@@ -397,6 +397,19 @@ impl Loop {
                 estimate,
             },
         })
+    }
+
+    /// Adds to each reason on an automatic scope its number, range and measured rates.
+    fn with_auto(&self, mut view: ExplainView) -> ExplainView {
+        for r in &mut view.reasons {
+            let Some(auto) = r.scope.as_deref().and_then(|s| self.auto.describe(s)) else {
+                continue;
+            };
+            let old = r.text.clone();
+            r.text = format!("{old} ({auto})");
+            view.text = view.text.replace(&old, &r.text);
+        }
+        view
     }
 
     fn lease_error(&mut self, id: JobId, e: LeaseError) -> ApiError {
@@ -453,7 +466,14 @@ impl Loop {
         };
         self.engine.record_usage(id, token, &u, now)?;
         if let Some(totals) = self.engine.job(id).and_then(|j| j.usage.as_deref()) {
-            self.meters.record(id, *totals);
+            let totals = *totals;
+            let scopes: Vec<String> = self
+                .engine
+                .held_scopes(id)
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect();
+            self.meters.record(id, totals, &scopes);
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 mod admin_db;
 mod agent;
 mod audit;
+mod autolimit;
 mod backup;
 mod behaviour;
 mod borgmatic;

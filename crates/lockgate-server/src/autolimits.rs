@@ -1,0 +1,150 @@
+//! Limits that set themselves, driven from the loop: for every scope of a `[[limit]]` whose
+//! `max` is a range (`Engine::auto_scopes`), a controller (`lockgate_core::auto`) judges
+//! the scope once per interval from the rate its jobs' holders report (`usage.rs`) and
+//! whether it was full, and the engine applies the number it gives.
+//!
+//! # Invariants
+//! - One step per interval per scope, within the range (the controller's invariants); a
+//!   lowered number drains (the engine's).
+//! - Every change is an event (`auto_limit`: scope, from, to, why, the rates behind it),
+//!   committed with the batch that made it, so a change and its reason are seen together.
+//! - A controller starts from the scope's number now (its `min`, or what was set before),
+//!   and is replaced when the policy changes its range.
+
+use crate::event_loop::Loop;
+use lockgate_core::auto::{AutoConfig, AutoLimit, Step};
+use lockgate_core::Timestamp;
+use std::collections::HashMap;
+
+/// The controllers of the automatic scopes.
+#[derive(Debug, Default)]
+pub struct AutoLimits {
+    scopes: HashMap<String, Controller>,
+    /// When the engine's automatic scopes are looked at next (new ones appear as jobs
+    /// need them): at most every [`SCAN_EVERY`], and not at all under a policy without
+    /// automatic limits, so the loop pays nothing for them then.
+    scan_at: Timestamp,
+}
+
+/// How often the engine's automatic scopes are listed.
+const SCAN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+#[derive(Debug)]
+struct Controller {
+    ctl: AutoLimit,
+    config: AutoConfig,
+    next: Timestamp,
+    /// The scope's byte count and the time at the last judgement: the rate over an
+    /// interval is the difference.
+    last: (u64, Timestamp),
+}
+
+impl AutoLimits {
+    /// When the next scope is due (`None`: no automatic scope).
+    pub(crate) fn deadline(&self) -> Option<Timestamp> {
+        self.scopes.values().map(|c| c.next).min()
+    }
+
+    /// Whether a policy has an automatic limit.
+    fn wanted(policy: &lockgate_core::Policy) -> bool {
+        policy.limits.iter().any(|l| l.auto.is_some())
+    }
+
+    /// `scope`'s number and range with the rates it measured at that number and the one
+    /// below, for explain (`auto 3 of 1-12: 41.0 MiB/s at 3, 39.2 MiB/s at 2`).
+    pub(crate) fn describe(&self, scope: &str) -> Option<String> {
+        let c = self.scopes.get(scope)?;
+        let v = c.ctl.value();
+        let b = lockgate_core::usage::format_bytes;
+        let at = |n: u32| {
+            c.ctl
+                .rate_at(n)
+                .map(|r| format!("{}/s at {n}", b(r as u64)))
+        };
+        let mut text = format!("auto {v} of {}-{}", c.config.min, c.config.max);
+        let seen: Vec<String> = [at(v), v.checked_sub(1).and_then(at)]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !seen.is_empty() {
+            text = format!("{text}: {}", seen.join(", "));
+        }
+        Some(text)
+    }
+}
+
+impl Loop {
+    /// Judges every automatic scope that is due at `now`.
+    pub(crate) fn auto_tick(&mut self, now: Timestamp) {
+        if !AutoLimits::wanted(self.engine.policy()) {
+            self.auto.scopes.clear();
+            return;
+        }
+        let due = self.auto.deadline().is_some_and(|d| now >= d);
+        if now < self.auto.scan_at && !due {
+            return;
+        }
+        self.auto.scan_at = now.plus(SCAN_EVERY);
+        let scopes = self.engine.auto_scopes();
+        let live: std::collections::HashSet<&str> =
+            scopes.iter().map(|s| s.scope.as_str()).collect();
+        self.auto.scopes.retain(|k, _| live.contains(k.as_str()));
+        for s in &scopes {
+            let moved = self.meters.scope_bytes(&s.scope);
+            let fresh = || Controller {
+                ctl: AutoLimit::new(s.config, s.limit),
+                config: s.config,
+                next: now.plus(s.interval),
+                last: (moved, now),
+            };
+            let c = self
+                .auto
+                .scopes
+                .entry(s.scope.clone())
+                .or_insert_with(fresh);
+            if c.config != s.config {
+                *c = fresh();
+            }
+            if now < c.next {
+                continue;
+            }
+            c.next = now.plus(s.interval);
+            let (before, then) = std::mem::replace(&mut c.last, (moved, now));
+            let ms = now.since(then).max(1);
+            let rate = moved.saturating_sub(before) as f64 * 1000.0 / ms as f64;
+            let full = s.used >= u64::from(s.limit);
+            let Some(step) = c.ctl.observe(rate, full) else {
+                continue;
+            };
+            self.engine.set_auto_limit(&s.scope, step.to, now);
+            self.record_auto_step(&s.scope, &s.config, &step, now);
+        }
+        self.drain_events(now);
+    }
+
+    fn record_auto_step(&mut self, scope: &str, config: &AutoConfig, step: &Step, now: Timestamp) {
+        let serde_json::Value::Object(data) = serde_json::json!({
+            "type": "auto_limit",
+            "scope": scope,
+            "from": step.from,
+            "to": step.to,
+            "why": step.why,
+            "rate": step.rate,
+            "rate_below": step.rate_below,
+            "min": config.min,
+            "max": config.max,
+        }) else {
+            unreachable!("an object")
+        };
+        tracing::info!(
+            "{scope}: automatic number {} -> {} ({:?}: {:.0} B/s at {}, below {:?})",
+            step.from,
+            step.to,
+            step.why,
+            step.rate,
+            step.from,
+            step.rate_below
+        );
+        self.record_event(data, now);
+    }
+}
