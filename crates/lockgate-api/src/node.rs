@@ -58,6 +58,10 @@ pub struct NodeView {
     /// (absent until one did, and once that is more than two minutes old).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample: Option<crate::NodeSampleView>,
+    /// The slots its rule's pressure guard leaves it now, where fewer than `number`
+    /// (policy.md, "Limits that set themselves").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarded: Option<u32>,
 }
 
 impl NodeView {
@@ -77,6 +81,7 @@ impl NodeView {
             resources: n.resources.clone(),
             last_seen: crate::time::format(n.last_seen),
             sample: None,
+            guarded: None,
         }
     }
 }

@@ -231,6 +231,9 @@ pub struct Engine {
     /// The numbers the controllers of automatic limits set, by scope name
     /// (`engine/auto.rs`).
     auto: BTreeMap<String, u32>,
+    /// Slots the pressure guards of node rules leave each node, by node name
+    /// (`engine/auto.rs`).
+    guards: BTreeMap<String, u32>,
 }
 
 impl Engine {
@@ -264,6 +267,7 @@ impl Engine {
             window: window_order::WindowHints::default(),
             recoveries: Vec::new(),
             auto: BTreeMap::new(),
+            guards: BTreeMap::new(),
         }
     }
 
@@ -664,11 +668,9 @@ impl Engine {
                 key.limit_in(p)
             }
             ScopeKey::NodePool { pool, node } => Some(self.node_pool_capacity(node, pool)),
-            ScopeKey::Node(n) => self.nodes.get(n).and_then(|n| n.number).map(u64::from),
+            ScopeKey::Node(n) => self.guarded_number(n).map(u64::from),
             ScopeKey::NodePrepare(n) => self
-                .nodes
-                .get(n)
-                .and_then(|n| n.number)
+                .guarded_number(n)
                 .map(|m| u64::from(m) + u64::from(p.nodes.prepare_queue)),
             ScopeKey::Conflict { .. } | ScopeKey::Placement(_) => None,
         }

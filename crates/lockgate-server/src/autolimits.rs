@@ -10,9 +10,11 @@
 //!   committed with the batch that made it, so a change and its reason are seen together.
 //! - A controller starts from the scope's number now (its `min`, or what was set before),
 //!   and is replaced when the policy changes its range.
+//! - A node whose rule has a `guard` is judged on the samples its holders send (at most
+//!   once per `guard_every`); every change of its slots is a `node_guard` event.
 
 use crate::event_loop::Loop;
-use lockgate_core::auto::{AutoConfig, AutoLimit, Step};
+use lockgate_core::auto::{AutoConfig, AutoLimit, Guard, GuardLimits, Pressure, Step};
 use lockgate_core::Timestamp;
 use std::collections::HashMap;
 
@@ -20,10 +22,31 @@ use std::collections::HashMap;
 #[derive(Debug, Default)]
 pub struct AutoLimits {
     scopes: HashMap<String, Controller>,
+    /// The guards of nodes whose rule has one, by node.
+    guards: HashMap<String, NodeGuard>,
     /// When the engine's automatic scopes are looked at next (new ones appear as jobs
     /// need them): at most every [`SCAN_EVERY`], and not at all under a policy without
     /// automatic limits, so the loop pays nothing for them then.
     scan_at: Timestamp,
+}
+
+#[derive(Debug)]
+struct NodeGuard {
+    guard: Guard,
+    limits: GuardLimits,
+    number: u32,
+    next: Timestamp,
+    /// The last sample's pressure, for explain.
+    last: Pressure,
+}
+
+/// How often a node's guard is judged: a third of the lease TTL (the holders' renewal
+/// cadence, so each judgement has a fresh sample), from 1 s to 10 s.
+pub(crate) fn guard_every(ttl: std::time::Duration) -> std::time::Duration {
+    (ttl / 3).clamp(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(10),
+    )
 }
 
 /// How often the engine's automatic scopes are listed.
@@ -70,6 +93,22 @@ impl AutoLimits {
             text = format!("{text}: {}", seen.join(", "));
         }
         Some(text)
+    }
+
+    /// Node `node`'s guard for explain (`guard 2 of 4: memory pressure 31.0%`).
+    pub(crate) fn describe_guard(&self, node: &str) -> Option<String> {
+        let g = self.guards.get(node)?;
+        let p = g.last;
+        let parts: Vec<String> = [("cpu", p.cpu), ("io", p.io), ("memory", p.memory)]
+            .into_iter()
+            .filter_map(|(n, v)| Some(format!("{n} pressure {:.1}%", v?)))
+            .collect();
+        Some(format!(
+            "guard {} of {}: {}",
+            g.guard.value(),
+            g.number,
+            parts.join(", ")
+        ))
     }
 }
 
@@ -120,6 +159,77 @@ impl Loop {
             self.record_auto_step(&s.scope, &s.config, &step, now);
         }
         self.drain_events(now);
+    }
+
+    /// A node sample came for `node` (with a renewal the engine took): judges the node's
+    /// guard if its rule has one and it is due.
+    pub(crate) fn guard_sample(
+        &mut self,
+        node: &str,
+        sample: &lockgate_api::NodeSample,
+        now: Timestamp,
+    ) {
+        let Some((limits, number)) = self.engine.node_guard(node) else {
+            self.auto.guards.remove(node);
+            return;
+        };
+        let every = guard_every(self.engine.policy().leases.ttl);
+        let pressure = Pressure {
+            cpu: sample.cpu_some,
+            io: sample.io_some,
+            memory: sample.memory_some,
+        };
+        let g = self
+            .auto
+            .guards
+            .entry(node.to_string())
+            .or_insert_with(|| NodeGuard {
+                guard: Guard::new(limits, number),
+                limits,
+                number,
+                next: now,
+                last: pressure,
+            });
+        if g.limits != limits || g.number != number {
+            *g = NodeGuard {
+                guard: Guard::new(limits, number),
+                limits,
+                number,
+                next: now,
+                last: pressure,
+            };
+        }
+        g.last = pressure;
+        if now < g.next {
+            return;
+        }
+        g.next = now.plus(every);
+        let from = g.guard.value();
+        let Some((to, why, resource)) = g.guard.observe(pressure) else {
+            return;
+        };
+        let slots = (to < number).then_some(to);
+        self.engine.set_node_guard(node, slots, now);
+        let value = match resource {
+            "cpu" => pressure.cpu,
+            "io" => pressure.io,
+            "memory" => pressure.memory,
+            _ => None,
+        };
+        let serde_json::Value::Object(data) = serde_json::json!({
+            "type": "node_guard",
+            "node": node,
+            "from": from,
+            "to": to,
+            "why": why,
+            "resource": resource,
+            "pressure": value,
+            "max": number,
+        }) else {
+            unreachable!("an object")
+        };
+        tracing::info!("node {node}: guard {from} -> {to} slots ({why:?}, {resource} {value:?})");
+        self.record_event(data, now);
     }
 
     fn record_auto_step(&mut self, scope: &str, config: &AutoConfig, step: &Step, now: Timestamp) {

@@ -7,12 +7,15 @@
 //! - setting a number updates the scope in place and wakes it, as a window boundary does: a
 //!   raised number admits at once, a lowered one leaves the scope over its limit to drain,
 //!   stopping nothing;
+//! - a node whose rule has a `guard` runs at most the slots its guard leaves it
+//!   ([`Engine::set_node_guard`], never more than the rule's number): fewer drain, as a
+//!   lowered number does;
 //! - the numbers survive a policy change (numbers outside a changed range are brought into
 //!   it; those of a rule no longer automatic are ignored) and travel with [`super::Shared`],
 //!   so forecasts count with them.
 
 use super::Engine;
-use crate::auto::AutoConfig;
+use crate::auto::{AutoConfig, GuardLimits};
 use crate::scope::{ScopeId, ScopeKey};
 use crate::time::Timestamp;
 use std::time::Duration;
@@ -73,6 +76,43 @@ impl Engine {
                 })
             })
             .collect()
+    }
+
+    /// The guard of the rule that sets node `name`'s number, with that number.
+    pub fn node_guard(&self, name: &str) -> Option<(GuardLimits, u32)> {
+        let node = self.nodes.get(name)?;
+        let (number, rule) = self.policy.node_number(&node.labels);
+        let guard = self.policy.nodes.rules.get(rule?)?.guard?;
+        Some((guard, number?))
+    }
+
+    /// The slots node `name`'s guard leaves it now (`None`: the rule's number holds).
+    pub fn node_guarded(&self, name: &str) -> Option<u32> {
+        self.guards.get(name).copied()
+    }
+
+    /// Node `name`'s number under its guard: the smaller of the rule's and the guard's.
+    pub(crate) fn guarded_number(&self, name: &str) -> Option<u32> {
+        let number = self.nodes.get(name)?.number;
+        match (number, self.guards.get(name)) {
+            (Some(n), Some(&g)) => Some(n.min(g)),
+            (n, _) => n,
+        }
+    }
+
+    /// Leaves node `name` `slots` slots (`None`: the rule's number again) and admits what
+    /// that allows; a node without a guarded rule is left alone (false).
+    pub fn set_node_guard(&mut self, name: &str, slots: Option<u32>, now: Timestamp) -> bool {
+        if self.node_guard(name).is_none() {
+            return false;
+        }
+        match slots {
+            Some(s) => self.guards.insert(name.to_string(), s),
+            None => self.guards.remove(name),
+        };
+        self.node_changed(name);
+        self.run_pass(now);
+        true
     }
 
     /// The numbers set so far, by scope name (to keep across a restart).

@@ -75,6 +75,8 @@ pub struct Shared {
     next_pause_id: u64,
     /// The numbers of automatic limits (`engine/auto.rs`).
     auto: BTreeMap<String, u32>,
+    /// The slots pressure guards leave nodes (`engine/auto.rs`).
+    guards: BTreeMap<String, u32>,
 }
 
 impl Shared {
@@ -150,6 +152,7 @@ impl Engine {
             pauses: self.pauses().cloned().collect(),
             next_pause_id: self.next_pause_id,
             auto: self.auto.clone(),
+            guards: self.guards.clone(),
         }
     }
 
@@ -184,6 +187,7 @@ impl Engine {
             pauses: snapshot.pauses,
             next_pause_id: snapshot.next_pause_id,
             auto: BTreeMap::new(),
+            guards: BTreeMap::new(),
         };
         Engine::from_shared(shared, now)
     }
@@ -196,6 +200,7 @@ impl Engine {
         let mut engine = Engine::with_policy(snapshot.policy, snapshot.mode);
         engine.windows.zone = snapshot.zone;
         engine.auto = snapshot.auto;
+        engine.guards = snapshot.guards;
         engine.next_id = snapshot.next_id.max(1);
         engine.next_token = snapshot.next_token.max(1);
         let ttl = engine.policy.leases.ttl;

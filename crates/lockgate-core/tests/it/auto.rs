@@ -63,3 +63,37 @@ fn a_set_number_admits_at_once_drains_when_lowered_and_keeps_its_range() {
     let played = Engine::from_shared(e.share(), Timestamp(60));
     assert_eq!(played.auto_limits().get(DS1), Some(&2));
 }
+
+#[test]
+fn a_guard_leaves_a_node_fewer_slots_which_drain_and_come_back() {
+    let mut e = engine(
+        "[leases]\nttl = \"7d\"\n[queue]\nreserve_after = \"7d\"\n[nodes]\n[[nodes.rule]]\nselector = \"\"\nmax_running = 4\nguard = { memory = 20 }\n",
+    );
+    node(&mut e, "n1", &[], &["backup"], 0);
+    let mut pinned = spec("backup", &[]);
+    pinned.node = Some("n1".into());
+    let ids: Vec<u64> = (0..6).map(|_| submit(&mut e, pinned.clone(), 0)).collect();
+    let on_n1 = |e: &Engine| e.jobs().filter(|j| j.state == JobState::Running).count();
+    assert_eq!(on_n1(&e), 4);
+    assert_eq!(e.node_guard("n1").map(|(_, n)| n), Some(4));
+    assert!(e.set_node_guard("n1", Some(2), Timestamp(10)));
+    assert_eq!(on_n1(&e), 4, "nothing is stopped");
+    for &id in &ids[..3] {
+        let t = token(&e, id);
+        e.finish(id, t, Outcome::Succeeded, None, Timestamp(20))
+            .unwrap();
+    }
+    assert_eq!(
+        on_n1(&e),
+        2,
+        "it drained to the guard's 2, then admitted up to it"
+    );
+    e.check_invariants().unwrap();
+    assert!(e.set_node_guard("n1", None, Timestamp(30)));
+    assert_eq!(
+        on_n1(&e),
+        3,
+        "the rule's number again: the rest is admitted"
+    );
+    assert!(!e.set_node_guard("nowhere", Some(1), Timestamp(40)));
+}

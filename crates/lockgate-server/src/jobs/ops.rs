@@ -402,7 +402,12 @@ impl Loop {
     /// Adds to each reason on an automatic scope its number, range and measured rates.
     fn with_auto(&self, mut view: ExplainView) -> ExplainView {
         for r in &mut view.reasons {
-            let Some(auto) = r.scope.as_deref().and_then(|s| self.auto.describe(s)) else {
+            let scope = r.scope.as_deref().unwrap_or("");
+            let described = match scope.strip_prefix("node:") {
+                Some(node) => self.auto.describe_guard(node),
+                None => self.auto.describe(scope),
+            };
+            let Some(auto) = described else {
                 continue;
             };
             let old = r.text.clone();
@@ -443,8 +448,14 @@ impl Loop {
         let r =
             call(&mut self.engine).and_then(|()| self.record_usage(id, req.token, req.usage, now));
         if let (Ok(()), Some(sample)) = (&r, &req.node) {
-            if let Some(node) = self.engine.job(id).and_then(|j| j.node()) {
-                self.node_meters.record(node, sample.clone(), now);
+            if let Some(node) = self
+                .engine
+                .job(id)
+                .and_then(|j| j.node())
+                .map(str::to_string)
+            {
+                self.node_meters.record(&node, sample.clone(), now);
+                self.guard_sample(&node, &sample.clone().sane(), now);
             }
         }
         match r {

@@ -83,6 +83,7 @@ impl Loop {
     fn sampled(&self, n: &lockgate_core::engine::Node) -> NodeView {
         let mut view = NodeView::from_node(n);
         view.sample = self.node_meters.view(&n.name, Timestamp(self.last_now));
+        view.guarded = self.engine.node_guarded(&n.name);
         view
     }
 

@@ -84,6 +84,11 @@ fn show(global: &GlobalArgs, n: &NodeView) {
         if let Some(s) = &n.sample {
             output::print_text(&format!("{}\n", sample_line(s)));
         }
+        if let (Some(g), Some(number)) = (n.guarded, n.number) {
+            output::print_text(&format!(
+                "Guard: {g} of {number} slots while its pressure passes the rule's guard\n"
+            ));
+        }
     }
 }
 

@@ -141,3 +141,82 @@ fn an_automatic_limit_climbs_to_the_knee_of_a_real_contended_sink_and_steps_back
         "{why}"
     );
 }
+
+#[test]
+fn a_pressure_guard_takes_a_slot_from_a_node_under_memory_pressure_and_gives_it_back() {
+    use lockgate_api::{LeaseRequest, NodeSample, SubmitRequest};
+    let policy = "[leases]\nttl = \"3s\"\n[nodes]\n[[nodes.rule]]\nselector = \"\"\nmax_running = 3\nguard = { memory = 20 }\n";
+    let s = Srv::start(policy);
+    let admin = s.admin();
+    admin
+        .register_node("n1", &lockgate_api::NodeRegister::default())
+        .unwrap();
+    let jobs: Vec<lockgate_api::JobView> = (0..5)
+        .map(|_| {
+            let req = SubmitRequest {
+                kind: "backup".into(),
+                node: Some("n1".into()),
+                executor: Some(lockgate_core::policy::Executor::Client),
+                ..SubmitRequest::default()
+            };
+            admin.submit(&req).unwrap().0
+        })
+        .collect();
+    let held: Vec<(u64, u64)> = jobs
+        .iter()
+        .filter_map(|j| Some((j.id, j.lease.as_ref()?.token)))
+        .collect();
+    assert_eq!(held.len(), 3, "the rule's 3 slots");
+    let report = |memory: f64| {
+        for &(id, token) in &held {
+            let req = LeaseRequest {
+                node: Some(NodeSample {
+                    memory_some: Some(memory),
+                    ..NodeSample::default()
+                }),
+                ..LeaseRequest::new(token)
+            };
+            admin
+                .heartbeat_within(id, &req, Duration::from_secs(5))
+                .unwrap();
+        }
+    };
+    report(50.0);
+    assert_eq!(admin.node("n1").unwrap().guarded, Some(2));
+    let queued = jobs.iter().find(|j| j.lease.is_none()).unwrap().id;
+    let why = admin.explain(queued).unwrap().text;
+    assert!(why.contains("guard 2 of 3: memory pressure 50.0%"), "{why}");
+    let guard_events = |admin: &lockgate_client::Client| -> Vec<serde_json::Value> {
+        admin
+            .events(0)
+            .unwrap()
+            .events
+            .into_iter()
+            .filter(|e| e.data.get("type").and_then(|t| t.as_str()) == Some("node_guard"))
+            .map(|e| serde_json::Value::Object(e.data))
+            .collect()
+    };
+    let over = guard_events(&admin);
+    assert_eq!(over.len(), 1, "{over:?}");
+    assert_eq!(
+        (
+            over[0]["why"].as_str(),
+            over[0]["resource"].as_str(),
+            over[0]["to"].as_u64()
+        ),
+        (Some("over"), Some("memory"), Some(2))
+    );
+    // Calm samples (under half the guard) give the slot back after three judgements.
+    let back = eventually(Duration::from_secs(30), || {
+        report(1.0);
+        std::thread::sleep(Duration::from_millis(200));
+        admin.node("n1").unwrap().guarded.is_none()
+    });
+    assert!(back, "{:?}", guard_events(&admin));
+    let events = guard_events(&admin);
+    assert_eq!(
+        events.last().unwrap()["why"].as_str(),
+        Some("eased"),
+        "{events:?}"
+    );
+}
