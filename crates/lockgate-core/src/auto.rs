@@ -251,6 +251,15 @@ impl Guard {
         }
     }
 
+    /// As [`Guard::new`], at `value` slots (brought within 1 and `max`): what a guard left
+    /// the node before a restart.
+    pub fn starting_at(limits: GuardLimits, max: u32, value: u32) -> Guard {
+        Guard {
+            value: value.clamp(1.min(max), max),
+            ..Guard::new(limits, max)
+        }
+    }
+
     /// The slots now.
     pub fn value(&self) -> u32 {
         self.value

@@ -22,6 +22,8 @@ use std::collections::HashMap;
 #[derive(Debug, Default)]
 pub struct AutoLimits {
     scopes: HashMap<String, Controller>,
+    /// Slots guards left nodes before a restart: a node's guard starts from them.
+    restored_guards: HashMap<String, u32>,
     /// The guards of nodes whose rule has one, by node.
     guards: HashMap<String, NodeGuard>,
     /// When the engine's automatic scopes are looked at next (new ones appear as jobs
@@ -47,6 +49,15 @@ pub(crate) fn guard_every(ttl: std::time::Duration) -> std::time::Duration {
         std::time::Duration::from_secs(1),
         std::time::Duration::from_secs(10),
     )
+}
+
+/// What is kept across a restart (the store's `learned`).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Learned {
+    /// Numbers of automatic scopes, by scope.
+    auto: std::collections::BTreeMap<String, u32>,
+    /// Slots guards leave nodes, by node.
+    guards: std::collections::BTreeMap<String, u32>,
 }
 
 /// How often the engine's automatic scopes are listed.
@@ -113,6 +124,31 @@ impl AutoLimits {
 }
 
 impl Loop {
+    /// Puts what the automatic limits and the guards learned in the batch, to be read
+    /// back at the next start ([`Loop::restore_learned`]).
+    fn save_learned(&mut self) {
+        let learned = Learned {
+            auto: self.engine.auto_limits().clone(),
+            guards: self.engine.node_guards().clone(),
+        };
+        self.batch.learned = Some(serde_json::to_string(&learned).expect("learned serializes"));
+    }
+
+    /// Takes back what a previous run learned (`learned` as the store kept it); a text
+    /// that does not read is left out with a warning (the numbers start again).
+    pub(crate) fn restore_learned(&mut self, learned: Option<&str>, now: Timestamp) {
+        let Some(text) = learned else { return };
+        match serde_json::from_str::<Learned>(text) {
+            Ok(l) => {
+                for (node, &slots) in &l.guards {
+                    self.auto.restored_guards.insert(node.clone(), slots);
+                }
+                self.engine.restore_learned(l.auto, l.guards, now);
+            }
+            Err(e) => tracing::warn!("the learned numbers of the last run do not read ({e}); automatic limits start again from their min"),
+        }
+    }
+
     /// Judges every automatic scope that is due at `now`.
     pub(crate) fn auto_tick(&mut self, now: Timestamp) {
         if !AutoLimits::wanted(self.engine.policy()) {
@@ -157,6 +193,7 @@ impl Loop {
             };
             self.engine.set_auto_limit(&s.scope, step.to, now);
             self.record_auto_step(&s.scope, &s.config, &step, now);
+            self.save_learned();
         }
         self.drain_events(now);
     }
@@ -179,12 +216,13 @@ impl Loop {
             io: sample.io_some,
             memory: sample.memory_some,
         };
+        let restored = self.auto.restored_guards.remove(node);
         let g = self
             .auto
             .guards
             .entry(node.to_string())
             .or_insert_with(|| NodeGuard {
-                guard: Guard::new(limits, number),
+                guard: Guard::starting_at(limits, number, restored.unwrap_or(number)),
                 limits,
                 number,
                 next: now,
@@ -210,6 +248,7 @@ impl Loop {
         };
         let slots = (to < number).then_some(to);
         self.engine.set_node_guard(node, slots, now);
+        self.save_learned();
         let value = match resource {
             "cpu" => pressure.cpu,
             "io" => pressure.io,

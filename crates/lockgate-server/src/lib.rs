@@ -432,6 +432,7 @@ pub(crate) fn load_loop(
     looper.recover::<lockgate_api::BackupView>()?;
     looper.recover::<lockgate_api::RestoreView>()?;
     looper.load_rpo(std::mem::take(&mut loaded.rpo));
+    looper.restore_learned(loaded.learned.as_deref(), now);
     looper.settle()?;
 
     Ok((looper, admin_token))

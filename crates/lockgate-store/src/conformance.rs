@@ -55,6 +55,12 @@ fn jobs_events_tokens_and_counters(open: Open) {
         tokens: vec![tok("a", Role::Admin), tok("b", Role::Viewer)],
         max_token: Some(9),
         policy: Some("[global]\n".into()),
+        learned: Some("{\"auto\":{}}".into()),
+        ..Batch::default()
+    })
+    .unwrap();
+    s.commit(&Batch {
+        learned: Some("{\"auto\":{\"a\":3}}".into()),
         ..Batch::default()
     })
     .unwrap();
@@ -69,6 +75,11 @@ fn jobs_events_tokens_and_counters(open: Open) {
     assert_eq!(l.live_jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1, 3]);
     assert_eq!((l.max_job_id, l.max_token, l.last_event_seq), (3, 9, 3));
     assert_eq!(l.policy.as_deref(), Some("[global]\n"));
+    assert_eq!(
+        l.learned.as_deref(),
+        Some("{\"auto\":{\"a\":3}}"),
+        "the last one written"
+    );
     assert_eq!(l.tokens, vec![tok("a", Role::Admin)]);
     assert_eq!(s.job(2).unwrap().unwrap().finished_at, Some(Timestamp(20)));
     assert_eq!(s.job_by_key("o", "k").unwrap().unwrap().id, 1);

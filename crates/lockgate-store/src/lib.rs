@@ -338,6 +338,9 @@ pub struct Batch {
     pub policy: Option<String>,
     /// The highest lease token granted so far.
     pub max_token: Option<u64>,
+    /// What the automatic limits and the pressure guards learned (the server's JSON),
+    /// when it changed: kept whole, read back at the next start.
+    pub learned: Option<String>,
     /// Schedules to insert or replace.
     pub schedules: Vec<ScheduleRecord>,
     /// Schedules to forget, by name (with their run history).
@@ -424,6 +427,7 @@ impl Batch {
             && self.revoked_tokens.is_empty()
             && self.policy.is_none()
             && self.max_token.is_none()
+            && self.learned.is_none()
             && self.schedules.is_empty()
             && self.removed_schedules.is_empty()
             && self.schedule_runs.is_empty()
@@ -455,6 +459,8 @@ pub struct Loaded {
     pub max_job_id: JobId,
     /// The highest lease token ever granted (0 when none).
     pub max_token: u64,
+    /// What the automatic limits and guards learned, as last written ([`Batch::learned`]).
+    pub learned: Option<String>,
     /// The last event sequence number (0 when none).
     pub last_event_seq: u64,
     /// Every schedule's state, by name.

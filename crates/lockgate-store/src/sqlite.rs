@@ -342,11 +342,13 @@ fn write_tokens(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rus
     Ok(())
 }
 
-/// The policy text and `max_token`, when the batch changes them.
+/// The policy text, `max_token` and what was learned, when the batch changes them.
 fn write_meta(tx: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<(), rusqlite::Error> {
-    if let Some(p) = &batch.policy {
-        tx.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES ('policy', ?1)")?
-            .execute([p])?;
+    for (key, text) in [("policy", &batch.policy), ("learned", &batch.learned)] {
+        if let Some(text) = text {
+            tx.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")?
+                .execute([key, text.as_str()])?;
+        }
     }
     if let Some(t) = batch.max_token {
         bump(tx, "max_token", t)?;
@@ -372,13 +374,14 @@ impl Store for SqliteStore {
             .collect::<Result<Vec<NodeRecord>, _>>()?;
         drop(stmt);
         let tokens = self.load_tokens()?;
-        let policy: Option<String> = self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = 'policy'", [], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(io("read policy"))?;
+        let text = |key: &str| -> Result<Option<String>, StoreError> {
+            self.conn
+                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .optional()
+                .map_err(io("read meta"))
+        };
+        let policy = text("policy")?;
+        let learned = text("learned")?;
         let max_id: Option<i64> = self
             .conn
             .query_row("SELECT max(id) FROM jobs", [], |r| r.get(0))
@@ -395,6 +398,7 @@ impl Store for SqliteStore {
             policy,
             max_job_id: self.meta("max_job_id")?.max(max_id.unwrap_or(0) as u64),
             max_token: self.meta("max_token")?,
+            learned,
             last_event_seq: self.meta("event_seq")?.max(max_seq.unwrap_or(0) as u64),
             schedules: schedules::load(&self.conn)?,
             pauses,

@@ -115,6 +115,39 @@ impl Engine {
         true
     }
 
+    /// The slots guards leave nodes now, by node (to keep across a restart).
+    pub fn node_guards(&self) -> &std::collections::BTreeMap<String, u32> {
+        &self.guards
+    }
+
+    /// Takes back what was learned before a restart (the numbers of automatic scopes, the
+    /// slots guards left nodes) and applies it to every scope jobs need now; numbers are
+    /// brought within their ranges as they are used.
+    pub fn restore_learned(
+        &mut self,
+        auto: std::collections::BTreeMap<String, u32>,
+        guards: std::collections::BTreeMap<String, u32>,
+        now: Timestamp,
+    ) {
+        self.auto = auto;
+        self.guards = guards;
+        for id in 0..self.scopes.states.len() as ScopeId {
+            let key = self.scopes.interner.key(id).clone();
+            if !matches!(
+                key,
+                ScopeKey::Limit { .. } | ScopeKey::Node(_) | ScopeKey::NodePrepare(_)
+            ) {
+                continue;
+            }
+            let limit = self.scope_limit(&key);
+            if self.scopes.states[id as usize].limit != limit {
+                self.scopes.states[id as usize].limit = limit;
+                self.wake(id, None);
+            }
+        }
+        self.run_pass(now);
+    }
+
     /// The numbers set so far, by scope name (to keep across a restart).
     pub fn auto_limits(&self) -> &std::collections::BTreeMap<String, u32> {
         &self.auto

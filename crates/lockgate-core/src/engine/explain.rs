@@ -280,7 +280,7 @@ impl Engine {
             BlockKind::Zero => ("zero", format!("{name} is 0")),
             BlockKind::OverLimit => (
                 "over_limit",
-                format!("{name}: {used}/{} over limit after a policy change; admits nothing until it drains", limit.unwrap_or(0)),
+                format!("{name}: {used}/{} over limit since its number was lowered; admits nothing until it drains", limit.unwrap_or(0)),
             ),
             BlockKind::Conflict => match self.shared_conflict_text(id, key.as_ref(), &holders) {
                 Some(text) => ("conflict", text),

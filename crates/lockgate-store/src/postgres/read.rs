@@ -53,6 +53,7 @@ pub(super) async fn load(c: &mut Conn) -> R<Loaded> {
     let nodes = bodies("node", &rows)?;
     let tokens = tokens(c).await?;
     let policy = meta(c, "policy").await?;
+    let learned = meta(c, "learned").await?;
     let max_id: Option<i64> = c.query("SELECT max(id) FROM lockgate_jobs", &[]).await?[0].get(0);
     let max_seq: Option<i64> =
         c.query("SELECT max(seq) FROM lockgate_events", &[]).await?[0].get(0);
@@ -76,6 +77,7 @@ pub(super) async fn load(c: &mut Conn) -> R<Loaded> {
             .await?
             .max(max_id.unwrap_or(0) as u64),
         max_token: counter(c, "max_token").await?,
+        learned,
         last_event_seq: counter(c, "event_seq")
             .await?
             .max(max_seq.unwrap_or(0) as u64),

@@ -211,13 +211,15 @@ async fn tokens(c: &mut Conn, b: &Batch) -> R<()> {
 }
 
 async fn meta(c: &mut Conn, b: &Batch, counters: &mut Vec<(&str, i64)>) -> R<()> {
-    if let Some(p) = &b.policy {
-        c.exec(
-            "INSERT INTO lockgate_meta (key, value) VALUES ('policy', $1)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            &[p],
-        )
-        .await?;
+    for (key, text) in [("policy", &b.policy), ("learned", &b.learned)] {
+        if let Some(text) = text {
+            c.exec(
+                "INSERT INTO lockgate_meta (key, value) VALUES ($1, $2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[&key, text],
+            )
+            .await?;
+        }
     }
     if let Some(t) = b.max_token {
         counters.push(("max_token", t as i64));

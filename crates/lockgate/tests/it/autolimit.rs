@@ -78,7 +78,7 @@ fn sink(each: f64, all: f64) -> u16 {
 fn an_automatic_limit_climbs_to_the_knee_of_a_real_contended_sink_and_steps_back() {
     let port = sink(MIB, 4.0 * MIB);
     let policy = "[leases]\nttl = \"300ms\"\n\n[[limit]]\nname = \"ds\"\nper = [\"datastore\"]\nmax = { auto = \"throughput\", min = 1, max = 8, interval = \"1s\" }\n";
-    let s = Srv::start(policy);
+    let mut s = Srv::start(policy);
     let admin = s.admin();
     let script =
         format!("exec dd if=/dev/zero bs=64k count=20000 status=none > /dev/tcp/127.0.0.1/{port}");
@@ -113,11 +113,19 @@ fn an_automatic_limit_climbs_to_the_knee_of_a_real_contended_sink_and_steps_back
         .first()
         .map(|j| admin.explain(j.id).unwrap().text)
         .unwrap_or_default();
+    // A restart keeps the learned number (the holders ride it out).
+    let last = seen.last().and_then(|e| e["to"].as_u64()).unwrap_or(0);
+    s.kill9();
+    s.spawn();
+    let admin = s.admin();
+    let metrics = admin.metrics().unwrap();
+    let kept = format!("lockgate_scope_limit{{scope=\"limit:ds[datastore=ds1]\"}} {last}");
     for h in &mut holders {
         let _ = h.kill();
         let _ = h.wait();
     }
     assert!(stepped_back, "no step back within 90 s: {seen:?}");
+    assert!(metrics.contains(&kept), "{kept} after a restart: {metrics}");
     let highest = seen.iter().filter_map(|e| e["to"].as_u64()).max().unwrap();
     assert!(
         (4..=6).contains(&highest),
@@ -146,7 +154,7 @@ fn an_automatic_limit_climbs_to_the_knee_of_a_real_contended_sink_and_steps_back
 fn a_pressure_guard_takes_a_slot_from_a_node_under_memory_pressure_and_gives_it_back() {
     use lockgate_api::{LeaseRequest, NodeSample, SubmitRequest};
     let policy = "[leases]\nttl = \"3s\"\n[nodes]\n[[nodes.rule]]\nselector = \"\"\nmax_running = 3\nguard = { memory = 20 }\n";
-    let s = Srv::start(policy);
+    let mut s = Srv::start(policy);
     let admin = s.admin();
     admin
         .register_node("n1", &lockgate_api::NodeRegister::default())
@@ -205,6 +213,14 @@ fn a_pressure_guard_takes_a_slot_from_a_node_under_memory_pressure_and_gives_it_
             over[0]["to"].as_u64()
         ),
         (Some("over"), Some("memory"), Some(2))
+    );
+    // A restart keeps what the guard learned.
+    s.kill9();
+    s.spawn();
+    assert_eq!(
+        admin.node("n1").unwrap().guarded,
+        Some(2),
+        "after a restart"
     );
     // Calm samples (under half the guard) give the slot back after three judgements.
     let back = eventually(Duration::from_secs(30), || {
