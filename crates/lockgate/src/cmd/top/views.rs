@@ -77,6 +77,7 @@ pub fn queue(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
                 j.owner.clone(),
                 j.priority.to_string(),
                 j.node.clone().unwrap_or_else(|| "-".into()),
+                rate(j),
                 age,
             ])
             .style(state_style(j.state));
@@ -94,9 +95,10 @@ pub fn queue(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
         Constraint::Fill(1),
         Constraint::Length(5),
         Constraint::Fill(1),
+        Constraint::Length(12),
         Constraint::Length(16),
     ];
-    let header = Row::new(["ID", "STATE", "JOB", "OWNER", "PRIO", "NODE", "AGE"]).bold();
+    let header = Row::new(["ID", "STATE", "JOB", "OWNER", "PRIO", "NODE", "RATE", "AGE"]).bold();
     let pages = jobs.len().div_ceil(page).max(1);
     let title = format!(
         " queue (page {}/{pages}; Enter explains, ↑↓ PgUp PgDn move) ",
@@ -108,6 +110,44 @@ pub fn queue(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
             .block(Block::bordered().title(title)),
         table,
     );
+}
+
+/// A job's rate as its holder measured it: the larger direction, recent where known,
+/// else the mean; `-` without a report.
+fn rate(j: &lockgate_api::JobView) -> String {
+    let Some(u) = &j.usage else {
+        return "-".into();
+    };
+    let now = u.read_per_s.zip(u.written_per_s).map(|(r, w)| r.max(w));
+    let mean = u.mean_read_per_s.max(u.mean_written_per_s);
+    format!(
+        "{}/s",
+        lockgate_core::usage::format_bytes(now.unwrap_or(mean))
+    )
+}
+
+/// A node's pressure and guard, as its last sample and the server say: `mem 3% io 1%`.
+fn pressure(n: &lockgate_api::NodeView) -> String {
+    let mut parts = Vec::new();
+    if let Some(s) = &n.sample {
+        for (name, v) in [
+            ("cpu", s.sample.cpu_some),
+            ("io", s.sample.io_some),
+            ("mem", s.sample.memory_some),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{name} {v:.0}%"));
+            }
+        }
+    }
+    if let Some(g) = n.guarded {
+        parts.push(format!("guard {g}"));
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(" ")
+    }
 }
 
 /// Every node as a table.
@@ -133,6 +173,7 @@ pub fn nodes(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
                 n.rule
                     .clone()
                     .unwrap_or_else(|| "[nodes].max_running".into()),
+                pressure(n),
                 kinds.join(","),
                 labels.join(","),
                 format!("{} ago", output::duration(since(Some(&n.last_seen), now))),
@@ -148,6 +189,7 @@ pub fn nodes(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
         Constraint::Fill(2),
         Constraint::Fill(2),
         Constraint::Fill(2),
+        Constraint::Fill(2),
         Constraint::Length(10),
     ];
     let header = Row::new([
@@ -157,6 +199,7 @@ pub fn nodes(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
         "PREPARED",
         "PREPARING",
         "RULE",
+        "PRESSURE",
         "KINDS",
         "LABELS",
         "SEEN",
