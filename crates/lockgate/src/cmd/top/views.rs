@@ -187,9 +187,9 @@ pub fn nodes(f: &mut Frame, area: Rect, app: &App, now: Timestamp) {
         Constraint::Length(8),
         Constraint::Length(9),
         Constraint::Fill(2),
+        Constraint::Length(14),
         Constraint::Fill(2),
-        Constraint::Fill(2),
-        Constraint::Fill(2),
+        Constraint::Fill(3),
         Constraint::Length(10),
     ];
     let header = Row::new([
