@@ -10,20 +10,22 @@ mod blocks;
 
 use super::locate::{self, FieldPath, Lines};
 use super::raw::{
-    RawConflict, RawGuard, RawJob, RawKind, RawLimit, RawMax, RawNodes, RawPolicy, RawQueue,
-    RawRetry, RawSchedule,
+    RawConflict, RawJob, RawKind, RawLimit, RawPolicy, RawQueue, RawRetry, RawSchedule,
 };
 use super::*;
-use crate::auto::{AutoConfig, GuardLimits};
 use crate::selector::Selector;
 use crate::time::parse_duration;
 use std::collections::BTreeSet;
 
+mod auto;
+mod nodes;
+use nodes::nodes_policy;
 mod forecast;
 mod notify;
 mod quotas;
 mod rpo;
 mod schedules;
+use auto::{guard, limit_max};
 mod windows;
 
 /// Why a policy document was rejected. Displays as `lockgate.toml:12: limit[1].max:
@@ -572,88 +574,6 @@ fn limit(l: &RawLimit, p: &FieldPath) -> Checked<Limit> {
     })
 }
 
-/// How often an automatic number is judged unless `interval` says otherwise.
-const DEFAULT_AUTO_INTERVAL: Duration = Duration::from_secs(10);
-
-/// A limit's `max`: the number (for `auto`, the range's `min`), the controller's
-/// configuration and its interval.
-fn limit_max(
-    raw: Option<&RawMax>,
-    p: &FieldPath,
-) -> Checked<(Option<u32>, Option<AutoConfig>, Duration)> {
-    let a = match raw {
-        None => return Ok((None, None, DEFAULT_AUTO_INTERVAL)),
-        Some(RawMax::Number(n)) => return Ok((Some(count(*n, p)?), None, DEFAULT_AUTO_INTERVAL)),
-        Some(RawMax::Auto(a)) => a,
-    };
-    if a.auto != "throughput" {
-        return bad(
-            &p.key("auto"),
-            format!(
-                "expected \"throughput\" (the goal a number sets itself for), got {:?}",
-                a.auto
-            ),
-        );
-    }
-    let min = count(a.min, &p.key("min"))?;
-    if min == 0 {
-        return bad(
-            &p.key("min"),
-            "expected a whole number >= 1 (a number that sets itself never shuts its scope), got 0",
-        );
-    }
-    let max = count(a.max, &p.key("max"))?;
-    if max < min {
-        return bad(
-            &p.key("max"),
-            format!("expected a number >= min ({min}), got {max}"),
-        );
-    }
-    let mut config = AutoConfig::throughput(min, max);
-    if let Some(g) = a.gain {
-        if !(1..=100).contains(&g) {
-            return bad(
-                &p.key("gain"),
-                format!("expected a percentage from 1 to 100, got {g}"),
-            );
-        }
-        config.gain = g as f64 / 100.0;
-    }
-    let interval = match &a.interval {
-        Some(_) => {
-            positive_duration(&a.interval, &p.key("interval"))?.unwrap_or(DEFAULT_AUTO_INTERVAL)
-        }
-        None => DEFAULT_AUTO_INTERVAL,
-    };
-    Ok((Some(min), Some(config), interval))
-}
-
-/// A node rule's `guard`: each pressure a percentage from 1 to 100.
-fn guard(raw: Option<&RawGuard>, p: &FieldPath) -> Checked<Option<GuardLimits>> {
-    let Some(g) = raw else {
-        return Ok(None);
-    };
-    let pct = |v: Option<i64>, name: &str| -> Checked<Option<f64>> {
-        match v {
-            None => Ok(None),
-            Some(v) if (1..=100).contains(&v) => Ok(Some(v as f64)),
-            Some(v) => bad(
-                &p.key(name),
-                format!("expected a pressure in percent from 1 to 100, got {v}"),
-            ),
-        }
-    };
-    let limits = GuardLimits {
-        cpu: pct(g.cpu, "cpu")?,
-        io: pct(g.io, "io")?,
-        memory: pct(g.memory, "memory")?,
-    };
-    if limits == GuardLimits::default() {
-        return bad(p, "expected at least one of cpu, io or memory");
-    }
-    Ok(Some(limits))
-}
-
 fn pools(raw: &BTreeMap<String, i64>, p: &FieldPath) -> Checked<BTreeMap<String, u64>> {
     let mut out = BTreeMap::new();
     for (pool, &cap) in raw {
@@ -664,36 +584,6 @@ fn pools(raw: &BTreeMap<String, i64>, p: &FieldPath) -> Checked<BTreeMap<String,
         out.insert(pool.clone(), capacity(cap, &pp)?);
     }
     Ok(out)
-}
-
-fn nodes_policy(
-    n: &RawNodes,
-    global_pools: &BTreeMap<String, u64>,
-    p: &FieldPath,
-) -> Checked<NodesPolicy> {
-    let mut rules = Vec::new();
-    for (i, r) in n.rule.iter().enumerate() {
-        let rp = p.key("rule").at(i);
-        rules.push(NodeRule {
-            selector: label_selector(&r.selector, &rp.key("selector"))?,
-            max_running: count(r.max_running, &rp.key("max_running"))?,
-            guard: guard(r.guard.as_ref(), &rp.key("guard"))?,
-        });
-    }
-    let resources = pools(&n.resources, &p.key("resources"))?;
-    if let Some(pool) = resources.keys().find(|k| global_pools.contains_key(*k)) {
-        return bad(
-            &p.key("resources").key(pool),
-            format!("pool {pool:?} is already declared in [resources], expected each pool either global ([resources]) or per node ([nodes.resources])"),
-        );
-    }
-    Ok(NodesPolicy {
-        max_running: opt_count(n.max_running, &p.key("max_running"))?,
-        prepare_queue: opt_count(n.prepare_queue, &p.key("prepare_queue"))?.unwrap_or(0),
-        ttl: positive_duration(&n.ttl, &p.key("ttl"))?.unwrap_or(DEFAULT_NODE_TTL),
-        rules,
-        resources,
-    })
 }
 
 fn conflict(c: &RawConflict, p: &FieldPath) -> Checked<Conflict> {
