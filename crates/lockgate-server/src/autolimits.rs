@@ -66,7 +66,6 @@ const SCAN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 #[derive(Debug)]
 struct Controller {
     ctl: AutoLimit,
-    config: AutoConfig,
     next: Timestamp,
     /// The scope's byte count and the time at the last judgement: the rate over an
     /// interval is the difference.
@@ -95,7 +94,8 @@ impl AutoLimits {
                 .rate_at(n)
                 .map(|r| format!("{}/s at {n}", b(r as u64)))
         };
-        let mut text = format!("auto {v} of {}-{}", c.config.min, c.config.max);
+        let config = c.ctl.config();
+        let mut text = format!("auto {v} of {}-{}", config.min, config.max);
         let seen: Vec<String> = [at(v), v.checked_sub(1).and_then(at)]
             .into_iter()
             .flatten()
@@ -168,7 +168,6 @@ impl Loop {
             let moved = self.meters.scope_bytes(&s.scope);
             let fresh = || Controller {
                 ctl: AutoLimit::new(s.config, s.limit),
-                config: s.config,
                 next: now.plus(s.interval),
                 last: (moved, now),
             };
@@ -177,7 +176,7 @@ impl Loop {
                 .scopes
                 .entry(s.scope.clone())
                 .or_insert_with(fresh);
-            if c.config != s.config {
+            if *c.ctl.config() != s.config {
                 *c = fresh();
             }
             if now < c.next {
