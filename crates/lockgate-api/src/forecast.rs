@@ -59,6 +59,37 @@ impl From<Estimate> for StageEstimateView {
     }
 }
 
+/// A job's learned size: what runs like it that succeeded moved (their larger direction,
+/// read or written), as their holders measured it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SizeEstimateView {
+    /// Median, bytes.
+    pub p50_bytes: u64,
+    /// 90th percentile, bytes (the largest seen while there are fewer than 10 runs).
+    pub p90_bytes: u64,
+    /// Successful runs with a usage report it was taken from.
+    pub samples: usize,
+    /// `key` or `kind`, as a stage's.
+    pub basis: String,
+    /// With basis `key`, the attributes the runs shared with the job, as `name=value`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key: Vec<String>,
+}
+
+impl From<Estimate> for SizeEstimateView {
+    fn from(e: Estimate) -> Self {
+        let stage = StageEstimateView::from(e);
+        SizeEstimateView {
+            p50_bytes: e.p50_ms,
+            p90_bytes: e.p90_ms,
+            samples: stage.samples,
+            basis: stage.basis,
+            key: Vec::new(),
+        }
+    }
+}
+
 /// A job's learned durations (`expected` in `GET /v1/jobs/{id}`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -67,6 +98,14 @@ pub struct ExpectedView {
     pub prepare: Option<StageEstimateView>,
     /// The run stage, or null when there is no history and no default.
     pub run: Option<StageEstimateView>,
+    /// What it moves, learned from runs that reported usage; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<SizeEstimateView>,
+    /// A running job only: when it should end at its own recent rate, from what it has
+    /// moved to its learned size (the median, or the 90th percentile once past it);
+    /// absent without a rate, without a size, or past the 90th percentile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<String>,
 }
 
 impl From<Expected> for ExpectedView {
@@ -74,6 +113,8 @@ impl From<Expected> for ExpectedView {
         ExpectedView {
             prepare: e.prepare.map(Into::into),
             run: e.run.map(Into::into),
+            size: e.size.map(Into::into),
+            end_at: None,
         }
     }
 }

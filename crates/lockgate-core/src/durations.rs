@@ -112,19 +112,30 @@ impl Estimate {
     }
 }
 
-/// A job's expected prepare and run stages.
+/// A job's expected prepare and run stages, and its size.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Expected {
     /// From prepare admission to `prepared` (two-stage jobs only).
     pub prepare: Option<Estimate>,
     /// From start to finish.
     pub run: Option<Estimate>,
+    /// The bytes it moves ([`moved`]), from runs that succeeded and reported usage: the
+    /// estimate's `p50_ms` and `p90_ms` hold bytes here. No policy default.
+    pub size: Option<Estimate>,
+}
+
+/// What a job moved, by its holder's report: its larger direction (a copy reads what it
+/// writes, and counts once). `None` without a report or with nothing moved.
+pub fn moved(job: &Job) -> Option<u64> {
+    let u = job.usage.as_deref()?;
+    Some(u.read_bytes.max(u.written_bytes)).filter(|&b| b > 0)
 }
 
 #[derive(Debug, Clone, Default)]
 struct Samples {
     prepare: VecDeque<u64>,
     run: VecDeque<u64>,
+    size: VecDeque<u64>,
 }
 
 fn push(ring: &mut VecDeque<u64>, v: u64, cap: usize) {
@@ -229,12 +240,16 @@ impl Durations {
             return;
         };
         let cap = self.policy.samples.max(1);
+        let size = moved(job);
         let add = |s: &mut Samples| {
             if let Some(p) = prepare {
                 push(&mut s.prepare, p, cap);
             }
             if let Some(r) = run {
                 push(&mut s.run, r, cap);
+            }
+            if let Some(b) = size {
+                push(&mut s.size, b, cap);
             }
         };
         add(self.by_kind.entry(job.kind.clone()).or_default());
@@ -267,6 +282,7 @@ impl Durations {
                 None
             },
             run: pick(|s| &s.run, self.policy.default_run),
+            size: pick(|s| &s.size, None),
         }
     }
 
@@ -334,6 +350,38 @@ mod tests {
         let v = d.expected(&job("verify", "a", 0)).run.unwrap();
         assert_eq!((v.p50_ms, v.basis), (7000, Basis::Default));
         assert_eq!(d.expected_run_p50_ms(&job("backup", "b", 0)), Some(50));
+    }
+
+    #[test]
+    fn sizes_are_learned_from_reported_usage_and_only_from_successes() {
+        let mut d = Durations::new(ForecastPolicy {
+            key: vec![PerKey::Attr("group".into())],
+            default_run: Some(Duration::from_secs(7)),
+            ..ForecastPolicy::default()
+        });
+        let sized = |group: &str, read: u64, written: u64| {
+            let mut j = job("backup", group, 100);
+            j.usage = Some(Box::new(crate::Usage {
+                read_bytes: read,
+                written_bytes: written,
+                ..crate::Usage::default()
+            }));
+            j
+        };
+        // No size without a report, and no policy default stands in for one.
+        d.observe(&job("backup", "a", 100));
+        assert_eq!(d.expected(&job("backup", "a", 0)).size, None);
+        // The larger direction counts: a copy reads what it writes.
+        d.observe(&sized("a", 4_000, 1_000));
+        d.observe(&sized("a", 2_000, 6_000));
+        let mut failed = sized("a", 1, 90_000);
+        failed.outcome = Some(JobState::Failed);
+        d.observe(&failed);
+        let a = d.expected(&job("backup", "a", 0)).size.unwrap();
+        assert_eq!((a.p50_ms, a.p90_ms, a.samples), (4_000, 6_000, 2));
+        // Another group has no size of its own: the kind's.
+        let b = d.expected(&job("backup", "b", 0)).size.unwrap();
+        assert_eq!((b.p50_ms, b.basis), (4_000, Basis::Kind));
     }
 
     fn run_of(kind: &str, attrs: &[(&str, &str)], run_ms: u64) -> Job {

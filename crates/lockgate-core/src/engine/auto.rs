@@ -49,11 +49,15 @@ impl Engine {
             return None;
         };
         let limit = self.policy.limits.iter().find(|l| &l.name == name)?;
-        let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
-        if limit.values.contains_key(&values) {
-            return None;
+        // Checked first, so that a limit without one costs no allocation on the hot path.
+        let auto = limit.auto?;
+        if !limit.values.is_empty() {
+            let values: Vec<String> = parts.iter().map(|(_, v)| v.clone()).collect();
+            if limit.values.contains_key(&values) {
+                return None;
+            }
         }
-        limit.auto
+        Some(auto)
     }
 
     /// The scopes of automatic limits that jobs need now, with their numbers and use.

@@ -157,8 +157,9 @@ impl Loop {
         Some(now.plus(wait.max(Duration::from_millis(200))))
     }
 
-    /// A job's learned durations, for its view.
-    pub(crate) fn expected_view(&self, job: &Job) -> ExpectedView {
+    /// A job's learned durations and size, for its view; for a running job, when it should
+    /// end at its own recent rate.
+    pub(crate) fn expected_view(&self, job: &Job, now: Timestamp) -> ExpectedView {
         let durations = &self.forecast.durations;
         let expected = durations.expected(job);
         let view = |e: Option<lockgate_core::durations::Estimate>| {
@@ -167,10 +168,40 @@ impl Loop {
                 ..e.into()
             })
         };
+        let end_at = (job.state == JobState::Running)
+            .then(|| self.end_at_own_rate(job, expected.size?, now))
+            .flatten();
         ExpectedView {
             prepare: view(expected.prepare),
             run: view(expected.run),
+            size: expected.size.map(|e| lockgate_api::SizeEstimateView {
+                key: durations.key_text(job, e.key_len),
+                ..e.into()
+            }),
+            end_at: end_at.map(time::format),
         }
+    }
+
+    /// When running `job` should end: what it still has to move to its learned size (the
+    /// median, or the 90th percentile once past it) at its recent rate. `None` without a
+    /// rate, or past the 90th percentile (its size is unlike its history's).
+    fn end_at_own_rate(
+        &self,
+        job: &Job,
+        size: lockgate_core::durations::Estimate,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
+        let moved = lockgate_core::durations::moved(job).unwrap_or(0);
+        let target = [size.p50_ms, size.p90_ms]
+            .into_iter()
+            .find(|&t| t > moved)?;
+        let rates = self.meters.recent(job.id)?;
+        let rate = rates.read.max(rates.written);
+        (rate > 0).then(|| {
+            now.plus(Duration::from_secs_f64(
+                (target - moved) as f64 / rate as f64,
+            ))
+        })
     }
 
     /// The estimate of a queued job for its explain: from the latest forecast, or all

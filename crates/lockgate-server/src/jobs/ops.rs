@@ -308,7 +308,8 @@ impl Loop {
         let job = self.find(id)?;
         may_see(p, &job)?;
         let mut view = self.view(&job);
-        view.expected = Some(self.expected_view(&job));
+        let now = self.now();
+        view.expected = Some(self.expected_view(&job, now));
         Ok(view)
     }
 

@@ -285,6 +285,23 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
             field("Exp prepare:", stage(&e.prepare));
         }
         field("Expected:", stage(&e.run));
+        if let Some(size) = &e.size {
+            use lockgate_core::usage::format_bytes as b;
+            let by = if size.key.is_empty() {
+                size.basis.clone()
+            } else {
+                size.key.join(",")
+            };
+            let runs = size.samples;
+            let (p50, p90) = (b(size.p50_bytes), b(size.p90_bytes));
+            field(
+                "Exp size:",
+                format!("p50 {p50}, p90 {p90} ({runs} runs, by {by})"),
+            );
+        }
+        if let Some(end) = &e.end_at {
+            field("Ends:", format!("{} at its own rate", output::time(end)));
+        }
     }
     if let Some(u) = &job.usage {
         let (usage, rate) = usage_lines(u);

@@ -174,3 +174,67 @@ fn renewals_carry_the_nodes_pressure_and_network_counters() {
     holder.kill().unwrap();
     holder.wait().unwrap();
 }
+
+#[test]
+fn a_running_job_of_a_learned_size_shows_when_it_ends_at_its_own_rate() {
+    let s = Srv::start(POLICY);
+    let dir = s.path("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display();
+    // The history: one run that moved 8 MiB and succeeded.
+    let once = format!("head -c {} /dev/zero > {d}/once", 8 * MIB);
+    let first = s
+        .run(&["--attr", "datastore=ds1", "--", "sh", "-c", &once])
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{first:?}");
+    // The next one writes 64 KiB every 0.1 s (about 0.6 MiB/s) until the test says so.
+    let gate = s.path("gate");
+    let slow = format!(
+        "while [ ! -e {g} ]; do head -c 65536 /dev/zero >> {d}/slow; sleep 0.1; done",
+        g = gate.display()
+    );
+    let mut holder = s
+        .run(&["--attr", "datastore=ds1", "--", "sh", "-c", &slow])
+        .spawn()
+        .unwrap();
+    running(&s, 2);
+    let admin = s.admin();
+    let ends = || {
+        admin
+            .job(2)
+            .ok()
+            .and_then(|j| j.expected)
+            .and_then(|e| e.end_at)
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || ends().is_some()),
+        "no end estimate: {:?}",
+        admin.job(2).unwrap().expected
+    );
+    let expected = admin.job(2).unwrap().expected.unwrap();
+    let size = expected.size.expect("the first run's size");
+    assert!(
+        (8 * MIB..8 * MIB + SLACK).contains(&size.p50_bytes),
+        "{size:?}"
+    );
+    assert_eq!(size.samples, 1);
+    // At about 0.6 MiB/s with at most 8 MiB left: ahead of now, within a minute or so.
+    let end = lockgate_api::time::parse(&ends().unwrap()).unwrap();
+    let now = lockgate_api::time::parse(&admin.job(2).unwrap().submitted_at).unwrap();
+    let ahead = end.since(now);
+    assert!(
+        (1_000..120_000).contains(&ahead),
+        "ends {ahead} ms after its submit"
+    );
+    let out = s.cli(&["job", "show", "2"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Exp size:") && text.contains("at its own rate"),
+        "{text}"
+    );
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(holder.wait().unwrap().code(), Some(0));
+    // Ended: no estimate of its end.
+    assert_eq!(admin.job(2).unwrap().expected.unwrap().end_at, None);
+}
