@@ -47,6 +47,10 @@ pub struct AutoConfig {
     pub dwell: u32,
     /// Intervals a number stepped back from is left untried.
     pub hold: u32,
+    /// The number the admin holds it at (`pin = N`, within the range): the controller stands
+    /// still, and what it learned is kept for when the pin is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<u32>,
 }
 
 impl AutoConfig {
@@ -59,6 +63,7 @@ impl AutoConfig {
             gain: 0.05,
             dwell: 3,
             hold: 20,
+            pin: None,
         }
     }
 }

@@ -95,6 +95,12 @@ impl AutoLimits {
                 .map(|r| format!("{}/s at {n}", b(r as u64)))
         };
         let config = c.ctl.config();
+        if let Some(pin) = config.pin {
+            return Some(format!(
+                "auto pinned at {pin} of {}-{}",
+                config.min, config.max
+            ));
+        }
         let mut text = format!("auto {v} of {}-{}", config.min, config.max);
         let seen: Vec<String> = [at(v), v.checked_sub(1).and_then(at)]
             .into_iter()
@@ -179,7 +185,9 @@ impl Loop {
             if *c.ctl.config() != s.config {
                 *c = fresh();
             }
-            if now < c.next {
+            // Pinned: it stands still (explain says so); unpinned, it goes on from the
+            // number it had learned (the engine kept it).
+            if now < c.next || s.config.pin.is_some() {
                 continue;
             }
             c.next = now.plus(s.interval);

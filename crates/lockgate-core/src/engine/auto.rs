@@ -40,8 +40,9 @@ impl Engine {
     /// scope of a rule that is not automatic or a partition with a fixed value.
     pub(crate) fn auto_number(&self, key: &ScopeKey) -> Option<u32> {
         let config = self.auto_config(key)?;
-        let set = self.auto.get(&key.to_string()).copied();
-        Some(set.unwrap_or(config.min).clamp(config.min, config.max))
+        let set = || self.auto.get(&key.to_string()).copied();
+        let n = config.pin.or_else(set).unwrap_or(config.min);
+        Some(n.clamp(config.min, config.max))
     }
 
     fn auto_config(&self, key: &ScopeKey) -> Option<AutoConfig> {

@@ -364,6 +364,9 @@ pub struct RawAuto {
     /// How often the number is judged. Default `"10s"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
+    /// Holds the number here (within `min`-`max`) until removed; what was learned is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<i64>,
 }
 
 /// A node rule's guard on the node's pressure (`guard = { memory = 20, io = 40 }`).

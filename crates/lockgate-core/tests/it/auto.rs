@@ -65,6 +65,36 @@ fn a_set_number_admits_at_once_drains_when_lowered_and_keeps_its_range() {
 }
 
 #[test]
+fn a_pin_holds_the_number_and_its_removal_goes_back_to_the_learned_one() {
+    let mut e = engine(POLICY);
+    for _ in 0..6 {
+        submit(&mut e, spec("backup", &[("datastore", "ds1")]), 0);
+    }
+    e.set_auto_limit(DS1, 2, Timestamp(10));
+    assert_eq!(running_in(&e, "ds1"), 2);
+    let pinned = POLICY.replace("max = 4 }", "max = 4, pin = 4 }");
+    e.apply_policy(policy(&pinned), Timestamp(20));
+    assert_eq!(e.auto_scopes()[0].limit, 4);
+    assert_eq!(
+        running_in(&e, "ds1"),
+        4,
+        "a pin above the number admits at once"
+    );
+    assert_eq!(
+        e.auto_limits().get(DS1),
+        Some(&2),
+        "what was learned is kept"
+    );
+    e.apply_policy(policy(POLICY), Timestamp(30));
+    assert_eq!(
+        e.auto_scopes()[0].limit,
+        2,
+        "released: the learned number again (the scope drains to it)"
+    );
+    e.check_invariants().unwrap();
+}
+
+#[test]
 fn a_guard_leaves_a_node_fewer_slots_which_drain_and_come_back() {
     let mut e = engine(
         "[leases]\nttl = \"7d\"\n[queue]\nreserve_after = \"7d\"\n[nodes]\n[[nodes.rule]]\nselector = \"\"\nmax_running = 4\nguard = { memory = 20 }\n",

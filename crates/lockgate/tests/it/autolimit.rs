@@ -236,3 +236,38 @@ fn a_pressure_guard_takes_a_slot_from_a_node_under_memory_pressure_and_gives_it_
         "{events:?}"
     );
 }
+
+#[test]
+fn a_pinned_automatic_number_stands_still_and_explain_says_so() {
+    use lockgate_api::SubmitRequest;
+    let policy = "[leases]\nttl = \"30s\"\n\n[[limit]]\nname = \"ds\"\nper = [\"datastore\"]\nmax = { auto = \"throughput\", min = 1, max = 8, interval = \"100ms\", pin = 2 }\n";
+    let s = Srv::start(policy);
+    let admin = s.admin();
+    let jobs: Vec<lockgate_api::JobView> = (0..5)
+        .map(|_| {
+            let req = SubmitRequest {
+                kind: "backup".into(),
+                attrs: [("datastore".to_string(), "ds1".to_string())].into(),
+                executor: Some(lockgate_core::policy::Executor::Client),
+                ..SubmitRequest::default()
+            };
+            admin.submit(&req).unwrap().0
+        })
+        .collect();
+    let admitted = jobs.iter().filter(|j| j.lease.is_some()).count();
+    assert_eq!(admitted, 2, "the pin, not the range's min");
+    // Over twenty intervals with the scope full (and past the first scan, at most 1 s in):
+    // a controller that moved would have stepped by now.
+    std::thread::sleep(Duration::from_millis(3000));
+    let steps = admin
+        .events(0)
+        .unwrap()
+        .events
+        .into_iter()
+        .filter(|e| e.data.get("type").and_then(|t| t.as_str()) == Some("auto_limit"))
+        .count();
+    assert_eq!(steps, 0);
+    let queued = jobs.iter().find(|j| j.lease.is_none()).unwrap().id;
+    let why = admin.explain(queued).unwrap().text;
+    assert!(why.contains("(auto pinned at 2 of 1-8)"), "{why}");
+}

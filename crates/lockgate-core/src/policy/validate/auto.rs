@@ -54,6 +54,16 @@ pub(super) fn limit_max(
         }
         config.gain = g as f64 / 100.0;
     }
+    if let Some(pin) = a.pin {
+        let n = count(pin, &p.key("pin"))?;
+        if !(min..=max).contains(&n) {
+            return bad(
+                &p.key("pin"),
+                format!("expected a number from min to max ({min}-{max}), got {n}"),
+            );
+        }
+        config.pin = Some(n);
+    }
     let interval = match &a.interval {
         Some(_) => {
             positive_duration(&a.interval, &p.key("interval"))?.unwrap_or(DEFAULT_AUTO_INTERVAL)

@@ -38,11 +38,17 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
     "limit[0].max.gain",
     "expected a percentage from 1 to 100, got 0"
 )]
+#[case::auto_pin_outside_the_range(
+    "[[limit]]\nname = \"ds\"\nmax = { auto = \"throughput\", min = 2, max = 4, pin = 6 }\n",
+    3,
+    "limit[0].max.pin",
+    "expected a number from min to max (2-4), got 6"
+)]
 #[case::auto_unknown_key(
     "[[limit]]\nname = \"ds\"\nmax = { auto = \"throughput\", min = 1, max = 4, step = 2 }\n",
     3,
     "limit[0].max.step",
-    "unknown key, expected one of `auto`, `min`, `max`, `gain`, `interval`"
+    "unknown key, expected one of `auto`, `min`, `max`, `gain`, `interval`, `pin`"
 )]
 #[case::auto_on_a_conflict(
     "[[conflict]]\nkeys = [\"repo\"]\nmax = { auto = \"throughput\", min = 1, max = 4 }\n",
