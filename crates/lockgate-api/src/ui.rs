@@ -134,6 +134,41 @@ pub struct UiSeries {
     pub peak: Vec<u64>,
 }
 
+/// `GET /v1/ui/throughput`: what the admitted jobs moved per second over the last hour,
+/// per scope and per node, with each node's pressure, as the server sampled it (every
+/// `step_s` while jobs ran; a time without a sample had nothing running).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct UiThroughput {
+    /// Seconds between samples.
+    pub step_s: u64,
+    /// When each sample was taken (RFC 3339), oldest first.
+    pub at: Vec<String>,
+    /// Per scope (per rule the busiest, the rest summed as `<rule>:other`), bytes per
+    /// second at each sample (the larger direction of each job, summed); `null` where the
+    /// scope had no running job.
+    pub scopes: Vec<UiRates>,
+    /// Per node (the busiest), bytes per second at each sample.
+    pub nodes: Vec<UiRates>,
+}
+
+/// One scope's or node's series.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct UiRates {
+    /// The scope or node.
+    pub name: String,
+    /// Bytes per second at each sample.
+    pub bytes_per_s: Vec<Option<u64>>,
+    /// A node's memory pressure (PSI `some avg10`, percent) at each sample, from its
+    /// holders' last report; empty for a scope.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<Option<f64>>,
+    /// A node's IO pressure at each sample; empty for a scope.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io: Vec<Option<f64>>,
+}
+
 /// `GET /v1/ui/policy`: the active policy as TOML, for the dashboard's editor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -78,6 +78,9 @@ pub struct Loop {
     pub(crate) metrics: Metrics,
     /// Usage reports of admitted jobs, for rates (`usage.rs`).
     pub(crate) meters: crate::usage::Meters,
+    /// What the admitted jobs moved over the last hour, for the dashboard
+    /// (`usage/history.rs`).
+    pub(crate) throughput_history: crate::usage::History,
     /// Node samples that came with renewals (`usage/nodes.rs`).
     pub(crate) node_meters: crate::usage::NodeMeters,
     /// The controllers of automatic limits (`autolimits.rs`).
@@ -167,6 +170,7 @@ impl Loop {
             max_token,
             metrics: Metrics::default(),
             meters: crate::usage::Meters::default(),
+            throughput_history: crate::usage::History::default(),
             node_meters: crate::usage::NodeMeters::default(),
             auto: crate::autolimits::AutoLimits::default(),
             schedules: crate::schedules::Schedules::default(),
@@ -316,6 +320,7 @@ impl Loop {
             self.rpo_tick(now);
             self.forecast_tick(now);
             self.auto_tick(now);
+            self.throughput_tick(now);
             match self.commit() {
                 Ok(()) => self.send_replies(),
                 Err(e @ lockgate_store::StoreError::Fenced { .. }) => {

@@ -51,4 +51,6 @@ pub enum UiOp {
     Overview(Reply<UiOverview>),
     /// `GET /v1/ui/occupancy`.
     Occupancy(OccupancyQuery, Reply<UiOccupancy>),
+    /// `GET /v1/ui/throughput`.
+    Throughput(Reply<lockgate_api::UiThroughput>),
 }

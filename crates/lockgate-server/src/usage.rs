@@ -13,8 +13,10 @@
 //!   per job, and at most [`MAX_SERIES_PER_RULE`] scopes of one rule (the busiest; the
 //!   rest summed into `<rule>:other`, as the other scope series).
 
+mod history;
 mod nodes;
 
+pub use history::History;
 pub use nodes::NodeMeters;
 
 use crate::metrics::{esc, header, MAX_SERIES_PER_RULE};

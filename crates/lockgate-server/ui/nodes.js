@@ -5,18 +5,21 @@
 import { get, api, isAdmin } from "./api.js";
 import { h, put, chips, rel } from "./dom.js";
 import { nodeCard } from "./overview.js";
+import { throughputCharts } from "./charts.js";
 
 export function render(root) {
   const error = h("div", { role: "alert" });
   const grid = h("div", { class: "nodes full" });
   const filter = h("input", { id: "node-filter", type: "search", placeholder: "name or label", autocomplete: "off" });
   const count = h("span", { class: "muted" });
+  const rates = h("div", { "data-testid": "node-throughput" });
   let nodes = [];
   filter.addEventListener("input", draw);
   put(root, h("h1", {}, "Nodes"),
     h("div", { class: "row", style: { marginBottom: ".8rem" } },
       h("label", { for: "node-filter" }, "Filter"), filter, count),
-    error, grid);
+    error, grid,
+    h("h2", {}, "Throughput and pressure, last hour"), rates);
 
   async function act(name, verb) {
     try {
@@ -54,6 +57,7 @@ export function render(root) {
     try {
       nodes = (await get("/v1/nodes")).nodes;
       draw();
+      put(rates, throughputCharts(await get("/v1/ui/throughput"), "nodes"));
     } catch (e) {
       put(error, h("div", { class: "errbox" }, e.message));
     }

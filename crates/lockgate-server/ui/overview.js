@@ -4,7 +4,7 @@
 
 import { get, events } from "./api.js";
 import { h, put, dur, when, jobLink, card, pill } from "./dom.js";
-import { occupancyCharts, waitsChart } from "./charts.js";
+import { occupancyCharts, waitsChart, throughputCharts } from "./charts.js";
 
 const CHART_MS = 30000;
 
@@ -129,6 +129,7 @@ export function render(root) {
   const stream = h("ul", { class: "events", "data-testid": "event-stream", "aria-live": "off" });
   const charts = h("div", {}, h("p", { class: "muted" }, "Loading history…"));
   const waits = h("div", {});
+  const rates = h("div", { "data-testid": "throughput" });
   const gantt = ganttCard();
   const error = h("p", { class: "error", role: "alert" });
   put(root, h("h1", {}, "Overview"), error,
@@ -141,6 +142,7 @@ export function render(root) {
       card("Queued by owner", "span-6", byOwner),
       card("Scope occupancy, last 6 hours", "span-8", charts),
       card("Waits by kind, last 6 hours", "span-4", waits),
+      card("Throughput per scope, last hour", "span-12", rates),
       card("Forecast, next 6 hours (p50)", "span-12", gantt.el)));
 
   async function refresh() {
@@ -172,6 +174,7 @@ export function render(root) {
       const occ = await get("/v1/ui/occupancy?hours=6");
       put(charts, occupancyCharts(occ));
       put(waits, waitsChart(occ.waits_by_kind));
+      put(rates, throughputCharts(await get("/v1/ui/throughput"), "scopes"));
     } catch (e) {
       put(charts, h("p", { class: "muted" }, e.status === 403 ? "History is for admins and viewers." : `History unavailable: ${e.message}`));
       put(waits);

@@ -25,6 +25,12 @@ impl Loop {
                 let r = self.ui_occupancy(p, q, now);
                 self.answer(reply, r);
             }
+            UiOp::Throughput(reply) => {
+                let r = p
+                    .require(&[Role::Admin, Role::Viewer], "read the throughput history")
+                    .map(|()| self.throughput_history.view());
+                self.answer(reply, r);
+            }
         }
     }
 

@@ -19,7 +19,7 @@ use lockgate_api::{ErrorCode, Role, UiCode, UiOccupancy, UiOverview, UiPolicy, U
 /// The dashboard routes' part of the OpenAPI document (list every handler of [`routes`]).
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    paths(index, asset, login, logout, whoami, code, overview, occupancy, policy_toml),
+    paths(index, asset, login, logout, whoami, code, overview, occupancy, throughput, policy_toml),
     tags((name = "ui", description = "The dashboard at /ui/ (docs/dashboard.md)"))
 )]
 pub(crate) struct ApiDoc;
@@ -35,6 +35,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/ui/codes", post(code))
         .route("/v1/ui/overview", get(overview))
         .route("/v1/ui/occupancy", get(occupancy))
+        .route("/v1/ui/throughput", get(throughput))
         .route("/v1/ui/policy", get(policy_toml))
 }
 
@@ -263,6 +264,16 @@ async fn occupancy(
     Auth(p): Auth,
 ) -> ApiResult<UiOccupancy> {
     ok(st.lp.ask(p, |r| UiOp::Occupancy(q, r)).await?)
+}
+
+#[utoipa::path(get, path = "/v1/ui/throughput", tag = "ui",
+    responses((status = 200, description = "Bytes per second the admitted jobs moved over the last hour, per scope and per node, with each node's pressure (admin, viewer)", body = lockgate_api::UiThroughput)))]
+async fn throughput(
+    State(st): State<AppState>,
+    _: NoQuery,
+    Auth(p): Auth,
+) -> ApiResult<lockgate_api::UiThroughput> {
+    ok(st.lp.ask(p, UiOp::Throughput).await?)
 }
 
 #[utoipa::path(get, path = "/v1/ui/policy", tag = "ui",
