@@ -108,6 +108,11 @@ impl Meters {
             .or_else(|| history.iter().find(earlier))
     }
 
+    /// The admitted jobs with reports.
+    pub(crate) fn job_ids(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.jobs.keys().copied()
+    }
+
     /// The recent rates of admitted job `id` (over about [`RATE_WINDOW_MS`]).
     pub(crate) fn recent(&self, id: JobId) -> Option<Rates> {
         let last = self.jobs.get(&id)?.back()?;

@@ -4,7 +4,8 @@
 //! [`forward`] takes a copy of the server's engine (its queue, admitted jobs, nodes, timers
 //! and policy, exactly as they are), and plays the holders as [`crate::sim`] does:
 //! a preparing job reports `prepared` at `prepare_started_at + prepare`, a running job
-//! finishes at `started_at + run` (or now, if that is past), a job admitted later finishes
+//! finishes at `started_at + run` (or now, if that is past; or, given its holder's
+//! measurements, where its own rate takes it: [`OwnEnd`]), a job admitted later finishes
 //! `run` after its start, and a job asked to stop (preempted, cancelled) finishes
 //! [`STOP_MS`] later. Leases and nodes are renewed every TTL/3, so nothing expires that
 //! would not expire in production. The known schedules' runs arrive as [`Arrival`]s. The
@@ -60,6 +61,28 @@ impl Quantile {
     }
 }
 
+/// Where a running job's holder measured it: the end it reaches at its own recent rate,
+/// moving what it still has to to its learned size's median and 90th percentile (`None`
+/// where it has no rate, or is past that size). A running job with one ends there rather
+/// than at its start plus the learned run time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OwnEnd {
+    /// For the run at p50.
+    pub p50: Option<Timestamp>,
+    /// For the run at p90.
+    pub p90: Option<Timestamp>,
+}
+
+/// What is known beyond the engine and the durations: the planned arrivals and the own-rate
+/// ends of running jobs.
+#[derive(Debug, Clone, Copy)]
+pub struct Known<'a> {
+    /// The schedules' planned runs.
+    pub arrivals: &'a [Arrival],
+    /// Running jobs' ends at their own rate, by id.
+    pub ends: &'a HashMap<JobId, OwnEnd>,
+}
+
 /// One job's forecast.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct JobForecast {
@@ -98,6 +121,7 @@ struct Driver<'a> {
     durations: &'a Durations,
     q: Quantile,
     arrivals: &'a [Arrival],
+    ends: &'a HashMap<JobId, OwnEnd>,
     agenda: BTreeMap<(u64, u64), Action>,
     seq: u64,
     /// Admitted, not ended, with the lease token and whether its end is known.
@@ -125,6 +149,25 @@ pub fn forward(
     horizon: Timestamp,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> ForwardRun {
+    let ends = HashMap::new();
+    let known = Known {
+        arrivals,
+        ends: &ends,
+    };
+    forward_known(engine, now, durations, known, q, horizon, keep_going)
+}
+
+/// As [`forward`], with what the holders measured of the running jobs ([`Known::ends`]).
+pub fn forward_known(
+    engine: Engine,
+    now: Timestamp,
+    durations: &Durations,
+    known: Known<'_>,
+    q: Quantile,
+    horizon: Timestamp,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> ForwardRun {
+    let arrivals = known.arrivals;
     let policy = engine.policy();
     let ttl = policy.leases.ttl.min(policy.nodes.ttl).as_millis() as u64;
     let nodes = engine.nodes().map(|n| n.name.clone()).collect();
@@ -133,6 +176,7 @@ pub fn forward(
         durations,
         q,
         arrivals,
+        ends: known.ends,
         agenda: BTreeMap::new(),
         seq: 0,
         in_flight: BTreeMap::new(),
@@ -226,7 +270,14 @@ impl Driver<'_> {
                 }
                 (JobState::Running, Some(token)) => {
                     let began = job.started_at.map_or(now, |t| t.0);
-                    let at = self.run_ms(&job).map(|r| (began + r).max(now));
+                    let own = self.ends.get(&job.id).and_then(|e| match self.q {
+                        Quantile::P50 => e.p50,
+                        Quantile::P90 => e.p90,
+                    });
+                    let at = own
+                        .map(|t| t.0)
+                        .or_else(|| self.run_ms(&job).map(|r| began + r))
+                        .map(|t| t.max(now));
                     self.hold(job.id, token, at.is_some());
                     if let Some(at) = at {
                         let done = Action::Finish(job.id, token, Outcome::Succeeded);

@@ -7,12 +7,14 @@ use crate::event_loop::Loop;
 use lockgate_api::{time, EstimateView, ExpectedView, ForecastQuery, ForecastView};
 use lockgate_core::durations::Durations;
 use lockgate_core::event::JobChange;
-use lockgate_core::job::{Job, JobState};
+use lockgate_core::job::{Job, JobId, JobState};
 use lockgate_core::policy::QueueOrder;
 use lockgate_core::selector::Selector;
 use lockgate_core::Timestamp;
 use lockgate_sim::forecast::Arrival;
+use lockgate_sim::forecast::OwnEnd;
 use lockgate_store::JobFilter;
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -92,16 +94,39 @@ impl Loop {
         let started = Instant::now();
         let state = self.engine.share();
         let arrivals = self.forecast_arrivals(now, until);
+        let ends = self.own_rate_ends(now);
         self.forecast.generation += 1;
         Input {
             state,
             durations: self.forecast.durations.clone(),
             arrivals,
+            ends,
             now,
             until,
             copy: started.elapsed(),
             generation: self.forecast.generation,
         }
+    }
+
+    /// The running jobs whose holders report a rate, with the ends they reach at it
+    /// (the forecast's run at p50 aims at the median size, then the 90th percentile; the
+    /// run at p90 at the 90th percentile). O(admitted jobs with reports).
+    fn own_rate_ends(&self, now: Timestamp) -> HashMap<JobId, OwnEnd> {
+        self.meters
+            .job_ids()
+            .filter_map(|id| {
+                let job = self.engine.job(id)?;
+                if job.state != JobState::Running {
+                    return None;
+                }
+                let size = self.forecast.durations.expected(job).size?;
+                let end = OwnEnd {
+                    p50: self.end_at_own_rate(job, &[size.p50_ms, size.p90_ms], now),
+                    p90: self.end_at_own_rate(job, &[size.p90_ms], now),
+                };
+                (end != OwnEnd::default()).then_some((id, end))
+            })
+            .collect()
     }
 
     /// The schedules' runs from `from` up to `until` (at most [`super::MAX_ARRIVALS`]).
@@ -169,7 +194,10 @@ impl Loop {
             })
         };
         let end_at = (job.state == JobState::Running)
-            .then(|| self.end_at_own_rate(job, expected.size?, now))
+            .then(|| {
+                let size = expected.size?;
+                self.end_at_own_rate(job, &[size.p50_ms, size.p90_ms], now)
+            })
             .flatten();
         ExpectedView {
             prepare: view(expected.prepare),
@@ -182,19 +210,13 @@ impl Loop {
         }
     }
 
-    /// When running `job` should end: what it still has to move to its learned size (the
-    /// median, or the 90th percentile once past it) at its recent rate. `None` without a
-    /// rate, or past the 90th percentile (its size is unlike its history's).
-    fn end_at_own_rate(
-        &self,
-        job: &Job,
-        size: lockgate_core::durations::Estimate,
-        now: Timestamp,
-    ) -> Option<Timestamp> {
+    /// When running `job` should end: what it still has to move to the first of its
+    /// learned sizes `targets` it has not passed (the median, then the 90th percentile) at
+    /// its recent rate. `None` without a rate, or past every target (its size is unlike
+    /// its history's).
+    fn end_at_own_rate(&self, job: &Job, targets: &[u64], now: Timestamp) -> Option<Timestamp> {
         let moved = lockgate_core::durations::moved(job).unwrap_or(0);
-        let target = [size.p50_ms, size.p90_ms]
-            .into_iter()
-            .find(|&t| t > moved)?;
+        let target = targets.iter().copied().find(|&t| t > moved)?;
         let rates = self.meters.recent(job.id)?;
         let rate = rates.read.max(rates.written);
         (rate > 0).then(|| {

@@ -16,7 +16,9 @@ use lockgate_core::engine::Shared;
 use lockgate_core::job::{JobId, JobState};
 use lockgate_core::policy::QueueOrder;
 use lockgate_core::{Engine, Job, Timestamp};
-use lockgate_sim::forecast::{forward, Arrival, ForwardRun, JobForecast, Quantile};
+use lockgate_sim::forecast::{
+    forward_known, Arrival, ForwardRun, JobForecast, Known, OwnEnd, Quantile,
+};
 use std::time::{Duration, Instant};
 
 /// The forward run plays on at most this long past the last planned arrival: a queue that
@@ -30,6 +32,8 @@ pub struct Input {
     pub state: Shared,
     pub durations: Durations,
     pub arrivals: Vec<Arrival>,
+    /// Running jobs' ends at their own measured rate (`lockgate_sim::forecast::OwnEnd`).
+    pub ends: std::collections::HashMap<JobId, OwnEnd>,
     pub now: Timestamp,
     /// Arrivals are planned up to here.
     pub until: Timestamp,
@@ -89,11 +93,15 @@ pub(crate) fn compute(input: Input, budget: Duration) -> Snapshot {
     let engine = rebuild(&input);
     let run = |engine: Engine, q: Quantile| {
         let stop_at = Instant::now() + budget;
-        forward(
+        let known = Known {
+            arrivals: &input.arrivals,
+            ends: &input.ends,
+        };
+        forward_known(
             engine,
             input.now,
             &input.durations,
-            &input.arrivals,
+            known,
             q,
             horizon,
             &mut || Instant::now() < stop_at,

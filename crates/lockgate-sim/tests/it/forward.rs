@@ -113,3 +113,49 @@ fn a_default_run_stands_in_for_missing_history_and_the_budget_stops_the_run() {
     assert!(!cut.complete);
     assert_eq!(cut.jobs[&ids[1999]].end, None);
 }
+
+#[test]
+fn a_running_job_its_holder_measured_ends_at_its_own_rate() {
+    use lockgate_sim::forecast::{forward_known, Known, OwnEnd};
+    let policy = Policy::from_toml("[global]\nmax_running = 1\n", None).unwrap();
+    let mut engine = Engine::new(policy, Mode::Indexed);
+    let t0 = Timestamp(1_000_000);
+    let ids: Vec<_> = (0..2)
+        .map(|_| engine.submit(spec("backup"), t0).unwrap().job.id)
+        .collect();
+    while engine.poll_event().is_some() {}
+    let d = learned("backup", &[10_000, 40_000]);
+    let now = Timestamp(t0.0 + 4_000);
+    let horizon = Timestamp(t0.0 + 86_400_000);
+    // Slower than its history: at its own rate it reaches the median size at 25 s; it is
+    // not known to reach the 90th percentile's.
+    let ends = std::collections::HashMap::from([(
+        ids[0],
+        OwnEnd {
+            p50: Some(Timestamp(t0.0 + 25_000)),
+            p90: None,
+        },
+    )]);
+    let known = Known {
+        arrivals: &[],
+        ends: &ends,
+    };
+    let at = |run: &lockgate_sim::forecast::ForwardRun, id| {
+        let f = run.jobs[&id];
+        (f.start.map(|t| t.0 - t0.0), f.end.map(|t| t.0 - t0.0))
+    };
+    let p50 = forward_known(
+        engine.clone(),
+        now,
+        &d,
+        known,
+        Quantile::P50,
+        horizon,
+        &mut || true,
+    );
+    assert_eq!(at(&p50, ids[0]), (Some(0), Some(25_000)));
+    assert_eq!(at(&p50, ids[1]), (Some(25_000), Some(35_000)));
+    // Without an own end for p90, the learned run time.
+    let p90 = forward_known(engine, now, &d, known, Quantile::P90, horizon, &mut || true);
+    assert_eq!(at(&p90, ids[0]), (Some(0), Some(40_000)));
+}

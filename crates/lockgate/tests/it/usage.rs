@@ -177,7 +177,7 @@ fn renewals_carry_the_nodes_pressure_and_network_counters() {
 
 #[test]
 fn a_running_job_of_a_learned_size_shows_when_it_ends_at_its_own_rate() {
-    let s = Srv::start(POLICY);
+    let s = Srv::start(&POLICY.replace("max = 2", "max = 1"));
     let dir = s.path("data");
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.display();
@@ -232,6 +232,27 @@ fn a_running_job_of_a_learned_size_shows_when_it_ends_at_its_own_rate() {
     assert!(
         text.contains("Exp size:") && text.contains("at its own rate"),
         "{text}"
+    );
+    // A job behind it is forecast to start when it ends at its own rate, not when its
+    // learned run time (a fraction of a second) says.
+    let queued = lockgate_api::SubmitRequest {
+        kind: "backup".into(),
+        attrs: [("datastore".to_string(), "ds1".to_string())].into(),
+        executor: Some(lockgate_core::policy::Executor::Client),
+        ..lockgate_api::SubmitRequest::default()
+    };
+    let behind = admin.submit(&queued).unwrap().0.id;
+    let starts = || {
+        let e = admin.explain(behind).ok()?.estimate?;
+        lockgate_api::time::parse(&e.start_p50?).ok()
+    };
+    let submitted = lockgate_api::time::parse(&admin.job(behind).unwrap().submitted_at).unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || starts()
+            .is_some_and(|t| t.since(submitted) >= 1_000)),
+        "forecast start {:?}, own end {:?}",
+        admin.explain(behind).unwrap().estimate,
+        ends()
     );
     std::fs::write(&gate, "").unwrap();
     assert_eq!(holder.wait().unwrap().code(), Some(0));
