@@ -383,10 +383,16 @@ impl Loop {
         may_see(p, &job)?;
         let estimate = self.estimate_for(&job);
         Ok(match self.engine.explain(id, now) {
-            Some(e) => self.with_auto(ExplainView {
-                estimate,
-                ..ExplainView::from(e)
-            }),
+            Some(e) => {
+                let mut view = self.with_auto(ExplainView {
+                    estimate,
+                    ..ExplainView::from(e)
+                });
+                if let Some(progress) = self.progress(&job, now) {
+                    view.text = format!("{}: {progress}", view.text);
+                }
+                view
+            }
             None => ExplainView {
                 position: 0,
                 effective_priority: job.priority as f64,
@@ -398,6 +404,25 @@ impl Loop {
                 estimate,
             },
         })
+    }
+
+    /// A running job's progress as its holder measured it, for explain: what it moved, at
+    /// what rate now, and when it ends at that rate where its size is learned
+    /// (`moved 1.2 GiB, 40.0 MiB/s now, ends 2026-12-07T02:41:10Z at its own rate`).
+    fn progress(&self, job: &Job, now: Timestamp) -> Option<String> {
+        if job.state != JobState::Running {
+            return None;
+        }
+        let b = lockgate_core::usage::format_bytes;
+        let moved = lockgate_core::durations::moved(job)?;
+        let mut text = format!("moved {}", b(moved));
+        if let Some(r) = self.meters.recent(job.id) {
+            text += &format!(", {}/s now", b(r.read.max(r.written)));
+        }
+        if let Some(end) = self.expected_view(job, now).end_at {
+            text += &format!(", ends {end} at its own rate");
+        }
+        Some(text)
     }
 
     /// Adds to each reason on an automatic scope its number, range and measured rates.

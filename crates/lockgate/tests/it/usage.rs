@@ -233,6 +233,11 @@ fn a_running_job_of_a_learned_size_shows_when_it_ends_at_its_own_rate() {
         text.contains("Exp size:") && text.contains("at its own rate"),
         "{text}"
     );
+    let why = admin.explain(2).unwrap().text;
+    assert!(
+        why.starts_with("running") && why.contains("moved ") && why.contains("at its own rate"),
+        "{why}"
+    );
     // A job behind it is forecast to start when it ends at its own rate, not when its
     // learned run time (a fraction of a second) says.
     let queued = lockgate_api::SubmitRequest {
