@@ -48,14 +48,18 @@ impl From<Estimate> for StageEstimateView {
             p50_s: e.p50_ms as f64 / 1000.0,
             p90_s: e.p90_ms as f64 / 1000.0,
             samples: e.samples,
-            basis: match e.basis {
-                Basis::Key => "key",
-                Basis::Kind => "kind",
-                Basis::Default => "default",
-            }
-            .to_string(),
+            basis: basis_name(e.basis).to_string(),
             key: Vec::new(),
         }
+    }
+}
+
+/// An estimate's basis as the API names it.
+fn basis_name(b: Basis) -> &'static str {
+    match b {
+        Basis::Key => "key",
+        Basis::Kind => "kind",
+        Basis::Default => "default",
     }
 }
 
@@ -79,12 +83,11 @@ pub struct SizeEstimateView {
 
 impl From<Estimate> for SizeEstimateView {
     fn from(e: Estimate) -> Self {
-        let stage = StageEstimateView::from(e);
         SizeEstimateView {
             p50_bytes: e.p50_ms,
             p90_bytes: e.p90_ms,
-            samples: stage.samples,
-            basis: stage.basis,
+            samples: e.samples,
+            basis: basis_name(e.basis).to_string(),
             key: Vec::new(),
         }
     }

@@ -156,6 +156,12 @@ impl Rates {
     fn total(&self) -> u64 {
         self.read.saturating_add(self.written)
     }
+
+    /// The larger direction: what a job moves, counting a copy once (as
+    /// `lockgate_core::durations::moved` counts its totals).
+    pub(crate) fn moved(&self) -> u64 {
+        self.read.max(self.written)
+    }
 }
 
 /// Throughput of the admitted jobs now, per node and per scope (by rule).

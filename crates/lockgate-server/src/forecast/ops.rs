@@ -120,9 +120,10 @@ impl Loop {
                     return None;
                 }
                 let size = self.forecast.durations.expected(job).size?;
+                let (moved, rate) = self.own_rate(job)?;
                 let end = OwnEnd {
-                    p50: self.end_at_own_rate(job, &[size.p50_ms, size.p90_ms], now),
-                    p90: self.end_at_own_rate(job, &[size.p90_ms], now),
+                    p50: reach(moved, rate, &[size.p50_ms, size.p90_ms], now),
+                    p90: reach(moved, rate, &[size.p90_ms], now),
                 };
                 (end != OwnEnd::default()).then_some((id, end))
             })
@@ -193,12 +194,7 @@ impl Loop {
                 ..e.into()
             })
         };
-        let end_at = (job.state == JobState::Running)
-            .then(|| {
-                let size = expected.size?;
-                self.end_at_own_rate(job, &[size.p50_ms, size.p90_ms], now)
-            })
-            .flatten();
+        let end_at = self.end_at(job, expected.size, now);
         ExpectedView {
             prepare: view(expected.prepare),
             run: view(expected.run),
@@ -210,20 +206,28 @@ impl Loop {
         }
     }
 
-    /// When running `job` should end: what it still has to move to the first of its
-    /// learned sizes `targets` it has not passed (the median, then the 90th percentile) at
-    /// its recent rate. `None` without a rate, or past every target (its size is unlike
-    /// its history's).
-    fn end_at_own_rate(&self, job: &Job, targets: &[u64], now: Timestamp) -> Option<Timestamp> {
+    /// When running `job`, of learned `size`, should end at its own rate: see [`reach`],
+    /// aiming at the median, then the 90th percentile. `None` for a job not running, or
+    /// without a size or a rate.
+    pub(crate) fn end_at(
+        &self,
+        job: &Job,
+        size: Option<lockgate_core::durations::Estimate>,
+        now: Timestamp,
+    ) -> Option<Timestamp> {
+        if job.state != JobState::Running {
+            return None;
+        }
+        let size = size?;
+        let (moved, rate) = self.own_rate(job)?;
+        reach(moved, rate, &[size.p50_ms, size.p90_ms], now)
+    }
+
+    /// What admitted `job` has moved and its recent rate (bytes per second, the larger
+    /// direction), as its holder measured them; `None` without a rate yet.
+    pub(crate) fn own_rate(&self, job: &Job) -> Option<(u64, u64)> {
         let moved = lockgate_core::durations::moved(job).unwrap_or(0);
-        let target = targets.iter().copied().find(|&t| t > moved)?;
-        let rates = self.meters.recent(job.id)?;
-        let rate = rates.read.max(rates.written);
-        (rate > 0).then(|| {
-            now.plus(Duration::from_secs_f64(
-                (target - moved) as f64 / rate as f64,
-            ))
-        })
+        Some((moved, self.meters.recent(job.id)?.moved()))
     }
 
     /// The estimate of a queued job for its explain: from the latest forecast, or all
@@ -402,4 +406,15 @@ pub(crate) fn report(s: &Snapshot, q: &ForecastQuery) -> ForecastView {
         waits_s,
         complete: s.p50.complete && s.p90.complete,
     }
+}
+
+/// When a job that has `moved` bytes at `rate` reaches the first of `targets` it has not
+/// passed. `None` at a rate of 0, or past every target (its size is unlike its history's).
+fn reach(moved: u64, rate: u64, targets: &[u64], now: Timestamp) -> Option<Timestamp> {
+    let target = targets.iter().copied().find(|&t| t > moved)?;
+    (rate > 0).then(|| {
+        now.plus(Duration::from_secs_f64(
+            (target - moved) as f64 / rate as f64,
+        ))
+    })
 }

@@ -38,7 +38,7 @@ impl Loop {
                 self.answer(reply, r);
             }
             JobOp::Get(id, reply) => {
-                let r = self.get(p, id);
+                let r = self.get(p, id, now);
                 self.answer(reply, r);
             }
             JobOp::List(q, reply) => {
@@ -304,11 +304,10 @@ impl Loop {
         }
     }
 
-    fn get(&mut self, p: &Principal, id: JobId) -> Result<JobView, ApiError> {
+    fn get(&mut self, p: &Principal, id: JobId, now: Timestamp) -> Result<JobView, ApiError> {
         let job = self.find(id)?;
         may_see(p, &job)?;
         let mut view = self.view(&job);
-        let now = self.now();
         view.expected = Some(self.expected_view(&job, now));
         Ok(view)
     }
@@ -416,10 +415,12 @@ impl Loop {
         let b = lockgate_core::usage::format_bytes;
         let moved = lockgate_core::durations::moved(job)?;
         let mut text = format!("moved {}", b(moved));
-        if let Some(r) = self.meters.recent(job.id) {
-            text += &format!(", {}/s now", b(r.read.max(r.written)));
+        if let Some((_, rate)) = self.own_rate(job) {
+            text += &format!(", {}/s now", b(rate));
         }
-        if let Some(end) = self.expected_view(job, now).end_at {
+        let size = self.forecast.durations.expected(job).size;
+        if let Some(end) = self.end_at(job, size, now) {
+            let end = lockgate_api::time::format(end);
             text += &format!(", ends {end} at its own rate");
         }
         Some(text)

@@ -14,7 +14,7 @@
 use super::{NodeMeters, Throughput};
 use lockgate_api::{UiRates, UiThroughput};
 use lockgate_core::Timestamp;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// Milliseconds between samples.
 pub(crate) const STEP_MS: u64 = 10_000;
@@ -56,13 +56,10 @@ impl History {
         let scopes = t
             .bounded_scopes()
             .into_iter()
-            .map(|(s, r)| (s, r.read.max(r.written)))
+            .map(|(s, r)| (s, r.moved()))
             .collect();
-        let mut busiest: Vec<(&String, u64)> = t
-            .nodes
-            .iter()
-            .map(|(n, r)| (n, r.read.max(r.written)))
-            .collect();
+        let mut busiest: Vec<(&String, u64)> =
+            t.nodes.iter().map(|(n, r)| (n, r.moved())).collect();
         busiest.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         busiest.truncate(MAX_NODES);
         let nodes = busiest
@@ -89,34 +86,16 @@ impl History {
         let n = self.samples.len();
         let mut scopes: BTreeMap<&str, UiRates> = BTreeMap::new();
         let mut nodes: BTreeMap<&str, UiRates> = BTreeMap::new();
-        let names: BTreeSet<&str> = self
-            .samples
-            .iter()
-            .flat_map(|s| s.scopes.iter().map(|(name, _)| name.as_str()))
-            .collect();
-        for name in names {
-            scopes.insert(name, series(name, n, false));
-        }
-        let names: BTreeSet<&str> = self
-            .samples
-            .iter()
-            .flat_map(|s| s.nodes.iter().map(|(name, ..)| name.as_str()))
-            .collect();
-        for name in names {
-            nodes.insert(name, series(name, n, true));
-        }
         for (i, s) in self.samples.iter().enumerate() {
             for (name, rate) in &s.scopes {
-                if let Some(x) = scopes.get_mut(name.as_str()) {
-                    x.bytes_per_s[i] = Some(*rate);
-                }
+                let x = scopes.entry(name).or_insert_with(|| series(name, n, false));
+                x.bytes_per_s[i] = Some(*rate);
             }
             for (name, rate, memory, io) in &s.nodes {
-                if let Some(x) = nodes.get_mut(name.as_str()) {
-                    x.bytes_per_s[i] = Some(*rate);
-                    x.memory[i] = *memory;
-                    x.io[i] = *io;
-                }
+                let x = nodes.entry(name).or_insert_with(|| series(name, n, true));
+                x.bytes_per_s[i] = Some(*rate);
+                x.memory[i] = *memory;
+                x.io[i] = *io;
             }
         }
         UiThroughput {

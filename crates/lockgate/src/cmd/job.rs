@@ -267,17 +267,22 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
     field("Wait:", or_dash(d.wait.map(output::duration)));
     field("Run:", or_dash(d.run.map(output::duration)));
     if let Some(e) = &job.expected {
+        // "p50 X, p90 Y (N runs, by KEY)": a stage's times and the size alike.
+        let line = |p50: String, p90: String, runs: usize, basis: &str, key: &[String]| {
+            let by = if key.is_empty() {
+                basis.to_string()
+            } else {
+                key.join(",")
+            };
+            format!("p50 {p50}, p90 {p90} ({runs} runs, by {by})")
+        };
         let stage = |s: &Option<lockgate_api::StageEstimateView>| match s {
-            Some(s) => format!(
-                "p50 {}, p90 {} ({} runs, by {})",
+            Some(s) => line(
                 output::duration((s.p50_s * 1000.0) as u64),
                 output::duration((s.p90_s * 1000.0) as u64),
                 s.samples,
-                if s.key.is_empty() {
-                    s.basis.clone()
-                } else {
-                    s.key.join(",")
-                }
+                &s.basis,
+                &s.key,
             ),
             None => "-".into(),
         };
@@ -287,16 +292,10 @@ fn render_job(job: &JobView, now: Timestamp) -> String {
         field("Expected:", stage(&e.run));
         if let Some(size) = &e.size {
             use lockgate_core::usage::format_bytes as b;
-            let by = if size.key.is_empty() {
-                size.basis.clone()
-            } else {
-                size.key.join(",")
-            };
-            let runs = size.samples;
             let (p50, p90) = (b(size.p50_bytes), b(size.p90_bytes));
             field(
                 "Exp size:",
-                format!("p50 {p50}, p90 {p90} ({runs} runs, by {by})"),
+                line(p50, p90, size.samples, &size.basis, &size.key),
             );
         }
         if let Some(end) = &e.end_at {
