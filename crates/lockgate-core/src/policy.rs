@@ -76,6 +76,9 @@ pub const RESOURCE_RESTORE_KIND: &str = "resource-restore";
 pub const RESTORE_KINDS_PRIORITY: i64 = 100;
 /// The kinds [`RESTORE_KINDS_PRIORITY`] applies to.
 pub const RESTORE_KINDS: &[&str] = &[RESOURCE_RESTORE_KIND, "data-download", "pod-volume-restore"];
+/// The attribute of a `resource-restore` job that lists the namespaces it writes into;
+/// restores whose lists overlap never run at once ([`Conflict::restores`]).
+pub const RESTORE_OVERLAP: &str = "namespaces";
 
 /// A validated policy. Build one with [`Policy::from_toml`] or [`Policy::from_json`].
 #[derive(Debug, Clone, PartialEq)]
@@ -287,6 +290,41 @@ pub struct Conflict {
     /// The kind of the job that recovers a key whose holder was lost (`recover`); it needs
     /// the key alone (validated).
     pub recover: Option<String>,
+    /// Not written in the policy: [`Conflict::restores`], which every policy has unless one
+    /// of its own conflicts already keeps restores of a namespace apart. Lints and
+    /// [`Policy::limits_anything`] pass over it.
+    pub built_in: bool,
+}
+
+impl Conflict {
+    /// Restores of one namespace never run at once: `resource-restore` jobs whose
+    /// `namespaces` (the namespaces they write into) overlap. Built into every policy
+    /// (see [`Conflict::built_in`]).
+    pub fn restores() -> Conflict {
+        Conflict {
+            keys: Vec::new(),
+            overlap: Some(RESTORE_OVERLAP.into()),
+            matcher: Some(
+                Selector::parse_jobs(&format!("kind={RESOURCE_RESTORE_KIND}"))
+                    .expect("a valid job selector"),
+            ),
+            exclusive: None,
+            exclusive_delay: Duration::ZERO,
+            reserve: Reserve::default(),
+            recover: None,
+            built_in: true,
+        }
+    }
+
+    /// Whether this conflict already keeps any two `resource-restore` jobs whose
+    /// `namespaces` overlap apart (so [`Conflict::restores`] would only count twice).
+    pub fn keeps_restores_apart(&self) -> bool {
+        let restore = |k: &str| (k == "kind").then_some(RESOURCE_RESTORE_KIND);
+        self.keys.is_empty()
+            && self.overlap.as_deref() == Some(RESTORE_OVERLAP)
+            && self.matcher.as_ref().is_none_or(|m| m.matches(restore))
+            && self.exclusive.as_ref().is_none_or(|m| m.matches(restore))
+    }
 }
 
 /// `[leases]`.
@@ -625,7 +663,7 @@ impl Policy {
             || !self.nodes.rules.is_empty()
             || !self.resources.is_empty()
             || !self.nodes.resources.is_empty()
-            || !self.conflicts.is_empty()
+            || self.conflicts.iter().any(|c| !c.built_in)
             || !self.value_pools.is_empty()
             || self.has_windows()
     }

@@ -284,7 +284,7 @@ impl Engine {
             ),
             BlockKind::Conflict => match self.shared_conflict_text(id, key.as_ref(), &holders) {
                 Some(text) => ("conflict", text),
-                None => ("conflict", conflict_text(key.as_ref(), &name, &holders)),
+                None => ("conflict", conflict_text(key.as_ref(), &name, &self.holder_names(&holders))),
             },
             BlockKind::Reserved(r) => {
                 holders = vec![*r];
@@ -370,9 +370,10 @@ impl Engine {
     }
 }
 
-/// `conflict: job 41 holds datastore=ds1, vm (all)`: the holders and the conflict's
-/// attributes (`name` when the key is not a conflict key).
-fn conflict_text(key: Option<&ScopeKey>, name: &str, holders: &[JobId]) -> String {
+/// `conflict: job 41 holds datastore=ds1, vm (all)`: the holders (as
+/// [`Engine::holder_names`] names them) and the conflict's attributes (`name` when the
+/// key is not a conflict key).
+fn conflict_text(key: Option<&ScopeKey>, name: &str, holders: &[String]) -> String {
     let what = match key {
         Some(ScopeKey::Conflict { parts, overlap, .. }) => {
             let mut kv: Vec<String> = parts.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -387,11 +388,7 @@ fn conflict_text(key: Option<&ScopeKey>, name: &str, holders: &[JobId]) -> Strin
         }
         _ => name.to_string(),
     };
-    let who = holders
-        .iter()
-        .map(|h| h.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let who = holders.join(", ");
     let verb = if holders.len() == 1 { "holds" } else { "hold" };
     let word = if holders.len() == 1 { "job" } else { "jobs" };
     format!("conflict: {word} {who} {verb} {what}")

@@ -51,6 +51,22 @@ fn job_named(engine: &Engine, id: JobId) -> String {
     }
 }
 
+impl Engine {
+    /// Each holder's id, and for a coordinator job (a whole backup's or restore's, whose
+    /// owner names it) its owner: `41 (restore:nightly)`.
+    pub(crate) fn holder_names(&self, holders: &[JobId]) -> Vec<String> {
+        holders
+            .iter()
+            .map(|&h| match self.entries.find(h) {
+                Some(e) if self.policy.is_coordinator(&e.job.kind) => {
+                    format!("{h} ({})", e.job.owner)
+                }
+                _ => h.to_string(),
+            })
+            .collect()
+    }
+}
+
 /// `jobs 1, 2, 3` (at most eight listed).
 fn jobs(ids: &[JobId]) -> String {
     let shown: Vec<String> = ids.iter().take(8).map(|i| i.to_string()).collect();

@@ -228,7 +228,7 @@ fn selectors(policy: &Policy) -> Vec<Named<'_>> {
             });
         }
     }
-    for (i, c) in policy.conflicts.iter().enumerate() {
+    for (i, c) in written(policy) {
         for (field, s) in [("match", &c.matcher), ("exclusive", &c.exclusive)] {
             if let Some(s) = s {
                 out.push(Named {
@@ -264,7 +264,7 @@ fn partition_keys(policy: &Policy) -> Vec<(String, FieldPath, Vec<&PerKey>)> {
             l.per.iter().collect(),
         ));
     }
-    for (i, c) in policy.conflicts.iter().enumerate() {
+    for (i, c) in written(policy) {
         out.push((
             format!("[[conflict]] {}", i + 1),
             FieldPath::root().key("conflict").at(i).key("keys"),
@@ -352,7 +352,7 @@ impl Known {
                 }
             }
         }
-        attrs.extend(policy.conflicts.iter().filter_map(|c| c.overlap.clone()));
+        attrs.extend(written(policy).filter_map(|(_, c)| c.overlap.clone()));
         let declared = attrs.clone();
         for n in selectors(policy) {
             for r in n.selector.requirements() {
@@ -455,6 +455,16 @@ fn edits(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// The policy's own `[[conflict]]` tables with their index (not the built-in ones: they
+/// have no place in the document to point at).
+fn written(policy: &Policy) -> impl Iterator<Item = (usize, &Conflict)> {
+    policy
+        .conflicts
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.built_in)
 }
 
 #[cfg(test)]

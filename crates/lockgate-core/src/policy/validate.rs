@@ -368,12 +368,7 @@ fn validate(raw: &RawPolicy) -> Checked<Policy> {
     Ok(Policy {
         global: global_policy(raw, &root.key("global"))?,
         limits: limits(&raw.limit, &root.key("limit"))?,
-        conflicts: raw
-            .conflict
-            .iter()
-            .enumerate()
-            .map(|(i, c)| conflict(c, &root.key("conflict").at(i)))
-            .collect::<Checked<_>>()?,
+        conflicts: conflicts(raw, &root.key("conflict"))?,
         leases: match raw.leases.as_ref().and_then(|l| l.ttl.clone()) {
             None => LeasesPolicy::default(),
             ttl => LeasesPolicy {
@@ -586,6 +581,21 @@ fn pools(raw: &BTreeMap<String, i64>, p: &FieldPath) -> Checked<BTreeMap<String,
     Ok(out)
 }
 
+/// `[[conflict]]` in document order, then [`Conflict::restores`] unless one of them
+/// already keeps restores of a namespace apart.
+fn conflicts(raw: &RawPolicy, p: &FieldPath) -> Checked<Vec<Conflict>> {
+    let mut out = raw
+        .conflict
+        .iter()
+        .enumerate()
+        .map(|(i, c)| conflict(c, &p.at(i)))
+        .collect::<Checked<Vec<_>>>()?;
+    if !out.iter().any(Conflict::keeps_restores_apart) {
+        out.push(Conflict::restores());
+    }
+    Ok(out)
+}
+
 fn conflict(c: &RawConflict, p: &FieldPath) -> Checked<Conflict> {
     let keys = keys(&c.keys, &p.key("keys"), "a conflict's `keys`")?;
     if keys.is_empty() && c.overlap.is_none() {
@@ -640,6 +650,7 @@ fn conflict(c: &RawConflict, p: &FieldPath) -> Checked<Conflict> {
         exclusive_delay: opt_duration(&c.exclusive_delay, &delay_path)?.unwrap_or_default(),
         reserve: reserve(&c.reserve_after, c.strict, p)?,
         recover,
+        built_in: false,
     })
 }
 

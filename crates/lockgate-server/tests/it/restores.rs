@@ -55,6 +55,33 @@ fn restored(c: &Client, name: &str) -> RestoreView {
     }
 }
 
+/// The test is the agent of `node`, which runs `kinds`.
+fn mover_node(c: &Client, node: &str, kinds: &[&str]) {
+    let reg = lockgate_api::NodeRegister {
+        kinds: kinds.iter().map(|k| k.to_string()).collect(),
+        ..lockgate_api::NodeRegister::default()
+    };
+    c.register_node(node, &reg).unwrap();
+}
+
+/// Creates the restore `req` as `c` and polls it until it has finished.
+fn restore_now(c: &Client, req: &RestoreRequest) -> RestoreView {
+    restored(c, &c.create_restore(req).unwrap().name)
+}
+
+/// Polls the restore until it has submitted its data jobs (its files are written).
+fn moving(c: &Client, name: &str) -> RestoreView {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = c.restore(name).unwrap();
+        if !v.data_jobs.is_empty() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "no data job: {v:#?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The backup `cms` (app's two ConfigMaps), finished.
 fn configmaps_backup(c: &Client, input: &Path) {
     let req = BackupRequest {
@@ -156,7 +183,7 @@ fn a_restore_waits_for_the_backup_holding_its_namespace_and_a_disjoint_one_runs_
         existing: Some(r2.directory.clone()),
         ..mapped("r4", "cms", "app", "app-copy")
     };
-    let r4 = restored(&admin, &admin.create_restore(&again).unwrap().name);
+    let r4 = restore_now(&admin, &again);
     assert_eq!(r4.phase.as_deref(), Some("Completed"));
     assert!(r4.files.is_empty(), "{r4:#?}");
     assert_eq!((r4.items.restored, r4.items.skipped), (0, 2));
@@ -287,13 +314,7 @@ fn a_submitter_restores_only_its_own_backups_into_its_own_namespaces() {
     alice.create_backup(&own).unwrap();
     assert_eq!(finished(&alice, "mine").phase.as_deref(), Some("Completed"));
     // Into a namespace she may not back up: every item is left out and named.
-    let out = restored(
-        &alice,
-        &alice
-            .create_restore(&mapped("out", "mine", "app", "kube-system"))
-            .unwrap()
-            .name,
-    );
+    let out = restore_now(&alice, &mapped("out", "mine", "app", "kube-system"));
     assert_eq!(out.items.restored, 0, "{out:#?}");
     assert_eq!(out.refused.len(), 2);
     assert!(out
@@ -301,13 +322,7 @@ fn a_submitter_restores_only_its_own_backups_into_its_own_namespaces() {
         .iter()
         .all(|r| r.reason == "namespace_not_allowed"));
     // Into her own: restored.
-    let ok = restored(
-        &alice,
-        &alice
-            .create_restore(&mapped("ok", "mine", "app", "app-copy"))
-            .unwrap()
-            .name,
-    );
+    let ok = restore_now(&alice, &mapped("ok", "mine", "app", "app-copy"));
     assert_eq!(
         (ok.phase.as_deref(), ok.items.restored),
         (Some("Completed"), 2)
@@ -334,13 +349,7 @@ fn a_submitter_restores_only_its_own_backups_into_its_own_namespaces() {
     };
     alice.create_backup(&pods).unwrap();
     assert_eq!(finished(&alice, "pods").phase.as_deref(), Some("Completed"));
-    let hooked = restored(
-        &alice,
-        &alice
-            .create_restore(&mapped("hooked", "pods", "app", "app-copy"))
-            .unwrap()
-            .name,
-    );
+    let hooked = restore_now(&alice, &mapped("hooked", "pods", "app", "app-copy"));
     assert_eq!(hooked.phase.as_deref(), Some("Completed"), "{hooked:#?}");
     assert!(hooked.hooks.is_empty() && !log.exists(), "{hooked:#?}");
     let refused: Vec<(&str, &str)> = hooked
@@ -425,11 +434,7 @@ fn a_restored_claim_gets_its_data_back_through_a_download_on_the_pods_node() {
         "volumeBindingMode": "WaitForFirstConsumer"});
     std::fs::write(input.join("class.json"), class.to_string()).unwrap();
     agent_node(&admin, "n1");
-    let reg = lockgate_api::NodeRegister {
-        kinds: ["data-download".to_string()].into(),
-        ..lockgate_api::NodeRegister::default()
-    };
-    admin.register_node("node-1", &reg).unwrap();
+    mover_node(&admin, "node-1", &["data-download"]);
     admin.create_backup(&request("full", &input)).unwrap();
     upload(&admin, "n1");
     assert_eq!(finished(&admin, "full").phase.as_deref(), Some("Completed"));
@@ -437,15 +442,7 @@ fn a_restored_claim_gets_its_data_back_through_a_download_on_the_pods_node() {
     let back = admin
         .create_restore(&mapped("back", "full", "app", "app-copy"))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let running = loop {
-        let v = admin.restore(&back.name).unwrap();
-        if !v.data_jobs.is_empty() {
-            break v;
-        }
-        assert!(Instant::now() < deadline, "no download: {v:#?}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let running = moving(&admin, &back.name);
     assert_eq!(running.state, BackupState::Running);
     // The files are there before the data: the claim can be applied while it moves.
     assert!(Path::new(&running.directory)
@@ -494,6 +491,57 @@ fn a_restored_claim_gets_its_data_back_through_a_download_on_the_pods_node() {
     );
 }
 
+/// Restores of one namespace never run at once, with no rule in the policy: the second
+/// waits for the first (explain names the restore holding it) while a restore of another
+/// namespace runs.
+#[test]
+fn two_restores_of_one_namespace_run_one_after_the_other_without_a_rule() {
+    let dir = tempdir();
+    let s = TestServer::start(
+        &dir.path().join("data"),
+        "[blocks]\nexec_template = [\"env\", \"{command}\"]\n",
+    );
+    let admin = s.admin();
+    let input = app_dir(dir.path(), None);
+    mover_node(&admin, "n1", &["data-upload", "data-download"]);
+    configmaps_backup(&admin, &input);
+    admin.create_backup(&request("full", &input)).unwrap();
+    upload(&admin, "n1");
+    assert_eq!(finished(&admin, "full").phase.as_deref(), Some("Completed"));
+
+    // `first` writes into app-copy and holds it until its volume's data is back.
+    admin
+        .create_restore(&mapped("first", "full", "app", "app-copy"))
+        .unwrap();
+    let first = moving(&admin, "first");
+    let second = admin
+        .create_restore(&mapped("second", "cms", "app", "app-copy"))
+        .unwrap();
+    let other = restore_now(&admin, &mapped("other", "cms", "app", "app-3"));
+    assert_eq!(other.phase.as_deref(), Some("Completed"), "{other:#?}");
+    let waiting = admin.restore("second").unwrap();
+    assert_eq!(waiting.state, BackupState::Queued, "{waiting:#?}");
+    let why = admin.explain(second.job.unwrap()).unwrap();
+    let holder = format!("job {} (restore:first)", first.job.unwrap());
+    assert!(
+        why.text.contains(&holder) && why.text.contains("namespaces=app-copy"),
+        "{}",
+        why.text
+    );
+
+    // The first one's data is back: it ends, and only then does the second start.
+    play(&admin, "n1", "data-download", Outcome::Succeeded);
+    let first = restored(&admin, "first");
+    assert_eq!(first.phase.as_deref(), Some("Completed"), "{first:#?}");
+    let second = restored(&admin, "second");
+    assert_eq!(second.phase.as_deref(), Some("Completed"), "{second:#?}");
+    let t = |s: &Option<String>| lockgate_api::time::parse(s.as_deref().unwrap()).unwrap();
+    assert!(
+        t(&second.started_at) >= t(&first.finished_at),
+        "second started before first ended"
+    );
+}
+
 /// A node full of queued uploads (one slot), a restore asked for: the number of slot
 /// releases (jobs ending) before the restore's download is assigned, with the policy
 /// `extra` added.
@@ -504,11 +552,7 @@ fn releases_before_the_download(extra: &str) -> usize {
     let s = TestServer::start(&dir.path().join("data"), &policy);
     let admin = s.admin();
     let input = app_dir(dir.path(), None);
-    let reg = lockgate_api::NodeRegister {
-        kinds: ["data-upload".to_string(), "data-download".to_string()].into(),
-        ..lockgate_api::NodeRegister::default()
-    };
-    admin.register_node("n1", &reg).unwrap();
+    mover_node(&admin, "n1", &["data-upload", "data-download"]);
     admin.create_backup(&request("full", &input)).unwrap();
     upload(&admin, "n1");
     assert_eq!(finished(&admin, "full").phase.as_deref(), Some("Completed"));
@@ -528,14 +572,7 @@ fn releases_before_the_download(extra: &str) -> usize {
     admin
         .create_restore(&mapped("urgent", "full", "app", "app-copy"))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while admin.restore("urgent").unwrap().data_jobs.is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the download was never submitted"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    moving(&admin, "urgent");
     // With no prepare queue a job keeps its slot from prepare to run: a slot is released
     // when a job ends.
     let mut stage = stage;

@@ -223,3 +223,35 @@ fn restore_kinds_rank_ahead_of_backups_unless_the_policy_says_otherwise() {
     assert_eq!(p.kind_priority("data-download"), -5);
     assert_eq!(p.kind_priority("pod-volume-restore"), 100);
 }
+
+#[test]
+fn restores_of_one_namespace_conflict_unless_a_rule_of_the_policy_already_says_so() {
+    let built_in = |text: &str| {
+        let p = Policy::from_toml(text, None).unwrap();
+        let n = p.conflicts.iter().filter(|c| c.built_in).count();
+        (p.conflicts.len(), n, p.limits_anything())
+    };
+    // An empty policy limits nothing, yet keeps restores of a namespace apart.
+    assert_eq!(built_in(""), (1, 1, false));
+    assert_eq!(
+        Policy::from_toml("", None).unwrap().conflicts[0],
+        Conflict::restores()
+    );
+    // A rule that already does it (restores with backups, or every job) replaces it.
+    let both = "[[conflict]]\nmatch = \"kind in (resource-backup, resource-restore)\"\noverlap = \"namespaces\"\n";
+    assert_eq!(built_in(both), (1, 0, true));
+    assert_eq!(
+        built_in("[[conflict]]\noverlap = \"namespaces\"\n"),
+        (1, 0, true)
+    );
+    // Rules that do not: another kind, another attribute, keys beside the overlap, or
+    // restores sharing under `exclusive`.
+    for other in [
+        "[[conflict]]\nmatch = \"kind=resource-backup\"\noverlap = \"namespaces\"\n",
+        "[[conflict]]\nmatch = \"kind=resource-restore\"\noverlap = \"pvcs\"\n",
+        "[[conflict]]\nkeys = [\"owner\"]\noverlap = \"namespaces\"\n",
+        "[[conflict]]\noverlap = \"namespaces\"\nexclusive = \"kind=prune\"\n",
+    ] {
+        assert_eq!(built_in(other), (2, 1, true), "{other}");
+    }
+}
