@@ -129,6 +129,20 @@ fn create_wait_shows_progress_and_describe_prints_the_result() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("already ended"));
 }
 
+/// Pod `app/db-0` (with `annotations`) mounting claim `data`, bound to volume `pv-7`.
+pub fn db_with_claim(annotations: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "db-0", "namespace": "app", "annotations": annotations},
+         "spec": {"containers": [{"name": "db"}],
+                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": "data", "namespace": "app"}, "spec": {"volumeName": "pv-7"}},
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-7"},
+         "spec": {"claimRef": {"namespace": "app", "name": "data"}}}
+    ]})
+}
+
 #[test]
 fn a_real_agent_moves_the_data_and_the_post_hook_waits_for_its_prepare_step() {
     let s = Srv::start("[blocks]\nexec_template = [\"env\", \"{command}\"]\n");
@@ -143,19 +157,9 @@ run = ["sh", "-c", "echo run {{attr.pvc}} >> {log}"]
     let hook = |phase: &str| {
         serde_json::to_string(&["sh", "-c", &format!("echo {phase} >> {log}")]).unwrap()
     };
-    let items = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Pod",
-         "metadata": {"name": "db-0", "namespace": "app", "annotations": {
-             "pre.hook.backup.lockgate.io/command": hook("pre"),
-             "post.hook.backup.lockgate.io/command": hook("post")}},
-         "spec": {"containers": [{"name": "db"}],
-                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}},
-        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-         "metadata": {"name": "data", "namespace": "app"}, "spec": {"volumeName": "pv-7"}},
-        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-7"},
-         "spec": {"claimRef": {"namespace": "app", "name": "data"}}}
-    ]});
-    std::fs::write(s.path("db.json"), items.to_string()).unwrap();
+    let annotations = json!({"pre.hook.backup.lockgate.io/command": hook("pre"),
+                             "post.hook.backup.lockgate.io/command": hook("post")});
+    std::fs::write(s.path("db.json"), db_with_claim(annotations).to_string()).unwrap();
     let out = s
         .cli(&["backup", "create", "db", "--from", "db.json", "--wait"])
         .output()

@@ -210,3 +210,105 @@ fn through_the_server_a_restore_queues_writes_and_is_listed() {
     let (ok, _, err) = run(&s, &["restore", "create", "r2", "--from", "/tmp/x.tar.gz"]);
     assert!(!ok && err.contains("--data-dir"), "{err}");
 }
+
+/// Real `lockgate agent` processes on three nodes of one slot each, a backup of a claim
+/// whose upload one of them runs, then a night of uploads queued (every slot busy) and a
+/// restore of the claim asked for: how many slot releases (uploads ending) come after its
+/// `data-download` is submitted and before it is admitted, and how long it waited, with
+/// `extra` added to the policy, and how many queued uploads it passed. Read from the
+/// server's records of the jobs.
+fn behind_a_night_of_uploads(extra: &str) -> (usize, u64, usize) {
+    const QUEUED: usize = 150;
+    let s = Srv::start(&format!(
+        "[nodes]\nmax_running = 1\n[blocks]\nexec_template = [\"env\", \"{{command}}\"]\n{extra}"
+    ));
+    let config = r#"[handlers.data-upload]
+prepare = ["true"]
+run = ["sleep", "0.05"]
+[handlers.data-download]
+prepare = ["true"]
+run = ["true"]
+"#;
+    let _agents: Vec<_> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|n| crate::agent::start_agent(&s, n, &[], config))
+        .collect();
+    let db = crate::backup::db_with_claim(json!({}));
+    std::fs::write(s.path("db.json"), db.to_string()).unwrap();
+    let (ok, out, err) = run(
+        &s,
+        &["backup", "create", "db", "--from", "db.json", "--wait"],
+    );
+    assert!(ok, "{out}\n{err}");
+    let admin = s.admin();
+    for i in 0..QUEUED {
+        admin
+            .submit(&lockgate_api::SubmitRequest {
+                kind: "data-upload".into(),
+                attrs: [("item".to_string(), format!("vm-{i}"))].into(),
+                executor: Some(lockgate_core::policy::Executor::Agent),
+                two_stage: Some(true),
+                node_selector: Some(String::new()),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let (ok, out, err) = run(
+        &s,
+        &[
+            "restore",
+            "create",
+            "urgent",
+            "--from",
+            "db",
+            "--namespace-mappings",
+            "app:app-copy",
+            "--wait",
+        ],
+    );
+    assert!(ok && out.contains("Completed"), "{out}\n{err}");
+    let restore = admin.restore("urgent").unwrap();
+    let download = admin.job(restore.data_jobs[0]).unwrap();
+    assert_eq!(download.state, lockgate_core::JobState::Succeeded);
+    let t = |s: &Option<String>| lockgate_api::time::parse(s.as_deref().unwrap()).unwrap().0;
+    let submitted = t(&Some(download.submitted_at.clone()));
+    let admitted = t(&download.prepare_started_at);
+    let q = lockgate_api::JobQuery {
+        kind: Some("data-upload".into()),
+        limit: Some(1000),
+        ..Default::default()
+    };
+    let uploads = admin.jobs(&q).unwrap().jobs;
+    let ended = |j: &lockgate_api::JobView| j.finished_at.as_ref().map(|_| t(&j.finished_at));
+    let releases = uploads
+        .iter()
+        .filter_map(ended)
+        .filter(|&f| f > submitted && f <= admitted)
+        .count();
+    // Uploads queued before the download and admitted after it (or not yet): passed.
+    let passed = uploads
+        .iter()
+        .filter(|j| t(&Some(j.submitted_at.clone())) < submitted)
+        .filter(|j| j.prepare_started_at.is_none() || t(&j.prepare_started_at) > admitted)
+        .count();
+    (releases, admitted.saturating_sub(submitted), passed)
+}
+
+#[test]
+fn with_real_agents_a_restore_behind_a_night_of_uploads_takes_the_first_slot_that_frees() {
+    let (releases, waited, after) = behind_a_night_of_uploads("");
+    // Queued uploads were still waiting when it was admitted: it passed them.
+    assert!(
+        releases <= 1 && after > 100,
+        "{releases} releases, {after} uploads after it"
+    );
+    let (late, late_wait, late_after) =
+        behind_a_night_of_uploads("[kinds.data-download]\npriority = 0\n");
+    eprintln!(
+        "restores first, 3 real agents, 150 uploads queued: admitted after {releases} slot \
+         release(s), {waited} ms after its submit, {after} uploads admitted after it; with \
+         priority 0: {late} releases, {late_wait} ms, {late_after} after it"
+    );
+    // The planted rule (no restores first) waits behind the queue: the measure can tell.
+    assert!(late > 100, "{late}");
+}
