@@ -1,6 +1,7 @@
 //! Restores of item-block backups as JSON: `POST /v1/restores`, `GET /v1/restores`,
 //! `GET /v1/restores/{name}`, `GET /v1/restores/{name}/result`,
-//! `POST /v1/restores/{name}/cancel` (the calls are in `lockgate-client`).
+//! `POST /v1/restores/{name}/cancel`, `POST /v1/restores/{name}/pods` (the calls are in
+//! `lockgate-client`).
 //!
 //! A restore's life is a backup's: `queued` (its `resource-restore` job waits for
 //! admission, e.g. behind an overlapping restore) -> `running` (its files are being
@@ -76,6 +77,43 @@ pub struct RestoreRequest {
     /// `metadata/result.json`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// How long the restore waits, once its files are written, to be told the node of
+    /// each restored pod whose volumes it copies back (`POST
+    /// /v1/restores/{name}/pods`); a pod not bound by then is a failure of the restore.
+    /// Absent: [`POD_VOLUME_TIMEOUT_S`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_volume_timeout_s: Option<u64>,
+}
+
+/// The default of [`RestoreRequest::pod_volume_timeout_s`]: 4 hours (Velero's file-system
+/// backup timeout).
+pub const POD_VOLUME_TIMEOUT_S: u64 = 4 * 3600;
+
+/// `POST /v1/restores/{name}/pods`: the node a restored pod was scheduled to, so its
+/// volumes are copied back there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RestorePodBind {
+    /// `<namespace>/<pod>` in the target, one of the restore's `pods_waiting`.
+    pub pod: String,
+    /// The node the cluster scheduled it to (its `spec.nodeName`).
+    pub node: String,
+}
+
+/// The answer to a [`RestorePodBind`]: the pod's `pod-volume-restore` jobs, one per
+/// volume, pinned to its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RestorePodBound {
+    /// The restore.
+    pub restore: String,
+    /// `<namespace>/<pod>`.
+    pub pod: String,
+    /// The node.
+    pub node: String,
+    /// The jobs, in the order of the pod's volumes.
+    pub jobs: Vec<u64>,
 }
 
 /// Items of a finished restore by outcome.
@@ -124,9 +162,15 @@ pub struct RestoreView {
     #[serde(default)]
     pub files: Vec<String>,
     /// Its `data-download` jobs, one per restored claim whose data the backup moved
-    /// (submitted once the files are written; the restore ends when they have).
+    /// (submitted once the files are written), and its `pod-volume-restore` jobs, one per
+    /// pod volume a file-system backup copied (submitted once the pod's node is known);
+    /// the restore ends when they have.
     #[serde(default)]
     pub data_jobs: Vec<u64>,
+    /// Restored pods (`<namespace>/<pod>`) whose volumes wait for the node the pod is
+    /// scheduled to (`POST /v1/restores/{name}/pods`, `lockgate restore bind`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods_waiting: Vec<String>,
     /// The restored pods' post-restore hooks (`post.hook.restore.lockgate.io/*`), run once
     /// the data is back, in order.
     #[serde(default)]

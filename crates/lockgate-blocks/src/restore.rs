@@ -29,7 +29,7 @@ mod write;
 
 pub use order::{Priorities, DEFAULT_PRIORITIES};
 pub use read::{ArchiveError, ArchiveItem, BackupArchive};
-pub use volumes::VolumeRestore;
+pub use volumes::{PodVolumeRestore, VolumeRestore, WAIT_CONTAINER, WAIT_SECRET};
 pub use write::{
     read_result, remove_partials, RestoreCounts, RestoreItemResult, RestoreItemStatus,
     RestoreResult, WriteError, RESULT_FILE,
@@ -134,6 +134,9 @@ pub struct RestorePlan {
     pub left_out: Vec<RestoreItemResult>,
     /// The restored claims whose data the backup moved: each a data download.
     pub volumes: Vec<VolumeRestore>,
+    /// The restored pods whose volumes a pod-volume backup copied: pod-volume restores
+    /// once each pod's node is known.
+    pub pod_volumes: Vec<PodVolumeRestore>,
     /// The restored pods' post-restore hooks, run once the data is back.
     pub hooks: Vec<RestoreHook>,
 }
@@ -224,6 +227,7 @@ impl RestorePlan {
         Ok(RestorePlan {
             backup: archive.backup.clone(),
             volumes: volumes::volumes(archive, &phases),
+            pod_volumes: volumes::pod_volumes(archive, &phases),
             hooks: restore_hooks(&phases),
             phases,
             left_out,
@@ -277,8 +281,34 @@ impl RestorePlan {
         self.phases.retain(|p| !p.items.is_empty());
         let kept = |item: &String| !refused.iter().any(|r| &r.item == item);
         self.volumes.retain(|v| kept(&v.item));
+        self.pod_volumes.retain(|p| kept(&p.item));
         self.hooks.retain(|h| kept(&h.item));
         refused
+    }
+
+    /// Puts the wait container ([`volumes::WAIT_CONTAINER`], image `image`) first among the
+    /// init containers of every restored pod with pod volumes: once the cluster schedules
+    /// the pod, it tells restore `restore` the pod's node (`lockgate restore bind ...
+    /// --wait`) and waits until its volumes are copied back.
+    pub fn wait_for_pod_volumes(&mut self, restore: &str, image: &str) {
+        let waiting: BTreeMap<&str, &PodVolumeRestore> = self
+            .pod_volumes
+            .iter()
+            .map(|p| (p.item.as_str(), p))
+            .collect();
+        for item in self.phases.iter_mut().flat_map(|p| &mut p.items) {
+            let Some(pod) = waiting.get(item.name.as_str()) else {
+                continue;
+            };
+            let spec = &mut item.manifest["spec"];
+            let mut init = match spec["initContainers"].take() {
+                Value::Array(list) => list,
+                _ => Vec::new(),
+            };
+            init.retain(|c| c["name"] != volumes::WAIT_CONTAINER);
+            init.insert(0, volumes::wait_container(restore, image, pod));
+            spec["initContainers"] = Value::Array(init);
+        }
     }
 }
 

@@ -581,6 +581,9 @@ pub struct BlocksPolicy {
     pub volume_group_label: String,
     /// Node selector of the data-upload jobs (default `""`: any node).
     pub data_upload_selector: String,
+    /// The image of a restore's wait container (`restore_wait_image`; default none: a
+    /// restored pod's node is told to the restore by hand).
+    pub restore_wait_image: Option<String>,
     /// `input_roots`: absolute directories a non-admin's backup input must lie in, added to
     /// the server's `--backup-input-root`s (default none). Whether they exist is checked by
     /// the server, which reads files; the core reads none.
@@ -629,6 +632,7 @@ impl Default for BlocksPolicy {
             .collect(),
             volume_group_label: "lockgate.io/volume-group".to_string(),
             data_upload_selector: String::new(),
+            restore_wait_image: None,
             input_roots: Vec::new(),
             max_file_bytes: BlocksPolicy::DEFAULT_MAX_FILE_BYTES,
             max_total_bytes: BlocksPolicy::DEFAULT_MAX_TOTAL_BYTES,

@@ -15,7 +15,9 @@
 //! 3. a driver task (`driver.rs`) waits for the job's admission, plans the restore again
 //!    (a queued restore holds no archive in memory), writes the files
 //!    (`<data-dir>/restores/<name>/`, whole or not at all) while it renews the lease, moves
-//!    the volumes' data back through `data-download` jobs, runs the post-restore hooks,
+//!    the volumes' data back through `data-download` jobs (and, once each restored pod's
+//!    node is told, `POST /v1/restores/{name}/pods`, its pod volumes' through
+//!    `pod-volume-restore` jobs on that node: `data.rs`), runs the post-restore hooks,
 //!    and finishes the job and the record with the outcome.
 //!
 //! Who may restore what: an admin anything; a submitter only the backups it created, into
@@ -32,14 +34,16 @@
 //!   files written or not at all (the write is one rename), and is then recorded as it
 //!   ended, with `cancel_requested`.
 
+mod data;
 mod driver;
 mod ops;
 pub mod routes;
 
 use crate::auth::Principal;
 use crate::backups::Backups;
+use crate::error::ApiError;
 use crate::protocol::Reply;
-use lockgate_api::{RestoreList, RestoreView, Role};
+use lockgate_api::{ErrorCode, RestoreList, RestoreView, Role};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,12 +78,27 @@ pub enum RestoreOp {
     List(Reply<RestoreList>),
 }
 
+/// A restored pod's node, told to its restore's driver (`POST /v1/restores/{name}/pods`).
+pub(crate) struct Bind {
+    /// `<namespace>/<pod>` in the target.
+    pod: String,
+    node: String,
+    /// The pod's `pod-volume-restore` jobs, or why it was not waiting.
+    reply: tokio::sync::oneshot::Sender<Result<Vec<u64>, ApiError>>,
+}
+
+/// What a restore's driver listens on between its creation and its end.
+struct Running {
+    cancelled: Arc<AtomicBool>,
+    binds: tokio::sync::mpsc::Sender<Bind>,
+}
+
 /// The restores of one server. See the module docs.
 pub struct Restores {
     backups: Arc<Backups>,
     data_dir: PathBuf,
-    /// Cancel flags of the restores between their creation and their end.
-    running: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// The restores between their creation and their end.
+    running: Mutex<HashMap<String, Running>>,
 }
 
 impl Restores {
@@ -106,23 +125,62 @@ impl Restores {
     /// Asks a running restore to stop: before its files are written, it writes none; while
     /// its data moves, its downloads are cancelled.
     fn cancel_running(&self, name: &str) {
-        if let Some(flag) = self.running.lock().expect("running lock").get(name) {
-            flag.store(true, Ordering::SeqCst);
+        if let Some(run) = self.running.lock().expect("running lock").get(name) {
+            run.cancelled.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// Tells the running restore `name` the node its pod `pod` was scheduled to: the
+    /// pod's `pod-volume-restore` jobs, submitted by its driver.
+    ///
+    /// # Errors
+    /// `409 wrong_state` when the restore is not (or no longer) waiting for that pod.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped after the bind was sent, the driver still submits the jobs
+    /// (they are in the restore's record) and its answer is dropped.
+    async fn bind(&self, name: &str, pod: String, node: String) -> Result<Vec<u64>, ApiError> {
+        let not_waiting = || {
+            ApiError::new(
+                ErrorCode::WrongState,
+                format!("restore {name:?} is not waiting for the node of pod {pod:?}"),
+            )
+            .field("pod")
+        };
+        let binds = self
+            .running
+            .lock()
+            .expect("running lock")
+            .get(name)
+            .map(|run| run.binds.clone())
+            .ok_or_else(not_waiting)?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let bind = Bind {
+            pod: pod.clone(),
+            node,
+            reply,
+        };
+        binds.send(bind).await.map_err(|_| not_waiting())?;
+        answer.await.map_err(|_| not_waiting())?
     }
 
     /// Starts the driver of a created restore; `creator` is the principal that created it
     /// (the restore is planned again under its confinement once admitted).
     pub(crate) fn launch(self: &Arc<Self>, view: RestoreView, creator: Principal) {
         let cancelled = Arc::new(AtomicBool::new(false));
+        let (binds, told) = tokio::sync::mpsc::channel(16);
+        let running = Running {
+            cancelled: cancelled.clone(),
+            binds,
+        };
         self.running
             .lock()
             .expect("running lock")
-            .insert(view.name.clone(), cancelled.clone());
+            .insert(view.name.clone(), running);
         let me = self.clone();
         tokio::spawn(async move {
             let name = view.name.clone();
-            driver::drive(&me, &cancelled, view, creator).await;
+            driver::drive(&me, &cancelled, told, view, creator).await;
             me.running.lock().expect("running lock").remove(&name);
         });
     }

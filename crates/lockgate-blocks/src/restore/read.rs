@@ -23,7 +23,7 @@ use crate::restore::ARCHIVE_FORMAT;
 use crate::result::RESULT_ENTRY;
 use flate2::read::GzDecoder;
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -91,6 +91,9 @@ pub struct BackupArchive {
     /// The items whose volume data the backup moved (`data-upload` jobs that succeeded,
     /// from `metadata/result.json`): PVC item names (`persistentvolumeclaims/app/data`).
     pub uploaded: BTreeSet<String>,
+    /// The pod volumes a pod-volume (file-system) backup copied (`pod-volume-backup` jobs
+    /// that succeeded): pod item name -> volume names.
+    pub pod_volumes: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// Why an archive cannot be restored from.
@@ -187,6 +190,7 @@ pub fn read_tar(
             items: Vec::new(),
             bad: Vec::new(),
             uploaded: BTreeSet::new(),
+            pod_volumes: BTreeMap::new(),
         },
         result: None,
     };
@@ -291,13 +295,23 @@ impl Reader<'_> {
             });
         }
         let mut out = self.out;
-        out.uploaded = result["uploads"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|u| u["kind"] == "data-upload" && u.get("error").is_none_or(Value::is_null))
-            .filter_map(|u| u["item"].as_str().map(str::to_string))
+        let moved = |kind: &'static str| {
+            result["uploads"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(move |u| u["kind"] == kind && u.get("error").is_none_or(Value::is_null))
+                .filter_map(|u| Some((u["item"].as_str()?, u["volume"].as_str())))
+        };
+        out.uploaded = moved("data-upload")
+            .map(|(item, _)| item.to_string())
             .collect();
+        for (pod, volume) in moved("pod-volume-backup") {
+            if let Some(volume) = volume {
+                let volumes = out.pod_volumes.entry(pod.to_string()).or_default();
+                volumes.insert(volume.to_string());
+            }
+        }
         Ok(out)
     }
 }

@@ -190,6 +190,7 @@ fn a_namespace_filter_brings_the_cluster_items_it_relates_to() {
         ],
         bad: vec![],
         uploaded: Default::default(),
+        pod_volumes: Default::default(),
     };
     let mut o = mapping(&[("a", "a2")]);
     o.filters.include_namespaces = vec!["a".into()];
@@ -254,6 +255,7 @@ fn volume_archive() -> BackupArchive {
         ]
         .map(String::from)
         .into(),
+        pod_volumes: Default::default(),
     }
 }
 
@@ -294,4 +296,83 @@ fn an_uploaded_claim_is_a_download_pinned_to_its_pods_node_when_its_class_waits_
     let plan = RestorePlan::new(&volume_archive(), &existing).unwrap();
     assert_eq!(plan.volumes.len(), 1, "{:?}", plan.volumes);
     assert_eq!(plan.result("r").volumes, plan.volumes);
+}
+
+#[test]
+fn a_pod_whose_volumes_a_file_system_backup_copied_gets_the_wait_container_first() {
+    let pod = |name: &str| {
+        item(
+            "pods",
+            Some("a"),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "a"},
+                   "spec": {"nodeName": "n7", "initContainers": [{"name": "migrate"}],
+                            "containers": [{"name": "app"}]}}),
+        )
+    };
+    let archive = BackupArchive {
+        items: vec![pod("fs"), pod("plain")],
+        pod_volumes: [(
+            "pods/a/fs".to_string(),
+            ["data", "logs"].map(String::from).into(),
+        )]
+        .into(),
+        ..volume_archive()
+    };
+    let mut plan = RestorePlan::new(&archive, &mapping(&[("a", "b")])).unwrap();
+    assert_eq!(
+        plan.pod_volumes,
+        [PodVolumeRestore {
+            item: "pods/b/fs".into(),
+            from: "pods/a/fs".into(),
+            namespace: "b".into(),
+            pod: "fs".into(),
+            volumes: vec!["data".into(), "logs".into()],
+        }]
+    );
+    assert_eq!(plan.result("r").pod_volumes, plan.pod_volumes);
+    plan.wait_for_pod_volumes("r", "registry.example/lockgate:1");
+    // Twice changes nothing: one wait container.
+    plan.wait_for_pod_volumes("r", "registry.example/lockgate:1");
+    let spec = |name: &str| {
+        plan.phases[0]
+            .items
+            .iter()
+            .find(|i| i.name == name)
+            .unwrap()
+            .manifest["spec"]
+            .clone()
+    };
+    let fs = spec("pods/b/fs");
+    let init = fs["initContainers"].as_array().unwrap();
+    assert_eq!(init.len(), 2, "{fs}");
+    assert_eq!(init[0]["name"], WAIT_CONTAINER);
+    assert_eq!(init[1]["name"], "migrate");
+    assert_eq!(
+        init[0]["command"],
+        json!([
+            "lockgate",
+            "restore",
+            "bind",
+            "r",
+            "--pod",
+            "b/fs",
+            "--node",
+            "$(LOCKGATE_NODE)",
+            "--wait"
+        ])
+    );
+    assert_eq!(
+        init[0]["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+        "spec.nodeName"
+    );
+    assert_eq!(
+        init[0]["env"][2]["valueFrom"]["secretKeyRef"]["name"],
+        WAIT_SECRET
+    );
+    // The restored pod has no node of its own; a pod without pod volumes is left alone.
+    assert!(fs.get("nodeName").is_none(), "{fs}");
+    assert_eq!(
+        spec("pods/b/plain")["initContainers"],
+        json!([{"name": "migrate"}])
+    );
 }

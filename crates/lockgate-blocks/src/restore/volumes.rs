@@ -95,3 +95,71 @@ fn node_of_claim(archive: &BackupArchive, claim: &ArchiveItem) -> Option<String>
                 .map(str::to_string)
         })
 }
+
+/// One restored pod whose volumes a pod-volume (file-system) backup copied: a
+/// `pod-volume-restore` job per volume, on the node the pod is scheduled to. A restored
+/// pod has no `spec.nodeName`, so that node is known only once the cluster schedules it:
+/// it is told to the restore (`lockgate restore bind`, or the wait container of
+/// [`super::RestorePlan::wait_for_pod_volumes`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodVolumeRestore {
+    /// The pod's name in the target (`pods/app-copy/web-0`).
+    pub item: String,
+    /// Its name in the backup.
+    pub from: String,
+    /// The target namespace.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub pod: String,
+    /// The volumes to copy back, by name.
+    pub volumes: Vec<String>,
+}
+
+/// The restored pods in `phases` with volumes a pod-volume backup copied.
+pub(super) fn pod_volumes(archive: &BackupArchive, phases: &[Phase]) -> Vec<PodVolumeRestore> {
+    phases
+        .iter()
+        .filter(|p| p.resource == "pods")
+        .flat_map(|p| &p.items)
+        .filter_map(|i| {
+            let volumes = archive.pod_volumes.get(&i.from)?;
+            let meta = &i.manifest["metadata"];
+            Some(PodVolumeRestore {
+                item: i.name.clone(),
+                from: i.from.clone(),
+                namespace: meta["namespace"].as_str()?.to_string(),
+                pod: meta["name"].as_str()?.to_string(),
+                volumes: volumes.iter().cloned().collect(),
+            })
+        })
+        .collect()
+}
+
+/// The name of the wait container put first in a restored pod with pod volumes.
+pub const WAIT_CONTAINER: &str = "lockgate-restore-wait";
+/// The secret, in the target namespace, the wait container reads the server's URL
+/// (`server`) and a token (`token`) from.
+pub const WAIT_SECRET: &str = "lockgate-restore-helper";
+
+/// The wait container of one restored pod (Velero's restore-helper, the other way round:
+/// it tells the restore the node its pod was scheduled to, then waits until the pod's
+/// volumes are copied back, so the pod's own containers start on restored data).
+pub(super) fn wait_container(restore: &str, image: &str, pod: &PodVolumeRestore) -> Value {
+    let secret = |key: &str| serde_json::json!({"valueFrom": {"secretKeyRef": {"name": WAIT_SECRET, "key": key}}});
+    let env = |name: &str, mut value: Value| {
+        value["name"] = Value::from(name);
+        value
+    };
+    serde_json::json!({
+        "name": WAIT_CONTAINER,
+        "image": image,
+        "command": ["lockgate", "restore", "bind", restore,
+                    "--pod", format!("{}/{}", pod.namespace, pod.pod),
+                    "--node", "$(LOCKGATE_NODE)", "--wait"],
+        "env": [
+            env("LOCKGATE_NODE", serde_json::json!({"valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})),
+            env("LOCKGATE_SERVER", secret("server")),
+            env("LOCKGATE_TOKEN", secret("token")),
+        ],
+    })
+}

@@ -126,6 +126,10 @@ pub struct RestoreResult {
     /// The restored claims whose data the backup moved (each a data download).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<super::VolumeRestore>,
+    /// The restored pods whose volumes a pod-volume backup copied (each volume a
+    /// pod-volume restore once the pod's node is known).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_volumes: Vec<super::PodVolumeRestore>,
 }
 
 /// Why a restore's files could not be written; nothing is left behind.
@@ -190,6 +194,7 @@ impl RestorePlan {
             counts,
             items,
             volumes: self.volumes.clone(),
+            pod_volumes: self.pod_volumes.clone(),
         }
     }
 

@@ -1,8 +1,8 @@
-//! The restore calls: create (or dry-run), list, show, result, cancel.
+//! The restore calls: create (or dry-run), list, show, result, cancel, bind a pod.
 
 use super::encode;
 use crate::{Client, ClientError};
-use lockgate_api::{RestoreList, RestoreRequest, RestoreView};
+use lockgate_api::{RestoreList, RestorePodBind, RestorePodBound, RestoreRequest, RestoreView};
 
 impl Client {
     /// `POST /v1/restores` without `dry_run`: the new restore, queued.
@@ -75,6 +75,29 @@ impl Client {
             "POST",
             &format!("/v1/restores/{}/cancel", encode(name)),
             None::<&()>,
+        )
+    }
+
+    /// `POST /v1/restores/{name}/pods`: the node restored pod `pod` (`<namespace>/<pod>`)
+    /// was scheduled to; the answer lists its `pod-volume-restore` jobs.
+    ///
+    /// # Errors
+    /// See [`ClientError`]; 409 `wrong_state` when the restore is not waiting for that
+    /// pod, 422 naming `node` for an invalid node name.
+    pub fn bind_restore_pod(
+        &self,
+        name: &str,
+        pod: &str,
+        node: &str,
+    ) -> Result<RestorePodBound, ClientError> {
+        let req = RestorePodBind {
+            pod: pod.to_string(),
+            node: node.to_string(),
+        };
+        self.call(
+            "POST",
+            &format!("/v1/restores/{}/pods", encode(name)),
+            Some(&req),
         )
     }
 }

@@ -624,6 +624,10 @@ pub struct RawBlocks {
     /// Node selector of data-upload jobs. Default `""` (any node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_upload_selector: Option<String>,
+    /// Container image (with `lockgate` on its path) of the wait container a restore puts
+    /// first in a restored pod whose volumes it copies back. Default: none, no container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_wait_image: Option<String>,
     /// Directories (absolute) a non-admin's backup input must lie in, added to the
     /// server's `--backup-input-root`s. Default: none, so only an admin may back up.
     #[serde(default, skip_serializing_if = "Option::is_none")]

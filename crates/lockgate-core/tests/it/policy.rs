@@ -136,4 +136,5 @@ retry = { times = 3, interval = "30m" }
 exec_template = ["kubectl", "exec", "{pod}", "--", "{command}"]
 volume_group_label = "example.com/group"
 data_upload_selector = "zone=eu-1"
+restore_wait_image = "registry.example/lockgate:0.1"
 "#;

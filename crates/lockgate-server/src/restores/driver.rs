@@ -6,30 +6,30 @@
 //! record. If the loop goes away (shutdown) it stops where it is: the restart marks the
 //! restore `Failed`.
 
-use super::{RestoreOp, Restores};
+use super::data::{move_data, Moves};
+use super::{Bind, RestoreOp, Restores};
 use crate::auth::Principal;
-use crate::backups::driver::{admit, wait_until};
-use crate::backups::mover::{attrs, is_final};
+use crate::backups::driver::admit;
 use crate::error::ApiError;
 use crate::jobs::JobOp;
 use lockgate_api::{
     time, BackupState, ErrorCode, FinishRequest, LeaseRequest, RestoreCounts, RestoreHookResult,
-    RestoreView, SubmitRequest,
+    RestoreView,
 };
 use lockgate_blocks::hooks::{expand_template, OnError};
-use lockgate_blocks::restore::{RestoreHook, RestorePlan, RestoreResult, VolumeRestore};
+use lockgate_blocks::restore::{RestoreHook, RestorePlan, RestoreResult};
 use lockgate_blocks::Phase;
-use lockgate_core::policy::Executor;
 use lockgate_core::{JobState, Outcome};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 
 fn now() -> String {
     time::format(lockgate_core::Timestamp(crate::event_loop::wall_ms()))
 }
 
-async fn put(r: &Restores, view: &RestoreView) -> Result<(), ApiError> {
+pub(super) async fn put(r: &Restores, view: &RestoreView) -> Result<(), ApiError> {
     let v = Box::new(view.clone());
     r.lp()
         .ask(super::principal(&view.name), |reply| {
@@ -47,6 +47,7 @@ async fn put(r: &Restores, view: &RestoreView) -> Result<(), ApiError> {
 pub(crate) async fn drive(
     r: &Arc<Restores>,
     cancelled: &AtomicBool,
+    told: mpsc::Receiver<Bind>,
     mut view: RestoreView,
     creator: Principal,
 ) {
@@ -99,7 +100,7 @@ pub(crate) async fn drive(
     };
     view.refused = crate::backups::confine::refusals(&planned.refused);
     let (plan, exec_template) = (planned.plan, planned.exec_template);
-    if let Err(e) = execute(r, cancelled, &mut view, plan, lease, exec_template).await {
+    if let Err(e) = execute(r, cancelled, told, &mut view, plan, lease, exec_template).await {
         tracing::warn!("restore {:?} stopped: {}", view.name, e.message);
     }
 }
@@ -136,19 +137,19 @@ async fn end_unstarted(
 }
 
 /// The restore's lease, renewed every TTL/3 by [`Held::beat`].
-struct Held<'a> {
-    r: &'a Restores,
-    who: Principal,
+pub(super) struct Held<'a> {
+    pub(super) r: &'a Restores,
+    pub(super) who: Principal,
     id: lockgate_core::JobId,
     token: u64,
-    cancelled: &'a AtomicBool,
-    lease_lost: Option<String>,
+    pub(super) cancelled: &'a AtomicBool,
+    pub(super) lease_lost: Option<String>,
 }
 
 impl Held<'_> {
     /// One renewal: a `cancel_requested` on the job cancels the restore; a lost lease is
     /// kept to report.
-    async fn beat(&mut self) -> Result<(), ApiError> {
+    pub(super) async fn beat(&mut self) -> Result<(), ApiError> {
         if self.lease_lost.is_some() {
             return Ok(());
         }
@@ -202,6 +203,7 @@ fn beats(ttl_s: f64) -> tokio::time::Interval {
 async fn execute(
     r: &Restores,
     cancelled: &AtomicBool,
+    mut told: mpsc::Receiver<Bind>,
     view: &mut RestoreView,
     plan: RestorePlan,
     lease: lockgate_api::LeaseView,
@@ -220,7 +222,15 @@ async fn execute(
     put(r, view).await?;
     let name = view.name.clone();
     let dir = r.directory(&name);
-    let volumes = plan.volumes.clone();
+    let moves = Moves {
+        volumes: plan.volumes.clone(),
+        pods: plan.pod_volumes.clone(),
+        timeout: Duration::from_secs(
+            view.request
+                .pod_volume_timeout_s
+                .unwrap_or(lockgate_api::POD_VOLUME_TIMEOUT_S),
+        ),
+    };
     let hooks = plan.hooks.clone();
     let mut beat = beats(lease.ttl_s);
     beat.tick().await;
@@ -250,8 +260,8 @@ async fn execute(
         }
         Err(e) => (Phase::Failed, vec![e.clone()]),
     };
-    if result.is_ok() && !volumes.is_empty() {
-        let failed = download(&mut held, view, &volumes, &mut beat).await?;
+    if result.is_ok() && !(moves.volumes.is_empty() && moves.pods.is_empty()) {
+        let failed = move_data(&mut held, view, &moves, &mut told, &mut beat).await?;
         if !failed.is_empty() {
             phase = phase.with_failures();
         }
@@ -310,94 +320,6 @@ async fn execute(
     view.finished_at = Some(ended);
     view.cancel_requested = cancelled.load(Ordering::SeqCst);
     put(r, view).await
-}
-
-/// Submits one `data-download` job per volume and waits for them all to end, renewing
-/// the restore's lease; a cancel of the restore cancels them. Returns a line per download
-/// that did not succeed.
-async fn download(
-    held: &mut Held<'_>,
-    view: &mut RestoreView,
-    volumes: &[VolumeRestore],
-    beat: &mut tokio::time::Interval,
-) -> Result<Vec<String>, ApiError> {
-    let mut waits = tokio::task::JoinSet::new();
-    let mut failed = Vec::new();
-    for v in volumes {
-        let req = download_request(&view.name, &view.backup, v);
-        let submitted = held
-            .r
-            .lp()
-            .ask(held.who.clone(), |reply| {
-                JobOp::Submit(Box::new(req), reply)
-            })
-            .await;
-        let job = match submitted {
-            Ok(s) => s.job,
-            Err(e) if e.code == ErrorCode::Unavailable => return Err(e),
-            Err(e) => {
-                failed.push(format!(
-                    "{}: data-download job refused: {}",
-                    v.item, e.message
-                ));
-                continue;
-            }
-        };
-        view.data_jobs.push(job.id);
-        let (lp, who, item) = (held.r.lp().clone(), held.who.clone(), v.item.clone());
-        waits.spawn(async move { (item, wait_until(&lp, &who, job, is_final).await) });
-    }
-    put(held.r, view).await?;
-    let mut cancelling = false;
-    loop {
-        tokio::select! {
-            next = waits.join_next() => {
-                let Some(joined) = next else { break };
-                let (item, ended) = joined.map_err(|e| ApiError::internal(format!("a download's wait: {e}")))?;
-                let job = ended?;
-                if job.state != JobState::Succeeded {
-                    let msg = job.message.map(|m| format!(": {m}")).unwrap_or_default();
-                    failed.push(format!("{item}: data-download job {} {}{msg}", job.id, job.state));
-                }
-            }
-            _ = beat.tick() => {
-                held.beat().await?;
-                if !cancelling && (held.cancelled.load(Ordering::SeqCst) || held.lease_lost.is_some()) {
-                    cancelling = true;
-                    for id in view.data_jobs.clone() {
-                        let _ = held.r.lp().ask(held.who.clone(), |reply| JobOp::Cancel(id, false, reply)).await;
-                    }
-                }
-            }
-        }
-    }
-    Ok(failed)
-}
-
-/// The `data-download` job of one volume: a two-stage agent job (prepare provisions the
-/// target, run copies the data back), pinned to the volume's node when it has one.
-fn download_request(restore: &str, backup: &str, v: &VolumeRestore) -> SubmitRequest {
-    let attrs = attrs(&[
-        ("restore", Some(restore)),
-        ("backup", Some(backup)),
-        ("item", Some(&v.item)),
-        ("from", Some(&v.from)),
-        ("namespace", Some(&v.namespace)),
-        ("pvc", Some(&v.pvc)),
-        ("pv", v.volume_name.as_deref()),
-        ("storage_class", v.storage_class.as_deref()),
-    ]);
-    SubmitRequest {
-        kind: "data-download".into(),
-        attrs,
-        node: v.node.clone(),
-        // Unpinned: movable to any agent node that takes the kind.
-        node_selector: v.node.is_none().then(String::new),
-        executor: Some(Executor::Agent),
-        two_stage: Some(true),
-        idempotency_key: Some(v.item.clone()),
-        ..SubmitRequest::default()
-    }
 }
 
 /// Runs the post-restore hooks one after the other through `template` (the backup hooks'

@@ -1,7 +1,8 @@
-//! `/v1/restores`: create (or dry-run), list, show, result, cancel.
+//! `/v1/restores`: create (or dry-run), list, show, result, cancel, and the node of a
+//! restored pod whose volumes it copies back (`pods`).
 //!
 //! Who may do what: `admin` everything; `submitter` restores the backups it created and
-//! sees and cancels the restores it created; `viewer` reads all; `agent` nothing.
+//! sees, cancels and binds the pods of the restores it created; `viewer` reads all; `agent` nothing.
 //!
 //! `backup` names a backup of this server; one still queued or running is a 409
 //! `not_finished`, an archive that cannot be read (damaged, truncated, of a newer format,
@@ -24,7 +25,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use lockgate_api::{
     check_name, BackupState, BackupView, ErrorCode, ExistingResourcePolicy, RestoreCounts,
-    RestoreList, RestoreRequest, RestoreView, Role,
+    RestoreList, RestorePodBind, RestorePodBound, RestoreRequest, RestoreView, Role,
 };
 use lockgate_blocks::restore::{self, ExistingPolicy, Priorities, RestoreOptions, RestorePlan};
 use lockgate_blocks::{HookPolicy, PlanOptions, RefusalReason, RefusedItem};
@@ -41,7 +42,7 @@ pub struct Api {
 
 /// The restore routes' part of the OpenAPI document (list every handler of [`router`]).
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(create, list, show, result, cancel))]
+#[openapi(paths(create, list, show, result, cancel, bind))]
 pub(crate) struct ApiDoc;
 
 /// The routes, to merge into the main router.
@@ -55,6 +56,7 @@ pub fn router(
         .route("/v1/restores/{name}", get(show))
         .route("/v1/restores/{name}/result", get(result))
         .route("/v1/restores/{name}/cancel", post(cancel))
+        .route("/v1/restores/{name}/pods", post(bind))
         .with_state(Api {
             tokens,
             restores,
@@ -162,6 +164,7 @@ async fn plan(
 ) -> Result<Planned, ApiError> {
     let scope = r.backups.scope(p).await?;
     let exec_template = scope.blocks.exec_template.clone();
+    let (wait_image, restore_name) = (scope.blocks.restore_wait_image.clone(), req.name.clone());
     let mut plan_options = PlanOptions::from_policy(&scope.blocks);
     plan_options.confinement = r.backups.confinement(p, &scope);
     let mut options = options(req)?;
@@ -208,6 +211,9 @@ async fn plan(
         let mut plan = RestorePlan::new(&read, &options)
             .map_err(|e| ApiError::invalid("namespace_mappings", e.to_string()))?;
         let mut refused = plan.confine(&plan_options.confinement.namespaces);
+        if let Some(image) = &wait_image {
+            plan.wait_for_pod_volumes(&restore_name, image);
+        }
         if plan_options.confinement.hooks == HookPolicy::Refuse {
             refused.extend(plan.hooks.drain(..).map(|h| RefusedItem {
                 item: h.item,
@@ -297,6 +303,7 @@ async fn create(
         },
         files: Vec::new(),
         data_jobs: Vec::new(),
+        pods_waiting: Vec::new(),
         hooks: Vec::new(),
         reasons: Vec::new(),
         cancel_requested: false,
@@ -426,4 +433,71 @@ async fn cancel(
     }
     v.cancel_requested = true;
     Ok(Json(v))
+}
+
+#[utoipa::path(post, path = "/v1/restores/{name}/pods", tag = "restores", request_body = RestorePodBind,
+    params(("name" = String, Path, description = "The restore's name")),
+    responses((status = 200, description = "The pod's pod-volume-restore jobs, pinned to its node", body = RestorePodBound)))]
+/// Tells a running restore the node a restored pod was scheduled to (one of its
+/// `pods_waiting`): its volumes are copied back there by `pod-volume-restore` jobs.
+/// `409 wrong_state` when the restore is not waiting for that pod (not yet running, the
+/// pod bound already or unknown, the restore ended).
+async fn bind(
+    State(api): State<Api>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: Result<JsonBody<RestorePodBind>, Response>,
+) -> Result<Response, ApiError> {
+    let p = who(&api, &Method::POST, &headers)?;
+    p.require(&[Role::Admin, Role::Submitter], "bind restored pods")?;
+    let JsonBody(req) = match body {
+        Ok(b) => b,
+        Err(rejection) => return Ok(rejection),
+    };
+    check_node_name(&req.node)?;
+    let v = view(&api, &p, &name).await?;
+    if !v.pods_waiting.contains(&req.pod) {
+        let waiting = match v.pods_waiting.is_empty() {
+            true => format!("it is {} and waits for none", v.state),
+            false => format!("it waits for {}", v.pods_waiting.join(", ")),
+        };
+        return Err(ApiError::new(
+            ErrorCode::WrongState,
+            format!(
+                "restore {name:?} is not waiting for the node of pod {:?}: {waiting}",
+                req.pod
+            ),
+        )
+        .field("pod"));
+    }
+    let jobs = api
+        .restores
+        .bind(&name, req.pod.clone(), req.node.clone())
+        .await?;
+    let bound = RestorePodBound {
+        restore: name,
+        pod: req.pod,
+        node: req.node,
+        jobs,
+    };
+    Ok(Json(bound).into_response())
+}
+
+/// A Kubernetes node name (a DNS subdomain): 1-253 characters of a-z, 0-9, '-' and '.',
+/// starting and ending with a letter or digit. Refused before the restore is asked, so a
+/// bad name (an unexpanded `$(LOCKGATE_NODE)`) leaves the pod waiting.
+fn check_node_name(node: &str) -> Result<(), ApiError> {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let ok = !node.is_empty()
+        && node.len() <= 253
+        && node.chars().all(|c| alnum(c) || c == '-' || c == '.')
+        && node.starts_with(alnum)
+        && node.ends_with(alnum);
+    if ok {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        "node",
+        format!("invalid node name {node:?}: expected a Kubernetes node name, 1-253 characters of a-z, 0-9, '-' and '.', starting and ending with a letter or digit"),
+    ))
 }

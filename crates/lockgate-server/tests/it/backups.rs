@@ -26,7 +26,7 @@ match = "kind=resource-backup"
 overlap = "namespaces"
 "#;
 
-fn pod(ns: &str, name: &str, claims: &[&str], hooks: Option<&Path>) -> Value {
+pub(crate) fn pod(ns: &str, name: &str, claims: &[&str], hooks: Option<&Path>) -> Value {
     let volumes: Vec<Value> = claims
         .iter()
         .map(|c| json!({"name": format!("vol-{c}"), "persistentVolumeClaim": {"claimName": c}}))

@@ -29,6 +29,7 @@ mod metrics;
 mod openapi;
 mod quotas;
 mod replicas;
+mod restore_pods;
 mod restores;
 mod rpo;
 mod schedules;

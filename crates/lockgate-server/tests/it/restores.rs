@@ -32,31 +32,38 @@ fn restore(name: &str, backup: &str) -> RestoreRequest {
     }
 }
 
-fn mapped(name: &str, backup: &str, from: &str, to: &str) -> RestoreRequest {
+pub(crate) fn mapped(name: &str, backup: &str, from: &str, to: &str) -> RestoreRequest {
     RestoreRequest {
         namespace_mappings: [(from.to_string(), to.to_string())].into(),
         ..restore(name, backup)
     }
 }
 
-/// Polls the restore until it has finished.
-fn restored(c: &Client, name: &str) -> RestoreView {
+/// Polls the restore until `done` holds (`what` says what it waits for).
+pub(crate) fn restore_until(
+    c: &Client,
+    name: &str,
+    what: &str,
+    done: impl Fn(&RestoreView) -> bool,
+) -> RestoreView {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let v = c.restore(name).unwrap();
-        if v.is_finished() {
+        if done(&v) {
             return v;
         }
-        assert!(
-            Instant::now() < deadline,
-            "restore {name} not finished: {v:#?}"
-        );
+        assert!(Instant::now() < deadline, "restore {name}: {what}: {v:#?}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
+/// Polls the restore until it has finished.
+pub(crate) fn restored(c: &Client, name: &str) -> RestoreView {
+    restore_until(c, name, "not finished", RestoreView::is_finished)
+}
+
 /// The test is the agent of `node`, which runs `kinds`.
-fn mover_node(c: &Client, node: &str, kinds: &[&str]) {
+pub(crate) fn mover_node(c: &Client, node: &str, kinds: &[&str]) {
     let reg = lockgate_api::NodeRegister {
         kinds: kinds.iter().map(|k| k.to_string()).collect(),
         ..lockgate_api::NodeRegister::default()
@@ -71,15 +78,7 @@ fn restore_now(c: &Client, req: &RestoreRequest) -> RestoreView {
 
 /// Polls the restore until it has submitted its data jobs (its files are written).
 fn moving(c: &Client, name: &str) -> RestoreView {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let v = c.restore(name).unwrap();
-        if !v.data_jobs.is_empty() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "no data job: {v:#?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    restore_until(c, name, "no data job", |v| !v.data_jobs.is_empty())
 }
 
 /// The backup `cms` (app's two ConfigMaps), finished.
@@ -92,7 +91,7 @@ fn configmaps_backup(c: &Client, input: &Path) {
     assert_eq!(finished(c, "cms").phase.as_deref(), Some("Completed"));
 }
 
-fn items_of(file: &Path) -> Vec<Value> {
+pub(crate) fn items_of(file: &Path) -> Vec<Value> {
     let v: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
     assert_eq!(v["kind"], "List", "{}", file.display());
     v["items"].as_array().unwrap().clone()

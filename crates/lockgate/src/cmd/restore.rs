@@ -1,5 +1,5 @@
 //! `lockgate restore`: turn a backup's archive back into manifests to apply (create, or
-//! --dry-run; ls; describe; cancel).
+//! --dry-run; ls; describe; cancel; bind a restored pod to its node).
 //!
 //! A restore reads a backup's archive `<data-dir>/backups/<BACKUP>.tar.gz` and writes
 //! `<data-dir>/restores/<NAME>/`: one JSON `List` per phase, numbered in the order to
@@ -60,6 +60,23 @@ enum Sub {
         /// Restore name.
         name: String,
     },
+    /// Tell a running restore the node a restored pod was scheduled to, so the volumes a
+    /// file-system backup copied are copied back there (`pod-volume-restore` jobs); the
+    /// wait container of `[blocks].restore_wait_image` runs it in the pod.
+    Bind {
+        /// Restore name.
+        name: String,
+        /// The pod, as the restore wrote it.
+        #[arg(long, value_name = "NAMESPACE/POD")]
+        pod: String,
+        /// The node the pod was scheduled to (its `spec.nodeName`).
+        #[arg(long)]
+        node: String,
+        /// Wait until the pod's volumes are copied back (exit status 0 only when every
+        /// job succeeded).
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +118,10 @@ struct CreateArgs {
     /// Through the server: wait for the end (exit status 0 only when Completed).
     #[arg(long, conflicts_with_all = ["dry_run", "data_dir"])]
     wait: bool,
+    /// Through the server: how long to wait for each restored pod's node (`restore
+    /// bind`) before its pod volumes count as failed (default 4h).
+    #[arg(long, value_name = "DURATION", value_parser = super::flags::duration)]
+    pod_volume_timeout: Option<Duration>,
 }
 
 /// Runs `lockgate restore`.
@@ -134,6 +155,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> anyhow::Result<ExitCode> {
             name,
             data_dir: None,
         } => describe_on_server(global, &name),
+        Sub::Bind {
+            name,
+            pod,
+            node,
+            wait,
+        } => bind(global, &name, &pod, &node, wait),
         Sub::Cancel { name } => {
             let v = session::client(global)?.cancel_restore(&name)?;
             if output::json(global) {
@@ -186,7 +213,45 @@ fn request(a: &CreateArgs) -> anyhow::Result<RestoreRequest> {
         preserve_node_ports: a.preserve_nodeports,
         restore_resource_priorities: a.restore_resource_priorities.clone(),
         dry_run: a.dry_run,
+        pod_volume_timeout_s: a.pod_volume_timeout.map(|d| d.as_secs().max(1)),
     })
+}
+
+/// `restore bind`: the pod's node told to the restore; with `wait`, until its jobs end.
+fn bind(
+    global: &GlobalArgs,
+    name: &str,
+    pod: &str,
+    node: &str,
+    wait: bool,
+) -> anyhow::Result<ExitCode> {
+    let client = session::client(global)?;
+    let bound = client.bind_restore_pod(name, pod, node)?;
+    let ids: Vec<String> = bound.jobs.iter().map(u64::to_string).collect();
+    eprintln!(
+        "restore {name}: pod {pod} on node {node}: pod-volume-restore jobs {}",
+        ids.join(", ")
+    );
+    let mut failed = Vec::new();
+    if wait {
+        for &id in &bound.jobs {
+            let mut job = client.job(id)?;
+            while !job.is_final() {
+                job = client.wait(id, job.state, 30)?;
+            }
+            if job.state != lockgate_core::JobState::Succeeded {
+                failed.push(format!("job {id} {}", job.state));
+            }
+        }
+    }
+    if output::json(global) {
+        print_json(&bound);
+    }
+    if !failed.is_empty() {
+        eprintln!("restore {name}: pod {pod}: {}", failed.join(", "));
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn create_on_server(global: &GlobalArgs, a: CreateArgs) -> anyhow::Result<ExitCode> {
@@ -302,7 +367,13 @@ fn describe_view(
     }
     if !view.data_jobs.is_empty() {
         let jobs: Vec<String> = view.data_jobs.iter().map(u64::to_string).collect();
-        println!("data-download jobs: {}", jobs.join(", "));
+        println!("data jobs: {}", jobs.join(", "));
+    }
+    if !view.pods_waiting.is_empty() {
+        println!(
+            "waiting for the node of pods (lockgate restore bind): {}",
+            view.pods_waiting.join(", ")
+        );
     }
     for h in &view.hooks {
         let how = match (&h.error, h.exit_code) {

@@ -3,6 +3,7 @@
 
 use crate::harness::*;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 fn run(s: &Srv, args: &[&str]) -> (bool, String, String) {
     let out = s.cli(args).output().unwrap();
@@ -311,4 +312,80 @@ fn with_real_agents_a_restore_behind_a_night_of_uploads_takes_the_first_slot_tha
     );
     // The planted rule (no restores first) waits behind the queue: the measure can tell.
     assert!(late > 100, "{late}");
+}
+
+/// `text` split at spaces: a command line's arguments.
+fn words(text: &str) -> Vec<&str> {
+    text.split(' ').collect()
+}
+
+/// A pod whose volume a file-system backup copied, restored through the server with a
+/// real agent: `lockgate restore bind --wait` (what the pod's wait container runs once
+/// the cluster schedules it) returns once the agent has copied the volume back on that
+/// node, and the restore is then Completed.
+#[test]
+fn restore_bind_waits_until_a_real_agent_copied_the_pods_volume_back() {
+    let s = Srv::start(
+        "[blocks]\nexec_template = [\"env\", \"{command}\"]\nrestore_wait_image = \"registry.example/lockgate:0.1\"\n",
+    );
+    let log = s.path("moves.log").display().to_string();
+    let config = format!(
+        r#"[handlers.pod-volume-backup]
+run = ["sh", "-c", "echo backup {{attr.pod}} {{attr.volume}} >> {log}"]
+[handlers.pod-volume-restore]
+run = ["sh", "-c", "sleep 0.3; echo restore {{attr.namespace}}/{{attr.pod}} {{attr.volume}} >> {log}"]
+"#
+    );
+    let _agent = crate::agent::start_agent(&s, "n2", &[], &config);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "db-0", "namespace": "app",
+                     "annotations": {"backup.lockgate.io/backup-volumes": "scratch"}},
+        "spec": {"nodeName": "n2", "containers": [{"name": "db"}],
+                 "volumes": [{"name": "scratch", "emptyDir": {}}]}});
+    std::fs::write(s.path("pod.json"), pod.to_string()).unwrap();
+    let (ok, out, err) = run(&s, &words("backup create fs --from pod.json --wait"));
+    assert!(ok, "{out}\n{err}");
+    let (ok, out, err) = run(
+        &s,
+        &words("restore create back --from fs --namespace-mappings app:app-copy"),
+    );
+    assert!(ok, "{out}\n{err}");
+    let admin = s.admin();
+    assert!(
+        eventually(Duration::from_secs(20), || !admin
+            .restore("back")
+            .unwrap()
+            .pods_waiting
+            .is_empty()),
+        "the restore never waited for its pod"
+    );
+    let (_, out, _) = run(&s, &words("restore describe back"));
+    assert!(
+        out.contains("waiting for the node of pods (lockgate restore bind): app-copy/db-0"),
+        "{out}"
+    );
+    // As the wait container runs it, with the node the cluster chose.
+    let (ok, out, err) = run(
+        &s,
+        &words("restore bind back --pod app-copy/db-0 --node n2 --wait"),
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(err.contains("pod-volume-restore jobs"), "{err}");
+    let moved = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        moved.contains("restore app-copy/db-0 scratch"),
+        "bind --wait returned before the volume was back: {moved}"
+    );
+    assert!(eventually(Duration::from_secs(20), || admin
+        .restore("back")
+        .unwrap()
+        .phase
+        .as_deref()
+        == Some("Completed")));
+    // Bound once: again is refused, naming what it waits for.
+    let (ok, _, err) = run(
+        &s,
+        &words("restore bind back --pod app-copy/db-0 --node n2"),
+    );
+    assert!(!ok && err.contains("not waiting"), "{err}");
 }

@@ -124,6 +124,15 @@ pub(super) fn blocks_policy(b: &RawBlocks, p: &FieldPath) -> Checked<BlocksPolic
         })?;
         out.volume_group_label = label.clone();
     }
+    if let Some(image) = &b.restore_wait_image {
+        if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
+            return bad(
+                &p.key("restore_wait_image"),
+                format!("expected a container image reference with lockgate in it, such as \"registry.example/lockgate:0.1\", got {image:?}"),
+            );
+        }
+        out.restore_wait_image = Some(image.clone());
+    }
     if let Some(sel) = &b.data_upload_selector {
         label_selector(sel, &p.key("data_upload_selector"))?;
         out.data_upload_selector = sel.trim().to_string();

@@ -421,6 +421,12 @@ const SCHEDULE: &str = "[[schedule]]\nname = \"s\"\nwhen = \"daily\"\n";
     "blocks.data_upload_selector",
     "invalid label selector"
 )]
+#[case::restore_wait_image(
+    "[blocks]\nrestore_wait_image = \"my image\"\n",
+    2,
+    "blocks.restore_wait_image",
+    "expected a container image reference"
+)]
 #[case::unknown_key(
     "[global]\nmax_running = 1\nmax_runing = 2\n",
     3,

@@ -108,6 +108,10 @@ fn every_other_key_parses() {
     assert_eq!(p.schedules[0].misfire, Misfire::Skip);
     assert_eq!(p.blocks.exec_template.len(), 5);
     assert_eq!(p.blocks.data_upload_selector, "zone=eu-1");
+    assert_eq!(
+        p.blocks.restore_wait_image.as_deref(),
+        Some("registry.example/lockgate:0.1")
+    );
 }
 
 #[test]
