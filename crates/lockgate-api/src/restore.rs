@@ -147,6 +147,10 @@ pub struct RestoreView {
     /// The `namespaces` attribute of its job: the namespaces it writes into (after the
     /// mapping).
     pub namespaces: Vec<String>,
+    /// The `volumes` attribute of its job: the persistent volumes it writes (their names
+    /// are cluster-wide, kept under a mapping).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
     /// The directory of its files (`<data-dir>/restores/<name>`); it exists once the
     /// restore has finished with files.
     pub directory: String,

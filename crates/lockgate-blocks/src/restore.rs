@@ -250,6 +250,18 @@ impl RestorePlan {
         set.into_iter().map(str::to_string).collect()
     }
 
+    /// The persistent volumes the restore writes (cluster-scoped names, kept under a
+    /// namespace mapping), sorted.
+    pub fn target_volumes(&self) -> Vec<String> {
+        self.phases
+            .iter()
+            .filter(|p| p.resource == "persistentvolumes")
+            .flat_map(|p| &p.items)
+            .filter_map(|i| i.manifest["metadata"]["name"].as_str())
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Confines a non-admin's restore to `scope`: an item whose target namespace it does
     /// not allow, or a cluster-scoped item when it is not every namespace, is taken out of
     /// the plan (and out of its result) and returned; phases left empty are dropped. An

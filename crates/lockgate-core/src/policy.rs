@@ -76,9 +76,10 @@ pub const RESOURCE_RESTORE_KIND: &str = "resource-restore";
 pub const RESTORE_KINDS_PRIORITY: i64 = 100;
 /// The kinds [`RESTORE_KINDS_PRIORITY`] applies to.
 pub const RESTORE_KINDS: &[&str] = &[RESOURCE_RESTORE_KIND, "data-download", "pod-volume-restore"];
-/// The attribute of a `resource-restore` job that lists the namespaces it writes into;
-/// restores whose lists overlap never run at once ([`Conflict::restores`]).
-pub const RESTORE_OVERLAP: &str = "namespaces";
+/// The attributes of a `resource-restore` job that list what it writes: the namespaces,
+/// and the persistent volumes (cluster-wide names). Restores whose lists of either
+/// overlap never run at once ([`Conflict::restores`]).
+pub const RESTORE_OVERLAPS: [&str; 2] = ["namespaces", "volumes"];
 
 /// A validated policy. Build one with [`Policy::from_toml`] or [`Policy::from_json`].
 #[derive(Debug, Clone, PartialEq)]
@@ -290,20 +291,20 @@ pub struct Conflict {
     /// The kind of the job that recovers a key whose holder was lost (`recover`); it needs
     /// the key alone (validated).
     pub recover: Option<String>,
-    /// Not written in the policy: [`Conflict::restores`], which every policy has unless one
-    /// of its own conflicts already keeps restores of a namespace apart. Lints and
+    /// Not written in the policy: one of [`Conflict::restores`], which every policy has
+    /// unless one of its own conflicts already does its work. Lints and
     /// [`Policy::limits_anything`] pass over it.
     pub built_in: bool,
 }
 
 impl Conflict {
-    /// Restores of one namespace never run at once: `resource-restore` jobs whose
-    /// `namespaces` (the namespaces they write into) overlap. Built into every policy
-    /// (see [`Conflict::built_in`]).
-    pub fn restores() -> Conflict {
+    /// Restores that write the same namespace or the same persistent volume never run at
+    /// once: `resource-restore` jobs whose `attr` (one of [`RESTORE_OVERLAPS`]) lists
+    /// overlap. Built into every policy (see [`Conflict::built_in`]).
+    pub fn restores(attr: &str) -> Conflict {
         Conflict {
             keys: Vec::new(),
-            overlap: Some(RESTORE_OVERLAP.into()),
+            overlap: Some(attr.into()),
             matcher: Some(
                 Selector::parse_jobs(&format!("kind={RESOURCE_RESTORE_KIND}"))
                     .expect("a valid job selector"),
@@ -316,12 +317,12 @@ impl Conflict {
         }
     }
 
-    /// Whether this conflict already keeps any two `resource-restore` jobs whose
-    /// `namespaces` overlap apart (so [`Conflict::restores`] would only count twice).
-    pub fn keeps_restores_apart(&self) -> bool {
+    /// Whether this conflict already keeps any two `resource-restore` jobs whose `attr`
+    /// lists overlap apart (so [`Conflict::restores`] would only count twice).
+    pub fn keeps_restores_apart(&self, attr: &str) -> bool {
         let restore = |k: &str| (k == "kind").then_some(RESOURCE_RESTORE_KIND);
         self.keys.is_empty()
-            && self.overlap.as_deref() == Some(RESTORE_OVERLAP)
+            && self.overlap.as_deref() == Some(attr)
             && self.matcher.as_ref().is_none_or(|m| m.matches(restore))
             && self.exclusive.as_ref().is_none_or(|m| m.matches(restore))
     }

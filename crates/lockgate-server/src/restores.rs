@@ -8,10 +8,11 @@
 //!    has, the order), under the caller's confinement; a backup that is not finished, an
 //!    archive that cannot be read, a bad mapping refuse the restore (nothing recorded);
 //! 2. the loop records it and submits its `resource-restore` job (owned by
-//!    `restore:<name>`, attrs `restore`, `backup` and `namespaces`: the namespaces it
-//!    writes into) in one commit; restores rank ahead of backups
-//!    (`lockgate_core::policy::RESTORE_KINDS`), and an `overlap = "namespaces"` conflict on
-//!    the kind queues overlapping restores, explain naming the one that holds them;
+//!    `restore:<name>`, attrs `restore`, `backup`, `namespaces` and `volumes`: the
+//!    namespaces and persistent volumes it writes) in one commit; restores rank ahead of
+//!    backups (`lockgate_core::policy::RESTORE_KINDS`), and the built-in conflicts on both
+//!    lists (`lockgate_core::policy::Conflict::restores`) queue overlapping restores,
+//!    explain naming the one that holds them;
 //! 3. a driver task (`driver.rs`) waits for the job's admission, plans the restore again
 //!    (a queued restore holds no archive in memory), writes the files
 //!    (`<data-dir>/restores/<name>/`, whole or not at all) while it renews the lease, moves

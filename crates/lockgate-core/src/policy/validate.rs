@@ -581,8 +581,8 @@ fn pools(raw: &BTreeMap<String, i64>, p: &FieldPath) -> Checked<BTreeMap<String,
     Ok(out)
 }
 
-/// `[[conflict]]` in document order, then [`Conflict::restores`] unless one of them
-/// already keeps restores of a namespace apart.
+/// `[[conflict]]` in document order, then [`Conflict::restores`] of each attribute
+/// unless one of them already keeps restores apart on it.
 fn conflicts(raw: &RawPolicy, p: &FieldPath) -> Checked<Vec<Conflict>> {
     let mut out = raw
         .conflict
@@ -590,8 +590,10 @@ fn conflicts(raw: &RawPolicy, p: &FieldPath) -> Checked<Vec<Conflict>> {
         .enumerate()
         .map(|(i, c)| conflict(c, &p.at(i)))
         .collect::<Checked<Vec<_>>>()?;
-    if !out.iter().any(Conflict::keeps_restores_apart) {
-        out.push(Conflict::restores());
+    for attr in RESTORE_OVERLAPS {
+        if !out.iter().any(|c| c.keeps_restores_apart(attr)) {
+            out.push(Conflict::restores(attr));
+        }
     }
     Ok(out)
 }

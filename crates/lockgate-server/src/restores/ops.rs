@@ -45,13 +45,40 @@ impl Loop {
         let mut attrs = std::collections::BTreeMap::new();
         attrs.insert("restore".to_string(), view.name.clone());
         attrs.insert("backup".to_string(), view.backup.clone());
-        if !view.namespaces.is_empty() {
-            attrs.insert("namespaces".to_string(), view.namespaces.join(","));
+        let max = self.engine.policy().quotas.max_attr_value_bytes as usize;
+        for (attr, list) in [("namespaces", &view.namespaces), ("volumes", &view.volumes)] {
+            if !list.is_empty() {
+                attrs.insert(attr.to_string(), overlap_value(list, max));
+            }
         }
         let spec = driver_job(RESOURCE_RESTORE_KIND, restore_owner(&view.name), attrs);
         view.job = Some(self.submit_driver_job(spec, now)?);
         view.state = BackupState::Queued;
         self.put_view(&view, now)?;
         Ok(view)
+    }
+}
+
+/// A restore's list attribute (`namespaces`, `volumes`), or `*` when the list is longer
+/// than an attribute may be: it then overlaps every other restore's list, so the built-in
+/// conflicts still keep apart what it writes (`lockgate_core::policy::Conflict::restores`).
+fn overlap_value(list: &[String], max: usize) -> String {
+    let joined = list.join(",");
+    if joined.len() > max {
+        "*".to_string()
+    } else {
+        joined
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlap_value;
+
+    #[test]
+    fn a_list_too_long_for_an_attribute_overlaps_everything() {
+        let list = ["pv-a".to_string(), "pv-b".to_string()];
+        assert_eq!(overlap_value(&list, 9), "pv-a,pv-b");
+        assert_eq!(overlap_value(&list, 8), "*");
     }
 }

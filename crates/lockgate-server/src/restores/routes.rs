@@ -290,6 +290,7 @@ async fn create(
         created_by: p.name.clone(),
         backup: backup.name.clone(),
         namespaces: plan.target_namespaces(),
+        volumes: plan.target_volumes(),
         directory: r.directory(&req.name).display().to_string(),
         created_at: lockgate_api::time::format(lockgate_core::Timestamp(
             crate::event_loop::wall_ms(),

@@ -490,11 +490,11 @@ fn a_restored_claim_gets_its_data_back_through_a_download_on_the_pods_node() {
     );
 }
 
-/// Restores of one namespace never run at once, with no rule in the policy: the second
-/// waits for the first (explain names the restore holding it) while a restore of another
-/// namespace runs.
+/// Restores of one namespace or one persistent volume never run at once, with no rule in
+/// the policy: the second waits for the first (explain names the restore holding it)
+/// while a restore of another namespace runs.
 #[test]
-fn two_restores_of_one_namespace_run_one_after_the_other_without_a_rule() {
+fn two_restores_of_one_namespace_or_volume_run_one_after_the_other_without_a_rule() {
     let dir = tempdir();
     let s = TestServer::start(
         &dir.path().join("data"),
@@ -528,17 +528,36 @@ fn two_restores_of_one_namespace_run_one_after_the_other_without_a_rule() {
         why.text
     );
 
-    // The first one's data is back: it ends, and only then does the second start.
+    // Into another namespace, but writing the same persistent volume: it waits too.
+    let third = admin
+        .create_restore(&mapped("third", "full", "app", "app-4"))
+        .unwrap();
+    assert_eq!(third.volumes, ["pv-1"]);
+    let why = admin.explain(third.job.unwrap()).unwrap();
+    assert!(
+        why.text.contains(&holder) && why.text.contains("volumes=pv-1"),
+        "{}",
+        why.text
+    );
+
+    // The first one's data is back: it ends, and only then do the others start.
     play(&admin, "n1", "data-download", Outcome::Succeeded);
     let first = restored(&admin, "first");
     assert_eq!(first.phase.as_deref(), Some("Completed"), "{first:#?}");
     let second = restored(&admin, "second");
     assert_eq!(second.phase.as_deref(), Some("Completed"), "{second:#?}");
+    moving(&admin, "third");
+    play(&admin, "n1", "data-download", Outcome::Succeeded);
+    let third = restored(&admin, "third");
+    assert_eq!(third.phase.as_deref(), Some("Completed"), "{third:#?}");
     let t = |s: &Option<String>| lockgate_api::time::parse(s.as_deref().unwrap()).unwrap();
-    assert!(
-        t(&second.started_at) >= t(&first.finished_at),
-        "second started before first ended"
-    );
+    for later in [&second, &third] {
+        assert!(
+            t(&later.started_at) >= t(&first.finished_at),
+            "{} started before first ended",
+            later.name
+        );
+    }
 }
 
 /// A node full of queued uploads (one slot), a restore asked for: the number of slot

@@ -229,24 +229,28 @@ fn restore_kinds_rank_ahead_of_backups_unless_the_policy_says_otherwise() {
 }
 
 #[test]
-fn restores_of_one_namespace_conflict_unless_a_rule_of_the_policy_already_says_so() {
+fn restores_of_one_namespace_or_volume_conflict_unless_a_rule_of_the_policy_already_says_so() {
+    // (conflicts, built-in ones, whether the policy limits anything)
     let built_in = |text: &str| {
         let p = Policy::from_toml(text, None).unwrap();
         let n = p.conflicts.iter().filter(|c| c.built_in).count();
         (p.conflicts.len(), n, p.limits_anything())
     };
-    // An empty policy limits nothing, yet keeps restores of a namespace apart.
-    assert_eq!(built_in(""), (1, 1, false));
+    // An empty policy limits nothing, yet keeps restores of a namespace or a volume apart.
+    assert_eq!(built_in(""), (2, 2, false));
     assert_eq!(
-        Policy::from_toml("", None).unwrap().conflicts[0],
-        Conflict::restores()
+        Policy::from_toml("", None).unwrap().conflicts,
+        [
+            Conflict::restores("namespaces"),
+            Conflict::restores("volumes")
+        ]
     );
-    // A rule that already does it (restores with backups, or every job) replaces it.
+    // A rule that already does one (restores with backups, or every job) replaces it.
     let both = "[[conflict]]\nmatch = \"kind in (resource-backup, resource-restore)\"\noverlap = \"namespaces\"\n";
-    assert_eq!(built_in(both), (1, 0, true));
+    assert_eq!(built_in(both), (2, 1, true));
     assert_eq!(
-        built_in("[[conflict]]\noverlap = \"namespaces\"\n"),
-        (1, 0, true)
+        built_in("[[conflict]]\noverlap = \"volumes\"\n"),
+        (2, 1, true)
     );
     // Rules that do not: another kind, another attribute, keys beside the overlap, or
     // restores sharing under `exclusive`.
@@ -256,6 +260,6 @@ fn restores_of_one_namespace_conflict_unless_a_rule_of_the_policy_already_says_s
         "[[conflict]]\nkeys = [\"owner\"]\noverlap = \"namespaces\"\n",
         "[[conflict]]\noverlap = \"namespaces\"\nexclusive = \"kind=prune\"\n",
     ] {
-        assert_eq!(built_in(other), (2, 1, true), "{other}");
+        assert_eq!(built_in(other), (3, 2, true), "{other}");
     }
 }
