@@ -689,6 +689,15 @@ impl Policy {
         self.kind(kind).and_then(|k| k.priority).unwrap_or(unset)
     }
 
+    /// Restores first, again: whether a blocked job of `kind` reserves what keeps it out
+    /// at once (as a `strict` rule's jobs do, when every block is a wait for room) instead
+    /// of after its rules' `reserve_after`. True for a restore's kinds ([`RESTORE_KINDS`])
+    /// while the policy leaves their priority to the built-in one, so a restore is not
+    /// passed by smaller backups taking the room it waits for.
+    pub fn reserves_at_once(&self, kind: &str) -> bool {
+        RESTORE_KINDS.contains(&kind) && self.kind(kind).and_then(|k| k.priority).is_none()
+    }
+
     /// Default cost of a kind (empty when unset).
     pub fn kind_cost(&self, kind: &str) -> BTreeMap<String, u64> {
         self.kind(kind).map(|k| k.cost.clone()).unwrap_or_default()

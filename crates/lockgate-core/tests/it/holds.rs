@@ -297,3 +297,45 @@ fn a_pause_that_empties_a_woken_class_wakes_the_next_waiter() {
     );
     assert!(e.admissible_waiting(Timestamp(4)).is_empty());
 }
+
+/// Restores first: a download that needs the whole pool reserves it as soon as it waits,
+/// so the single-unit uploads queued behind it do not take the units one release frees;
+/// with its priority set by the policy it waits the usual `reserve_after` and is passed.
+#[test]
+fn a_restores_download_reserves_the_room_it_waits_for_at_once() {
+    let run = |extra: &str| {
+        let mut e = engine(&format!(
+            "[resources]\nthreads = 2\n[kinds.data-upload]\ncost = {{ threads = 1 }}\n[kinds.data-download]\ncost = {{ threads = 2 }}\n{extra}"
+        ));
+        let running = [0, 1].map(|t| submit(&mut e, spec("data-upload", &[]), t));
+        let download = submit(&mut e, spec("data-download", &[]), 2);
+        let behind: Vec<_> = (3..8)
+            .map(|t| submit(&mut e, spec("data-upload", &[]), t))
+            .collect();
+        e.finish(
+            running[0],
+            token(&e, running[0]),
+            Outcome::Succeeded,
+            None,
+            Timestamp(10),
+        )
+        .unwrap();
+        let passed = behind
+            .iter()
+            .filter(|&&id| state(&e, id) == Some(JobState::Running))
+            .count();
+        e.finish(
+            running[1],
+            token(&e, running[1]),
+            Outcome::Succeeded,
+            None,
+            Timestamp(11),
+        )
+        .unwrap();
+        (passed, state(&e, download))
+    };
+    assert_eq!(run(""), (0, Some(JobState::Running)));
+    // Priority from the policy: an ordinary job, passed while it waits for 2 free units.
+    let (passed, download) = run("priority = 100\n");
+    assert_eq!((passed, download), (1, Some(JobState::Queued)));
+}
