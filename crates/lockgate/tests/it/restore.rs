@@ -216,9 +216,9 @@ fn through_the_server_a_restore_queues_writes_and_is_listed() {
 /// whose upload one of them runs, then a night of uploads queued (every slot busy) and a
 /// restore of the claim asked for: how many slot releases (uploads ending) come after its
 /// `data-download` is submitted and before it is admitted, and how long it waited, with
-/// `extra` added to the policy, and how many queued uploads it passed. Read from the
-/// server's records of the jobs.
-fn behind_a_night_of_uploads(extra: &str) -> (usize, u64, usize) {
+/// `extra` added to the policy, how many queued uploads it passed, and the most jobs a node
+/// held at once (its limit is 1). Read from the server's records of the jobs.
+fn behind_a_night_of_uploads(extra: &str) -> (usize, u64, usize, i32) {
     const QUEUED: usize = 150;
     let s = Srv::start(&format!(
         "[nodes]\nmax_running = 1\n[blocks]\nexec_template = [\"env\", \"{{command}}\"]\n{extra}"
@@ -292,19 +292,63 @@ run = ["true"]
         .filter(|j| t(&Some(j.submitted_at.clone())) < submitted)
         .filter(|j| j.prepare_started_at.is_none() || t(&j.prepare_started_at) > admitted)
         .count();
-    (releases, admitted.saturating_sub(submitted), passed)
+    // Once every upload has ended: the most jobs any node held at once, from the records.
+    let all_ended = || {
+        admin
+            .jobs(&q)
+            .unwrap()
+            .jobs
+            .iter()
+            .all(|j| j.state.is_terminal())
+    };
+    assert!(
+        eventually(Duration::from_secs(60), all_ended),
+        "uploads left running"
+    );
+    let everything = lockgate_api::JobQuery {
+        limit: Some(1000),
+        ..Default::default()
+    };
+    let mut per_node: std::collections::BTreeMap<String, Vec<(u64, i32)>> = Default::default();
+    for j in admin.jobs(&everything).unwrap().jobs {
+        if let (Some(node), Some(_), Some(_)) = (&j.node, &j.prepare_started_at, &j.finished_at) {
+            let steps = per_node.entry(node.clone()).or_default();
+            // An end sorts before a start at the same millisecond: the slot was handed on.
+            steps.push((t(&j.prepare_started_at), 1));
+            steps.push((t(&j.finished_at), -1));
+        }
+    }
+    let peak = per_node
+        .values_mut()
+        .map(|steps| {
+            steps.sort();
+            let mut held = 0;
+            steps
+                .iter()
+                .map(|(_, d)| {
+                    held += d;
+                    held
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0);
+    (releases, admitted.saturating_sub(submitted), passed, peak)
 }
 
 #[test]
 fn with_real_agents_a_restore_behind_a_night_of_uploads_takes_the_first_slot_that_frees() {
-    let (releases, waited, after) = behind_a_night_of_uploads("");
-    // Queued uploads were still waiting when it was admitted: it passed them.
+    let (releases, waited, after, peak) = behind_a_night_of_uploads("");
+    // Queued uploads were still waiting when it was admitted: it passed them, and no node
+    // ever held more than its one slot.
     assert!(
-        releases <= 1 && after > 100,
-        "{releases} releases, {after} uploads after it"
+        releases <= 1 && after > 100 && peak == 1,
+        "{releases} releases, {after} uploads after it, {peak} at once on a node"
     );
-    let (late, late_wait, late_after) =
+    let (late, late_wait, late_after, late_peak) =
         behind_a_night_of_uploads("[kinds.data-download]\npriority = 0\n");
+    assert_eq!(late_peak, 1);
     eprintln!(
         "restores first, 3 real agents, 150 uploads queued: admitted after {releases} slot \
          release(s), {waited} ms after its submit, {after} uploads admitted after it; with \
