@@ -230,3 +230,20 @@ fn a_user_cancel_of_a_victim_ends_it() {
     assert_eq!(state(&e, r), Some(JobState::Running));
     assert_eq!(state(&e, big2), Some(JobState::Queued));
 }
+
+/// Restores first, with preemption: `preempt = true` on a restore's kind, its priority left
+/// to the built-in one, stops a running upload (priority 0) and takes its room at once.
+#[test]
+fn a_restores_download_with_preempt_stops_an_upload_for_its_room() {
+    let mut e = engine(
+        "[resources]\nthreads = 1\n[kinds.data-upload]\ncost = { threads = 1 }\n[kinds.data-download]\npreempt = true\ncost = { threads = 1 }\n",
+    );
+    let upload = submit(&mut e, spec("data-upload", &[]), 0);
+    let queued = submit(&mut e, spec("data-upload", &[]), 1);
+    let download = submit(&mut e, spec("data-download", &[]), 2);
+    assert_eq!(e.job(download).unwrap().priority, 100);
+    assert_eq!(asked(&e), [upload]);
+    stop(&mut e, upload, 3);
+    assert_eq!(state(&e, download), Some(JobState::Running));
+    assert_eq!(state(&e, queued), Some(JobState::Queued));
+}
