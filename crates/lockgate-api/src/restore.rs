@@ -172,7 +172,8 @@ pub struct RestoreView {
     #[serde(default)]
     pub data_jobs: Vec<u64>,
     /// Restored pods (`<namespace>/<pod>`) whose volumes wait for the node the pod is
-    /// scheduled to (`POST /v1/restores/{name}/pods`, `lockgate restore bind`).
+    /// scheduled to (`POST /v1/restores/{name}/pods`, `lockgate restore bind`). A restore
+    /// the server stopped while it waited keeps them here once `Failed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pods_waiting: Vec<String>,
     /// The restored pods' post-restore hooks (`post.hook.restore.lockgate.io/*`), run once

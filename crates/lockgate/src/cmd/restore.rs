@@ -369,7 +369,8 @@ fn describe_view(
         let jobs: Vec<String> = view.data_jobs.iter().map(u64::to_string).collect();
         println!("data jobs: {}", jobs.join(", "));
     }
-    if !view.pods_waiting.is_empty() {
+    // A restore the server stopped keeps the pods it waited for in its record.
+    if !view.pods_waiting.is_empty() && !view.is_finished() {
         println!(
             "waiting for the node of pods (lockgate restore bind): {}",
             view.pods_waiting.join(", ")
