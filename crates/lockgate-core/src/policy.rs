@@ -681,20 +681,20 @@ impl Policy {
     /// Default priority of a kind: `[kinds.<kind>].priority`, else
     /// [`RESTORE_KINDS_PRIORITY`] for the [`RESTORE_KINDS`], else 0.
     pub fn kind_priority(&self, kind: &str) -> i64 {
-        let unset = if RESTORE_KINDS.contains(&kind) {
-            RESTORE_KINDS_PRIORITY
-        } else {
-            0
-        };
-        self.kind(kind).and_then(|k| k.priority).unwrap_or(unset)
+        match self.kind(kind).and_then(|k| k.priority) {
+            Some(p) => p,
+            None if self.restores_first(kind) => RESTORE_KINDS_PRIORITY,
+            None => 0,
+        }
     }
 
-    /// Restores first, again: whether a blocked job of `kind` reserves what keeps it out
-    /// at once (as a `strict` rule's jobs do, when every block is a wait for room) instead
-    /// of after its rules' `reserve_after`. True for a restore's kinds ([`RESTORE_KINDS`])
-    /// while the policy leaves their priority to the built-in one, so a restore is not
-    /// passed by smaller backups taking the room it waits for.
-    pub fn reserves_at_once(&self, kind: &str) -> bool {
+    /// Restores first: whether `kind` is one of a restore's ([`RESTORE_KINDS`]) and the
+    /// policy leaves its priority to the built-in one. Such a kind ranks at
+    /// [`RESTORE_KINDS_PRIORITY`], and a blocked job of it reserves what keeps it out at
+    /// once (as a `strict` rule's jobs do, when every block is a wait for room) instead of
+    /// after its rules' `reserve_after`, so smaller backups do not take the room it waits
+    /// for.
+    pub fn restores_first(&self, kind: &str) -> bool {
         RESTORE_KINDS.contains(&kind) && self.kind(kind).and_then(|k| k.priority).is_none()
     }
 

@@ -88,6 +88,22 @@ pub(crate) struct Bind {
     reply: tokio::sync::oneshot::Sender<Result<Vec<u64>, ApiError>>,
 }
 
+/// The refusal of a bind: restore `name` does not wait for the node of `pod`; `waiting`
+/// are the pods it does wait for.
+fn not_waiting(name: &str, pod: &str, waiting: &[String]) -> ApiError {
+    let waits = match waiting {
+        [] => "none".to_string(),
+        _ => waiting.join(", "),
+    };
+    ApiError::new(
+        ErrorCode::WrongState,
+        format!(
+            "restore {name:?} is not waiting for the node of pod {pod:?} (it waits for {waits})"
+        ),
+    )
+    .field("pod")
+}
+
 /// What a restore's driver listens on between its creation and its end.
 struct Running {
     cancelled: Arc<AtomicBool>,
@@ -141,13 +157,8 @@ impl Restores {
     /// Cancel safe: dropped after the bind was sent, the driver still submits the jobs
     /// (they are in the restore's record) and its answer is dropped.
     async fn bind(&self, name: &str, pod: String, node: String) -> Result<Vec<u64>, ApiError> {
-        let not_waiting = || {
-            ApiError::new(
-                ErrorCode::WrongState,
-                format!("restore {name:?} is not waiting for the node of pod {pod:?}"),
-            )
-            .field("pod")
-        };
+        // No driver, or it ended before it answered: it waits for nothing.
+        let not_waiting = || not_waiting(name, &pod, &[]);
         let binds = self
             .running
             .lock()

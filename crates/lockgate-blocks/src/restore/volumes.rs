@@ -115,6 +115,14 @@ pub struct PodVolumeRestore {
     pub volumes: Vec<String>,
 }
 
+impl PodVolumeRestore {
+    /// `<namespace>/<pod>`: how the wait container names the pod to its restore, and how
+    /// the restore lists it while it waits for its node.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.namespace, self.pod)
+    }
+}
+
 /// The restored pods in `phases` with volumes a pod-volume backup copied.
 pub(super) fn pod_volumes(archive: &BackupArchive, phases: &[Phase]) -> Vec<PodVolumeRestore> {
     phases
@@ -154,7 +162,7 @@ pub(super) fn wait_container(restore: &str, image: &str, pod: &PodVolumeRestore)
         "name": WAIT_CONTAINER,
         "image": image,
         "command": ["lockgate", "restore", "bind", restore,
-                    "--pod", format!("{}/{}", pod.namespace, pod.pod),
+                    "--pod", pod.name(),
                     "--node", "$(LOCKGATE_NODE)", "--wait"],
         "env": [
             env("LOCKGATE_NODE", serde_json::json!({"valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})),

@@ -8,7 +8,7 @@
 //! rule's `reserve_after`, provided everything that blocks it is a wait for room (a full
 //! scope or a held conflict key): a job that cannot run anyway (its node is missing, a
 //! limit is 0) holds nobody back. A restore's job reserves at once
-//! (`Policy::reserves_at_once`). A `strict` rule drops both conditions for its own scopes:
+//! (`Policy::restores_first`). A `strict` rule drops both conditions for its own scopes:
 //! a job it blocks reserves them at once.
 //!
 //! A conflict is reserved whole: a job a conflict key blocks reserves every scope of that
@@ -94,7 +94,7 @@ impl Engine {
             .iter()
             .all(|b| b.kind.is_capacity() || b.kind == BlockKind::Conflict);
         let queued_at = self.entries.get(id).job.queued_at;
-        let at_once = self.policy.reserves_at_once(&self.entries.get(id).job.kind);
+        let at_once = self.policy.restores_first(&self.entries.get(id).job.kind);
         // `order = "window"`: counted from the planned start (`window_order.rs`).
         let planned = Timestamp(self.planned_start(&self.entries.get(id).job));
         let (mut targets, mut later) = (Vec::new(), None::<Timestamp>);

@@ -14,7 +14,7 @@
 //!   a wait without end.
 
 use super::driver::{put, Held};
-use super::Bind;
+use super::{not_waiting, Bind};
 use crate::backups::driver::wait_until;
 use crate::backups::mover::{attrs, is_final};
 use crate::error::ApiError;
@@ -60,13 +60,9 @@ pub(super) async fn move_data(
             failed.push(refused);
         }
     }
-    let mut waiting: BTreeMap<String, &PodVolumeRestore> = moves
-        .pods
-        .iter()
-        .map(|p| (format!("{}/{}", p.namespace, p.pod), p))
-        .collect();
-    view.pods_waiting = waiting.keys().cloned().collect();
-    put(held.r, view).await?;
+    let mut waiting: BTreeMap<String, &PodVolumeRestore> =
+        moves.pods.iter().map(|p| (p.name(), p)).collect();
+    record_waiting(held, view, &waiting).await?;
     let deadline = tokio::time::Instant::now() + moves.timeout;
     let mut cancelling = false;
     while !(waits.is_empty() && waiting.is_empty()) {
@@ -89,24 +85,16 @@ pub(super) async fn move_data(
                         }
                         answer
                     }
-                    None => Err(ApiError::new(
-                        ErrorCode::WrongState,
-                        format!("restore {:?} is not waiting for the node of pod {:?} (waiting: {})",
-                            view.name, bind.pod, view.pods_waiting.join(", ")),
-                    ).field("pod")),
+                    None => Err(not_waiting(&view.name, &bind.pod, &view.pods_waiting)),
                 };
-                view.pods_waiting = waiting.keys().cloned().collect();
-                put(held.r, view).await?;
+                record_waiting(held, view, &waiting).await?;
                 let _ = bind.reply.send(answer);
             }
             _ = tokio::time::sleep_until(deadline), if !waiting.is_empty() => {
                 let waited = moves.timeout.as_secs();
-                failed.extend(waiting.keys().map(|pod| format!(
-                    "pod {pod}: its node was not told within {waited} s (lockgate restore bind); its volumes were not copied back"
-                )));
-                waiting.clear();
-                view.pods_waiting.clear();
-                put(held.r, view).await?;
+                let why = format!("its node was not told within {waited} s (lockgate restore bind); its volumes were not copied back");
+                give_up(&mut waiting, &mut failed, &why);
+                record_waiting(held, view, &waiting).await?;
             }
             _ = beat.tick() => {
                 held.beat().await?;
@@ -115,15 +103,29 @@ pub(super) async fn move_data(
                     for id in view.data_jobs.clone() {
                         let _ = held.r.lp().ask(held.who.clone(), |reply| JobOp::Cancel(id, false, reply)).await;
                     }
-                    failed.extend(waiting.keys().map(|pod| format!("pod {pod}: the restore was cancelled before its node was told")));
-                    waiting.clear();
-                    view.pods_waiting.clear();
-                    put(held.r, view).await?;
+                    give_up(&mut waiting, &mut failed, "the restore was cancelled before its node was told");
+                    record_waiting(held, view, &waiting).await?;
                 }
             }
         }
     }
     Ok(failed)
+}
+
+/// The pods still `waiting` in the restore's record (`pods_waiting`), committed.
+async fn record_waiting(
+    held: &Held<'_>,
+    view: &mut RestoreView,
+    waiting: &BTreeMap<String, &PodVolumeRestore>,
+) -> Result<(), ApiError> {
+    view.pods_waiting = waiting.keys().cloned().collect();
+    put(held.r, view).await
+}
+
+/// Stops waiting for every pod still `waiting`, a failure line each saying `why`.
+fn give_up(waiting: &mut BTreeMap<String, &PodVolumeRestore>, failed: &mut Vec<String>, why: &str) {
+    failed.extend(waiting.keys().map(|pod| format!("pod {pod}: {why}")));
+    waiting.clear();
 }
 
 /// Submits the `pod-volume-restore` jobs of `pod`, one per volume, pinned to `node`: the

@@ -455,21 +455,14 @@ async fn bind(
         Ok(b) => b,
         Err(rejection) => return Ok(rejection),
     };
-    check_node_name(&req.node)?;
+    // Refused before the restore is asked: a bad name (an unexpanded `$(LOCKGATE_NODE)`)
+    // leaves the pod waiting.
+    crate::nodes::check_node_name("node", &req.node)?;
     let v = view(&api, &p, &name).await?;
+    // Asked of the record first: a restore not yet waiting (queued, writing) answers at
+    // once instead of holding the call until its driver listens.
     if !v.pods_waiting.contains(&req.pod) {
-        let waiting = match v.pods_waiting.is_empty() {
-            true => format!("it is {} and waits for none", v.state),
-            false => format!("it waits for {}", v.pods_waiting.join(", ")),
-        };
-        return Err(ApiError::new(
-            ErrorCode::WrongState,
-            format!(
-                "restore {name:?} is not waiting for the node of pod {:?}: {waiting}",
-                req.pod
-            ),
-        )
-        .field("pod"));
+        return Err(super::not_waiting(&name, &req.pod, &v.pods_waiting));
     }
     let jobs = api
         .restores
@@ -482,23 +475,4 @@ async fn bind(
         jobs,
     };
     Ok(Json(bound).into_response())
-}
-
-/// A Kubernetes node name (a DNS subdomain): 1-253 characters of a-z, 0-9, '-' and '.',
-/// starting and ending with a letter or digit. Refused before the restore is asked, so a
-/// bad name (an unexpanded `$(LOCKGATE_NODE)`) leaves the pod waiting.
-fn check_node_name(node: &str) -> Result<(), ApiError> {
-    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let ok = !node.is_empty()
-        && node.len() <= 253
-        && node.chars().all(|c| alnum(c) || c == '-' || c == '.')
-        && node.starts_with(alnum)
-        && node.ends_with(alnum);
-    if ok {
-        return Ok(());
-    }
-    Err(ApiError::invalid(
-        "node",
-        format!("invalid node name {node:?}: expected a Kubernetes node name, 1-253 characters of a-z, 0-9, '-' and '.', starting and ending with a letter or digit"),
-    ))
 }

@@ -426,7 +426,7 @@ run = ["sh", "-c", "sleep 0.3; echo restore {{attr.namespace}}/{{attr.pod}} {{at
         .phase
         .as_deref()
         == Some("Completed")));
-    // Bound once: again is refused, naming what it waits for.
+    // Bound once, and the restore has ended: a bind again is refused.
     let (ok, _, err) = run(
         &s,
         &words("restore bind back --pod app-copy/db-0 --node n2"),
